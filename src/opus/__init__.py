@@ -1,0 +1,25 @@
+"""opus: thread- and warp-level GPU kernels in Python for NVIDIA and AMD GPUs.
+
+Python is the metaprogramming language: Python values are compile-time, traced values are
+run-time. A kernel is traced into one IR and rendered as headerless CUDA C++ (NVRTC) or HIP
+C++ (clang), or run by the CPU interpreter with the hardware's semantics.
+"""
+__version__ = "0.1.0"
+
+from .dtypes import (DType, bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64,
+                     fp16, fp32, fp64, fp8_e4m3, fp8_e4m3fnuz, fp8_e5m2, fp8_e5m2fnuz, fp4_e2m1,
+                     e8m0, int4, uint4, fp8, bf8, fp4)
+from .errors import OpusError, CompileError, ArgumentError, OpusRuntimeError
+from . import lang as _lang  # installs dtype conversion
+from .lang.context import TraceError
+from .lang.values import cast, bitcast
+from .lang.vectors import make_vector, insert, concat, splat, zeros
+from .lang.math import (exp, exp2, log, log2, sqrt, rsqrt, sin, cos, tanh, floor, ceil, trunc,
+                        rint, fma, max, min, select, tdiv, tmod)
+from .lang.memory import make_gmem, make_smem, alloc_smem, dynamic_smem, load, store
+from .lang.threads import (thread_id_x, thread_id_y, thread_id_z, block_id_x, block_id_y,
+                           block_id_z, block_size_x, block_size_y, block_size_z, grid_size_x,
+                           grid_size_y, grid_size_z, lane_id, warp_id, warp_size, sync_threads,
+                           printf)
+from .lang.mma import make_mma
+from .frontend import Ptr, constexpr, kernel, range, static_ford, set_target, current_target

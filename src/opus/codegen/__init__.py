@@ -1,0 +1,13 @@
+"""Renderers from IR to device source: CUDA C++ (NVIDIA) and HIP C++ (AMD)."""
+from .cemit import CodegenError
+
+
+def render(fn, target) -> str:
+    """Device source for a traced Function on ``target``."""
+    if target.vendor == "nvidia":
+        from .cuda import render_cuda
+        return render_cuda(fn, target)
+    if target.vendor == "amd":
+        from .hip import render_hip
+        return render_hip(fn, target)
+    raise CodegenError(f"no renderer for {target!r}")

@@ -1,0 +1,604 @@
+"""C-style emitter shared by the CUDA and HIP renderers (no #include anywhere).
+
+Walks an IR Function once and writes flat C++: one variable per SSA value, structured loops and
+branches, helpers in a small prelude emitted only when used. Everything that differs between
+vendors (type spellings, special registers, conversions, memory instructions) is a hook that the
+dialect subclass (codegen/cuda.py, codegen/hip.py) overrides.
+
+Vectors are structs ``{ T v[n]; }`` aligned to their size (up to 16 bytes), so a 16-byte
+vector load is one instruction and every lane is a register (lanes are indexed by constants).
+16-bit floats are stored as ``unsigned short`` bit patterns and computed in f32 (rounded once
+per operation, as ir/ops.py specifies).
+"""
+from __future__ import annotations
+
+import math
+import struct
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..dtypes import DType
+from ..ir import VectorType, PointerType, scalar_of, lanes_of
+
+__all__ = ["CEmitter", "CodegenError"]
+
+
+class CodegenError(Exception):
+    pass
+
+
+_CTYPES = {
+    "bool": "bool", "i8": "signed char", "i16": "short", "i32": "int", "i64": "long long",
+    "u8": "unsigned char", "u16": "unsigned short", "u32": "unsigned", "u64": "unsigned long long",
+    "f32": "float", "f64": "double", "f16": "unsigned short", "bf16": "unsigned short",
+    "fp8_e4m3": "unsigned char", "fp8_e4m3fnuz": "unsigned char", "fp8_e5m2": "unsigned char",
+    "fp8_e5m2fnuz": "unsigned char", "e8m0": "unsigned char",
+}
+_UNSIGNED = {8: "unsigned char", 16: "unsigned short", 32: "unsigned", 64: "unsigned long long"}
+_HALF = ("f16", "bf16")
+_SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "and": "&", "or": "|", "xor": "^"}
+_CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+class CEmitter:
+    """Renders one Function. Subclasses set ``backend`` and override the dialect hooks."""
+
+    backend = "c"
+
+    def __init__(self, fn, target):
+        self.fn = fn
+        self.target = target
+        self.names = {}
+        self.counter = 0
+        self.lines = []
+        self.helpers = {}  # name -> code, in first-use order
+        self.vector_types = {}  # (elem name, n) -> struct name
+
+    # -- names and types ---------------------------------------------------------------------
+    def name(self, v):
+        n = self.names.get(v)
+        if n is None:
+            raise CodegenError(f"internal: value {v!r} used before definition")
+        return n
+
+    def fresh(self, v=None, prefix="v"):
+        self.counter += 1
+        n = f"{prefix}{self.counter}"
+        if v is not None:
+            self.names[v] = n
+        return n
+
+    def scalar_ctype(self, e: DType) -> str:
+        c = _CTYPES.get(e.name)
+        if c is None:
+            raise CodegenError(f"{e.name} values have no {self.backend} representation yet")
+        return c
+
+    def ctype(self, t) -> str:
+        if isinstance(t, DType):
+            return self.scalar_ctype(t)
+        if isinstance(t, VectorType):
+            key = (t.elem.name, t.n)
+            name = self.vector_types.get(key)
+            if name is None:
+                name = f"opus_{t.elem.name}x{t.n}"
+                self.vector_types[key] = name
+            return name
+        if isinstance(t, PointerType):
+            return f"{self.scalar_ctype(t.elem)}*"
+        raise CodegenError(f"no C type for {t!r}")
+
+    def vector_struct(self, elem_name, n):
+        e = dt.dtype_from_name(elem_name)
+        nbytes = n * e.itemsize
+        align = min(16, 1 << (nbytes.bit_length() - 1)) if nbytes else 1
+        return f"struct __align__({align}) opus_{elem_name}x{n} {{ {self.scalar_ctype(e)} v[{n}]; }};"
+
+    def helper(self, name, code):
+        if name not in self.helpers:
+            self.helpers[name] = code
+        return name
+
+    # -- output -------------------------------------------------------------------------------
+    def line(self, indent, s):
+        self.lines.append("  " * indent + s)
+
+    def render(self) -> str:
+        signature = self.signature()  # names the parameters
+        top = self.kernel_top()       # names the shared arrays
+        self.lines = []
+        self.emit_block(self.fn.body, 1)
+        out = [f"// opus kernel {self.fn.name} for {self.target.name} (generated; no headers)"]
+        out += self.prelude()
+        out += [self.vector_struct(e, n) for (e, n) in self.vector_types]
+        out += list(self.helpers.values())
+        out.append(signature + " {")
+        out += top
+        out += self.lines
+        out.append("}")
+        return "\n".join(out) + "\n"
+
+    # -- hooks (dialects override) ------------------------------------------------------------
+    def prelude(self):
+        return []
+
+    def signature(self):
+        raise NotImplementedError
+
+    def kernel_top(self):
+        """Declarations at the top of the kernel body (shared-memory arrays)."""
+        out = []
+        for op in self.fn.walk():
+            if op.kind == "smem_alloc":
+                a = op.attrs
+                nm = a["name"]
+                self.names[op.results[0]] = nm
+                out.append(f"  {self.shared_decl(self.scalar_ctype(a['dtype']), nm, a['count'], a['align'])}")
+        return out
+
+    # -- expressions --------------------------------------------------------------------------
+    def lane(self, expr, i):
+        return f"{expr}.v[{i}]"
+
+    def lanes(self, v):
+        """C expressions for each lane of value v (a scalar has one)."""
+        n = self.name(v)
+        if isinstance(v.type, VectorType):
+            return [self.lane(n, i) for i in range(v.type.n)]
+        return [n]
+
+    def const_expr(self, x, e: DType) -> str:
+        if e.is_bool:
+            return "true" if x else "false"
+        if e.is_int:
+            x = int(x)
+            suffix = {"i64": "ll", "u64": "ull", "u32": "u"}.get(e.name, "")
+            if e.name == "i64" and x == -(1 << 63):
+                return "(-9223372036854775807ll - 1)"
+            if e.name == "i32" and x == -(1 << 31):
+                return "(-2147483647 - 1)"
+            return f"{x}{suffix}" if e.bits >= 32 else f"({self.scalar_ctype(e)}){x}"
+        if e.name in _HALF or e.storage_only:
+            bits = int(np.array(x, dtype=e.np_dtype).view(f"u{e.itemsize}"))
+            return f"({self.scalar_ctype(e)}){hex(bits)}"
+        if e.name == "f32":
+            f = float(np.float32(x))
+            if math.isfinite(f):
+                return f"{f.hex()}f" if f != 0 or math.copysign(1, f) > 0 else "-0.0f"
+            bits = struct.unpack("<I", struct.pack("<f", f))[0]
+            return self.bits_to_f32(f"{hex(bits)}u")
+        if e.name == "f64":
+            f = float(x)
+            if math.isfinite(f):
+                return f.hex() if f != 0 or math.copysign(1, f) > 0 else "-0.0"
+            bits = struct.unpack("<Q", struct.pack("<d", f))[0]
+            return self.bits_to_f64(f"{hex(bits)}ull")
+        raise CodegenError(f"constant of type {e.name}")
+
+    # f32 view of a 16-bit float lane (computation happens in f32)
+    def to_f32(self, expr, e: DType):
+        if e.name == "f16":
+            return f"{self.helper_h2f()}({expr})"
+        if e.name == "bf16":
+            return f"{self.helper_b2f()}({expr})"
+        return expr
+
+    def from_f32(self, expr, e: DType, rounding="rn"):
+        if e.name == "f16":
+            return f"{self.helper_f2h(rounding)}({expr})"
+        if e.name == "bf16":
+            return f"{self.helper_f2b(rounding)}({expr})"
+        return expr
+
+    # -- statements ---------------------------------------------------------------------------
+    def declare(self, v, indent):
+        n = self.fresh(v)
+        self.line(indent, f"{self.ctype(v.type)} {n};")
+        return n
+
+    def assign_lanes(self, v, exprs, indent):
+        """Define v from per-lane expressions."""
+        if isinstance(v.type, VectorType):
+            n = self.declare(v, indent)
+            for i, x in enumerate(exprs):
+                self.line(indent, f"{self.lane(n, i)} = {x};")
+        else:
+            n = self.fresh(v)
+            self.line(indent, f"{self.ctype(v.type)} {n} = {exprs[0]};")
+
+    def emit_block(self, block, indent):
+        for op in block.ops:
+            getattr(self, "op_" + op.kind)(op, indent)
+
+    def _loc_comment(self, op, indent):
+        if op.loc is not None:
+            self.line(indent, f"// line {op.loc.line}")
+
+    # per-op emitters ------------------------------------------------------------------------
+    def op_const(self, op, indent):
+        r = op.results[0]
+        e = scalar_of(r.type)
+        val = op.attrs["value"]
+        if isinstance(r.type, VectorType):
+            self.assign_lanes(r, [self.const_expr(x, e) for x in val], indent)
+        else:
+            self.names[r] = self.const_expr(val, e)  # scalar constants are inlined
+
+    def op_binary(self, op, indent):
+        a, b = op.operands
+        r = op.results[0]
+        e = scalar_of(r.type)
+        o = op.attrs["op"]
+        self.assign_lanes(r, [self.binary_expr(o, x, y, e)
+                              for x, y in zip(self._bcast(a, r), self._bcast(b, r))], indent)
+
+    def _bcast(self, v, like):
+        ls = self.lanes(v)
+        return ls * lanes_of(like.type) if len(ls) == 1 else ls
+
+    def binary_expr(self, o, x, y, e: DType) -> str:
+        if e.is_float:
+            if e.name in _HALF:
+                return self.from_f32(self.binary_expr(o, self.to_f32(x, e), self.to_f32(y, e), dt.f32), e)
+            if o in ("min", "max"):
+                f = {"f32": "f", "f64": ""}[e.name]
+                return f"f{o}{f}({x}, {y})"
+            return f"({x} {_SYM[o]} {y})"
+        ct = self.scalar_ctype(e)
+        if e.is_bool:
+            if o in ("and", "or", "xor"):
+                return f"({x} {_SYM[o]} {y})"
+            if o in ("min", "max"):
+                return f"({x} {'&&' if o == 'min' else '||'} {y})"
+            raise CodegenError(f"{o} on bool")
+        ut = _UNSIGNED[e.bits]
+        if o in ("add", "sub", "mul"):
+            if e.kind == "int":  # wrap: compute unsigned (signed overflow is UB in C)
+                return f"({ct})(({ut}){x} {_SYM[o]} ({ut}){y})"
+            return f"({ct})({x} {_SYM[o]} {y})"
+        if o in ("and", "or", "xor"):
+            return f"({ct})({x} {_SYM[o]} {y})"
+        if o in ("min", "max"):
+            return f"({x} {'<' if o == 'min' else '>'} {y} ? {x} : {y})"
+        if o in ("floordiv", "mod", "tdiv", "tmod"):
+            return f"{self.helper_div(o, e)}({x}, {y})"
+        if o in ("shl", "shr"):
+            w = e.bits
+            if o == "shl":
+                return f"(({ut}){y} < {w}u ? ({ct})(({ut}){x} << {y}) : ({ct})0)"
+            if e.kind == "int":
+                return f"(({ut}){y} < {w}u ? ({ct})({x} >> {y}) : ({ct})({x} < 0 ? -1 : 0))"
+            return f"(({ut}){y} < {w}u ? ({ct})({x} >> {y}) : ({ct})0)"
+        raise CodegenError(f"binary {o} on {e.name}")
+
+    def helper_div(self, o, e: DType):
+        ct, ut = self.scalar_ctype(e), _UNSIGNED[e.bits]
+        name = f"opus_{o}_{e.name}"
+        if e.kind == "uint":
+            body = {"floordiv": "return b == 0 ? ({t})~({t})0 : ({t})(a / b);",
+                    "tdiv": "return b == 0 ? ({t})~({t})0 : ({t})(a / b);",
+                    "mod": "return b == 0 ? a : ({t})(a % b);",
+                    "tmod": "return b == 0 ? a : ({t})(a % b);"}[o].format(t=ct)
+        else:
+            neg = f"({ct})(({ut})0 - ({ut})a)"
+            body = {
+                "tdiv": f"if (b == 0) return ({ct})-1; if (b == -1) return {neg}; return ({ct})(a / b);",
+                "tmod": f"if (b == 0) return a; if (b == -1) return 0; return ({ct})(a % b);",
+                "floordiv": (f"if (b == 0) return ({ct})-1; if (b == -1) return {neg}; "
+                             f"{ct} q = ({ct})(a / b); return ({ct})(q - (((a % b) != 0) & ((a < 0) != (b < 0))));"),
+                "mod": (f"if (b == 0) return a; if (b == -1) return 0; {ct} r = ({ct})(a % b); "
+                        f"return ({ct})(r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0));"),
+            }[o]
+        return self.helper(name, f"{self.device_fn_prefix()} {ct} {name}({ct} a, {ct} b) {{ {body} }}")
+
+    def op_cmp(self, op, indent):
+        a, b = op.operands
+        r = op.results[0]
+        e = scalar_of(a.type)
+        c = _CMP[op.attrs["pred"]]
+        xs, ys = self.lanes(a), self.lanes(b)
+        self.assign_lanes(r, [f"({self.to_f32(x, e)} {c} {self.to_f32(y, e)})" for x, y in zip(xs, ys)],
+                          indent)
+
+    def op_unary(self, op, indent):
+        (a,) = op.operands
+        r = op.results[0]
+        e = scalar_of(a.type)
+        o = op.attrs["op"]
+        ct = self.scalar_ctype(e)
+        out = []
+        for x in self.lanes(a):
+            if o == "not":
+                out.append(f"(!{x})")
+            elif e.is_float:
+                f = self.to_f32(x, e)
+                fn = {"f64": "fabs"}.get(e.name, "fabsf")
+                out.append(self.from_f32(f"(-{f})" if o == "neg" else f"{fn}({f})", e))
+            elif o == "neg":
+                out.append(f"({ct})(({_UNSIGNED[e.bits]})0 - ({_UNSIGNED[e.bits]}){x})")
+            elif o == "invert":
+                out.append(f"({ct})(~{x})")
+            elif o == "abs":
+                out.append(f"({x} < 0 ? ({ct})(({_UNSIGNED[e.bits]})0 - ({_UNSIGNED[e.bits]}){x}) : {x})")
+        self.assign_lanes(r, out, indent)
+
+    _MATH32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf",
+               "rsqrt": "rsqrtf", "sin": "sinf", "cos": "cosf", "tanh": "tanhf", "floor": "floorf",
+               "ceil": "ceilf", "trunc": "truncf", "rint": "rintf"}
+
+    def math_fn(self, fn, e: DType):
+        f = self._MATH32[fn]
+        if e.name == "f64":
+            return "rsqrt" if fn == "rsqrt" else f[:-1]
+        return f
+
+    def op_math(self, op, indent):
+        (a,) = op.operands
+        r = op.results[0]
+        e = scalar_of(a.type)
+        f = self.math_fn(op.attrs["fn"], e)
+        self.assign_lanes(r, [self.from_f32(f"{f}({self.to_f32(x, e)})", e) for x in self.lanes(a)],
+                          indent)
+
+    def op_fma(self, op, indent):
+        r = op.results[0]
+        e = scalar_of(r.type)
+        f = "fma" if e.name == "f64" else "fmaf"
+        lanes = zip(*(self._bcast(v, r) for v in op.operands))
+        self.assign_lanes(r, [self.from_f32(f"{f}({', '.join(self.to_f32(x, e) for x in l)})", e)
+                              for l in lanes], indent)
+
+    def op_select(self, op, indent):
+        c, a, b = op.operands
+        r = op.results[0]
+        self.assign_lanes(r, [f"({x} ? {y} : {z})" for x, y, z in
+                              zip(self._bcast(c, r), self._bcast(a, r), self._bcast(b, r))], indent)
+
+    def op_cast(self, op, indent):
+        (a,) = op.operands
+        r = op.results[0]
+        src, to = scalar_of(a.type), op.attrs["to"]
+        self.assign_lanes(r, [self.cast_expr(x, src, to, op.attrs["rounding"], op.attrs["sat"])
+                              for x in self.lanes(a)], indent)
+
+    def cast_expr(self, x, src: DType, to: DType, rounding, sat):
+        ct = self.scalar_ctype(to)
+        if to.is_bool:
+            return f"({self.to_f32(x, src)} != 0)"
+        if src.is_bool:
+            return self.cast_expr(f"({x} ? 1 : 0)", dt.i32, to, rounding, sat)
+        if src.storage_only or to.storage_only:
+            return self.cast_storage(x, src, to, rounding, sat)
+        if to.is_int and src.is_int:
+            return f"({ct})({x})"
+        if to.is_int:  # float -> int: toward zero, saturating, NaN -> 0
+            f = self.to_f32(x, src)
+            if to.bits >= 32:
+                return self.float_to_int(f, src if src.name == "f64" else dt.f32, to)
+            lo, hi = to.int_range()
+            i = self.float_to_int(f, src if src.name == "f64" else dt.f32, dt.i32)
+            return f"({ct})({i} < {lo} ? {lo} : ({i} > {hi} ? {hi} : {i}))"
+        # -> float
+        if to.name in _HALF:
+            if src.name in _HALF:
+                return self.from_f32(self.to_f32(x, src), to, rounding)
+            return self.from_f32(self.cast_expr(x, src, dt.f32, "rn", False), to, rounding)
+        if rounding != "rn":
+            raise CodegenError(f"rounding {rounding!r} is supported only for narrowing to f16/bf16")
+        return f"({ct})({self.to_f32(x, src)})"
+
+    def float_to_int(self, f, src, to):
+        return f"({self.scalar_ctype(to)})({f})"
+
+    def cast_storage(self, x, src, to, rounding, sat):
+        raise CodegenError(f"conversion {src.name} -> {to.name} is not supported by the "
+                           f"{self.backend} backend for {self.target.name} yet")
+
+    def op_bitcast(self, op, indent):
+        (a,) = op.operands
+        r = op.results[0]
+        ta, tr = self.ctype(a.type), self.ctype(r.type)
+        n = self.fresh(r)
+        self.line(indent, f"{tr} {n};")
+        self.line(indent, f"{{ union {{ {ta} a; {tr} b; }} u_; u_.a = {self.name(a)}; {n} = u_.b; }}")
+
+    def op_vector(self, op, indent):
+        self.assign_lanes(op.results[0], [self.name(x) for x in op.operands], indent)
+
+    def op_extract(self, op, indent):
+        (v,) = op.operands
+        self.assign_lanes(op.results[0], [self.lanes(v)[op.attrs["index"]]], indent)
+
+    def op_insert(self, op, indent):
+        v, s = op.operands
+        ls = self.lanes(v)
+        ls[op.attrs["index"]] = self.name(s)
+        self.assign_lanes(op.results[0], ls, indent)
+
+    def op_broadcast(self, op, indent):
+        (s,) = op.operands
+        self.assign_lanes(op.results[0], [self.name(s)] * op.attrs["n"], indent)
+
+    def op_shuffle(self, op, indent):
+        (v,) = op.operands
+        ls = self.lanes(v)
+        self.assign_lanes(op.results[0], [ls[i] for i in op.attrs["indices"]], indent)
+
+    def op_ptr_add(self, op, indent):
+        p, off = op.operands
+        self.assign_lanes(op.results[0], [f"({self.name(p)} + {self.name(off)})"], indent)
+
+    def op_smem_alloc(self, op, indent):
+        pass  # declared at the kernel top
+
+    # memory ----------------------------------------------------------------------------------
+    def op_load(self, op, indent):
+        p, off = op.operands[:2]
+        bound = op.operands[2] if len(op.operands) > 2 else None
+        r = op.results[0]
+        vec = op.attrs["vec"]
+        P, O = self.name(p), self.name(off)
+        elem = p.type.elem
+        zero = self.const_expr(0, elem)
+        if bound is None:
+            if vec == 1:
+                self.assign_lanes(r, [f"{P}[{O}]"], indent)
+            else:
+                n = self.fresh(r)
+                self.line(indent, f"{self.ctype(r.type)} {n} = *(const {self.ctype(r.type)}*)({P} + {O});")
+            return
+        B = self.name(bound)
+        if vec == 1:
+            self.assign_lanes(r, [f"(({O}) >= 0 && ({O}) < {B} ? {P}[{O}] : {zero})"], indent)
+            return
+        n = self.declare(r, indent)
+        self.line(indent, f"if ({O} >= 0 && (long long){O} + {vec - 1} < (long long){B}) {{")
+        self.line(indent + 1, f"{n} = *(const {self.ctype(r.type)}*)({P} + {O});")
+        self.line(indent, "} else {")
+        for i in range(vec):
+            self.line(indent + 1, f"{self.lane(n, i)} = ((long long){O} + {i} >= 0 && (long long){O} + {i} < "
+                                  f"(long long){B}) ? {P}[{O} + {i}] : {zero};")
+        self.line(indent, "}")
+
+    def op_store(self, op, indent):
+        p, off, val = op.operands[:3]
+        bound = op.operands[3] if len(op.operands) > 3 else None
+        vec = op.attrs["vec"]
+        P, O, V = self.name(p), self.name(off), self.name(val)
+        vt = self.ctype(val.type)
+        if bound is None:
+            if vec == 1:
+                self.line(indent, f"{P}[{O}] = {V};")
+            else:
+                self.line(indent, f"*({vt}*)({P} + {O}) = {V};")
+            return
+        B = self.name(bound)
+        if vec == 1:
+            self.line(indent, f"if ({O} >= 0 && {O} < {B}) {P}[{O}] = {V};")
+            return
+        self.line(indent, f"if ({O} >= 0 && (long long){O} + {vec - 1} < (long long){B}) {{")
+        self.line(indent + 1, f"*({vt}*)({P} + {O}) = {V};")
+        self.line(indent, "} else {")
+        for i in range(vec):
+            self.line(indent + 1, f"if ((long long){O} + {i} >= 0 && (long long){O} + {i} < (long long){B}) "
+                                  f"{P}[{O} + {i}] = {self.lane(V, i)};")
+        self.line(indent, "}")
+
+    # control flow -----------------------------------------------------------------------------
+    def _bind_args(self, args, names):
+        for a, n in zip(args, names):
+            self.names[a] = n
+
+    def _carried(self, inits, indent):
+        names = []
+        for v in inits:
+            n = self.fresh(prefix="c")
+            self.line(indent, f"{self.ctype(v.type)} {n} = {self.name(v)};")
+            names.append(n)
+        return names
+
+    def _assign_yield(self, yop, names, indent):
+        vals = [self.name(v) for v in yop.operands]
+        if len(names) <= 1:
+            for n, v in zip(names, vals):
+                if n != v:
+                    self.line(indent, f"{n} = {v};")
+            return
+        tmps = []
+        for v, src in zip(yop.operands, vals):
+            t = self.fresh(prefix="t")
+            self.line(indent, f"{self.ctype(v.type)} {t} = {src};")
+            tmps.append(t)
+        for n, t in zip(names, tmps):
+            self.line(indent, f"{n} = {t};")
+
+    def _emit_region(self, block, indent, carried_names):
+        """Emit a region's ops; its terminator yield assigns to ``carried_names``."""
+        for op in block.ops:
+            if op.kind == "yield":
+                self._assign_yield(op, carried_names, indent)
+            elif op.kind == "condition":
+                self.line(indent, f"if (!({self.name(op.operands[0])})) break;")
+            else:
+                getattr(self, "op_" + op.kind)(op, indent)
+
+    def op_for(self, op, indent):
+        lb, ub, st = op.operands[:3]
+        inits = op.operands[3:]
+        body = op.regions[0]
+        self._loc_comment(op, indent)
+        names = self._carried(inits, indent)
+        iv = body.args[0]
+        ivn = self.fresh(iv, prefix="i")
+        self._bind_args(body.args[1:], names)
+        it = self.ctype(iv.type)
+        step_static = st.owner is not None and st.owner.kind == "const"
+        if step_static:
+            s = st.owner.attrs["value"]
+            cond = f"{ivn} < {self.name(ub)}" if s > 0 else f"{ivn} > {self.name(ub)}"
+        else:
+            S = self.name(st)
+            cond = f"({S} > 0 ? {ivn} < {self.name(ub)} : {ivn} > {self.name(ub)})"
+        unroll = op.attrs.get("unroll")
+        if unroll:
+            self.line(indent, f"#pragma unroll {unroll}")
+        self.line(indent, f"for ({it} {ivn} = {self.name(lb)}; {cond}; {ivn} += {self.name(st)}) {{")
+        self._emit_region(body, indent + 1, names)
+        self.line(indent, "}")
+        self._bind_args(op.results, names)
+
+    def op_if(self, op, indent):
+        (c,) = op.operands
+        self._loc_comment(op, indent)
+        names = []
+        for r in op.results:
+            n = self.fresh(prefix="r")
+            self.line(indent, f"{self.ctype(r.type)} {n};")
+            names.append(n)
+        self.line(indent, f"if ({self.name(c)}) {{")
+        self._emit_region(op.regions[0], indent + 1, names)
+        if op.regions[1].ops and any(o.kind != "yield" or o.operands for o in op.regions[1].ops):
+            self.line(indent, "} else {")
+            self._emit_region(op.regions[1], indent + 1, names)
+        self.line(indent, "}")
+        self._bind_args(op.results, names)
+
+    def op_while(self, op, indent):
+        cond, body = op.regions
+        self._loc_comment(op, indent)
+        names = self._carried(op.operands, indent)
+        self._bind_args(cond.args, names)
+        self._bind_args(body.args, names)
+        self.line(indent, "while (true) {")
+        self._emit_region(cond, indent + 1, names)
+        self._emit_region(body, indent + 1, names)
+        self.line(indent, "}")
+        self._bind_args(op.results, names)
+
+    def op_return(self, op, indent):
+        self.line(indent, "return;")
+
+    def op_target_op(self, op, indent):
+        ins = self.target.instruction(op.attrs["name"])
+        lower = ins.lower.get(self.backend)
+        if lower is None:
+            raise CodegenError(f"{op.attrs['name']} has no {self.backend} lowering")
+        res = [self.declare(r, indent) for r in op.results]
+        for l in lower([self.name(o) for o in op.operands], res, op.attrs):
+            self.line(indent, l)
+
+    def op_printf(self, op, indent):
+        args = []
+        for v in op.operands:
+            e = scalar_of(v.type)
+            x = self.name(v)
+            if e.name in _HALF:
+                x = f"(double){self.to_f32(x, e)}"
+            elif e.name == "f32":
+                x = f"(double){x}"
+            elif e.is_bool or e.bits < 32:
+                x = f"(int){x}"
+            args.append(x)
+        fmt = op.attrs["fmt"].replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+        self.line(indent, f'printf("{fmt}"{"".join(", " + a for a in args)});')

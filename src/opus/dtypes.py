@@ -1,0 +1,143 @@
+"""Element types: the one place that knows each type's width, kind and host (numpy) twin.
+
+A DType is both an annotation (``n: opus.i32``) and, inside a kernel, a conversion function
+(``opus.f32(x)``). Low-precision floats that the hardware only converts (fp8, fp4, e8m0) are
+*storage* types: they can be loaded, stored and cast, but not used in arithmetic.
+
+The 8-bit float ``fp8``/``bf8`` names are *target-flavoured*, as in the original: on gfx942 they
+mean the FNUZ encodings, everywhere else the OCP ones. The explicit names (``fp8_e4m3``,
+``fp8_e4m3fnuz``, ...) never change meaning. Flavoured types are resolved by the Target at trace
+time, so the IR only ever holds concrete types.
+"""
+from __future__ import annotations
+
+import numpy as np
+import ml_dtypes
+
+__all__ = [
+    "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
+    "f16", "bf16", "f32", "f64", "fp16", "fp32", "fp64",
+    "fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz", "fp4_e2m1", "e8m0",
+    "int4", "uint4", "fp8", "bf8", "fp4", "ALL_DTYPES", "dtype_from_name", "dtype_of_numpy",
+]
+
+
+class DType:
+    """A scalar element type.
+
+    kind: 'bool', 'int', 'uint' or 'float'. storage_only: no arithmetic, only load/store/cast.
+    flavour: for target-flavoured fp8 names, the key the Target resolves ('fp8' or 'bf8').
+    """
+
+    __slots__ = ("name", "bits", "kind", "np_dtype", "storage_only", "flavour", "c_name")
+
+    def __init__(self, name, bits, kind, np_dtype, *, storage_only=False, flavour=None, c_name=None):
+        self.name = name
+        self.bits = bits
+        self.kind = kind
+        self.np_dtype = np.dtype(np_dtype) if np_dtype is not None else None
+        self.storage_only = storage_only
+        self.flavour = flavour
+        self.c_name = c_name or name
+
+    # -- classification -------------------------------------------------------------------
+    @property
+    def is_float(self):
+        return self.kind == "float"
+
+    @property
+    def is_int(self):
+        """Integers, signed or not (bool excluded)."""
+        return self.kind in ("int", "uint")
+
+    @property
+    def is_signed(self):
+        return self.kind == "int" or self.kind == "float"
+
+    @property
+    def is_bool(self):
+        return self.kind == "bool"
+
+    @property
+    def itemsize(self):
+        """Bytes of one element in memory; sub-byte types report a fraction via bits."""
+        return max(1, self.bits // 8)
+
+    def int_range(self):
+        """(lo, hi) inclusive for integer types."""
+        if self.kind == "int":
+            return -(1 << (self.bits - 1)), (1 << (self.bits - 1)) - 1
+        if self.kind == "uint":
+            return 0, (1 << self.bits) - 1
+        if self.kind == "bool":
+            return 0, 1
+        raise TypeError(f"{self.name} is not an integer type")
+
+    # -- use inside kernels ----------------------------------------------------------------
+    def __call__(self, value, **kw):
+        """Inside a kernel: convert ``value`` to this type (see opus.lang.cast)."""
+        if _cast_hook is None:  # pragma: no cover - set when opus.lang is imported
+            raise RuntimeError("opus.lang is not loaded")
+        return _cast_hook(value, self, **kw)
+
+    def __repr__(self):
+        return f"opus.{self.name}"
+
+    def __reduce__(self):
+        return (dtype_from_name, (self.name,))
+
+
+_cast_hook = None  # set by opus.lang: DType.__call__ delegates to it
+
+
+def _make(name, bits, kind, np_dtype, **kw):
+    return DType(name, bits, kind, np_dtype, **kw)
+
+
+bool_ = _make("bool", 1, "bool", np.bool_)
+i8 = _make("i8", 8, "int", np.int8)
+i16 = _make("i16", 16, "int", np.int16)
+i32 = _make("i32", 32, "int", np.int32)
+i64 = _make("i64", 64, "int", np.int64)
+u8 = _make("u8", 8, "uint", np.uint8)
+u16 = _make("u16", 16, "uint", np.uint16)
+u32 = _make("u32", 32, "uint", np.uint32)
+u64 = _make("u64", 64, "uint", np.uint64)
+f16 = _make("f16", 16, "float", np.float16)
+bf16 = _make("bf16", 16, "float", ml_dtypes.bfloat16)
+f32 = _make("f32", 32, "float", np.float32)
+f64 = _make("f64", 64, "float", np.float64)
+fp8_e4m3 = _make("fp8_e4m3", 8, "float", ml_dtypes.float8_e4m3fn, storage_only=True)
+fp8_e4m3fnuz = _make("fp8_e4m3fnuz", 8, "float", ml_dtypes.float8_e4m3fnuz, storage_only=True)
+fp8_e5m2 = _make("fp8_e5m2", 8, "float", ml_dtypes.float8_e5m2, storage_only=True)
+fp8_e5m2fnuz = _make("fp8_e5m2fnuz", 8, "float", ml_dtypes.float8_e5m2fnuz, storage_only=True)
+fp4_e2m1 = _make("fp4_e2m1", 4, "float", ml_dtypes.float4_e2m1fn, storage_only=True)
+e8m0 = _make("e8m0", 8, "float", ml_dtypes.float8_e8m0fnu, storage_only=True)
+int4 = _make("int4", 4, "int", ml_dtypes.int4, storage_only=True)
+uint4 = _make("uint4", 4, "uint", ml_dtypes.uint4, storage_only=True)
+
+# Target-flavoured names (resolved by the Target at trace time; never reach the IR).
+fp8 = _make("fp8", 8, "float", None, storage_only=True, flavour="fp8")
+bf8 = _make("bf8", 8, "float", None, storage_only=True, flavour="bf8")
+
+# Spellings of the original (fp16_t, fp32_t, ...) without the _t.
+fp16, fp32, fp64 = f16, f32, f64
+fp4 = fp4_e2m1
+
+ALL_DTYPES = (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64,
+              fp8_e4m3, fp8_e4m3fnuz, fp8_e5m2, fp8_e5m2fnuz, fp4_e2m1, e8m0, int4, uint4)
+_BY_NAME = {d.name: d for d in ALL_DTYPES + (fp8, bf8)}
+_BY_NAME.update({"fp16": f16, "fp32": f32, "fp64": f64, "fp4": fp4_e2m1})
+_BY_NUMPY = {d.np_dtype: d for d in ALL_DTYPES}
+
+
+def dtype_from_name(name: str) -> DType:
+    try:
+        return _BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"unknown opus dtype {name!r}; known: {sorted(_BY_NAME)}") from None
+
+
+def dtype_of_numpy(np_dtype) -> DType | None:
+    """The opus dtype whose host twin is ``np_dtype`` (None if there is none)."""
+    return _BY_NUMPY.get(np.dtype(np_dtype))

@@ -1,0 +1,19 @@
+"""Launch entries for the CPU interpreter (numpy arrays in, results written back)."""
+from __future__ import annotations
+
+from ..errors import OpusError
+
+__all__ = ["InterpEntry"]
+
+
+class InterpEntry:
+    def __init__(self, kernel, spec):
+        try:
+            from ..interp import make_runner
+        except ImportError as e:
+            raise OpusError(f"no NVIDIA GPU was found and the CPU interpreter is not available "
+                            f"({e})") from None
+        self.run = make_runner(kernel, spec)
+
+    def __call__(self, grid, block, args, smem, stream):
+        self.run(grid, block, args, smem)

@@ -1,0 +1,287 @@
+"""``@opus.kernel``: parameters, specialization, tracing, and the launch path.
+
+``kernel[grid, block](*args, smem=0, stream=None)`` looks up the compiled specialization for
+the constexpr arguments and the current target in a dict (the hot path: no tracing, codegen or
+hashing), then packs the arguments and launches. A miss traces the rewritten kernel into IR,
+renders it for the target and compiles it (through the disk cache).
+"""
+from __future__ import annotations
+
+import inspect
+import linecache
+import sys
+import traceback
+import typing
+
+from ..dtypes import DType
+from ..errors import ArgumentError, OpusError
+from ..ir import Block, Builder, Function, Param, PointerType
+from ..lang.context import TraceContext, TraceError, tracing
+from ..lang.values import Val
+from ..targets import get_target
+from ..targets.base import UnsupportedOnTarget
+from ..ir.builder import ScopeError
+from .annotations import ParamSpec, PtrSpec, _Constexpr
+from .control import RT
+from .rewrite import RewriteError, rewrite_kernel
+from .targeting import current_target
+
+__all__ = ["kernel", "Kernel", "Specialization"]
+
+
+def _annotations(fn):
+    try:
+        return typing.get_type_hints(fn)
+    except Exception:
+        return dict(getattr(fn, "__annotations__", {}))
+
+
+def _parse_params(fn):
+    sig = inspect.signature(fn)
+    ann = _annotations(fn)
+    params = []
+    for i, (name, p) in enumerate(sig.parameters.items()):
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise OpusError(f"kernel {fn.__name__!r}: *args/**kwargs parameters are not supported")
+        a = ann.get(name, inspect.Parameter.empty)
+        default = p.default if p.default is not p.empty else None
+        has_default = p.default is not p.empty
+        if isinstance(a, PtrSpec):
+            params.append(ParamSpec(name, "ptr", a.dtype, None, i))
+        elif isinstance(a, DType):
+            params.append(ParamSpec(name, "scalar", a, default if has_default else None, i))
+        elif isinstance(a, _Constexpr):
+            params.append(ParamSpec(name, "constexpr", None, default, i))
+            params[-1].default = p.default  # may be p.empty: required
+        else:
+            raise OpusError(
+                f"kernel {fn.__name__!r}: parameter {name!r} needs an annotation: opus.Ptr[dtype] "
+                f"for a pointer, a dtype such as opus.i32 for a scalar, or opus.constexpr for a "
+                f"compile-time value (got {a!r})")
+    return params
+
+
+class Kernel:
+    """A decorated kernel. Index it with a launch configuration to launch it."""
+
+    def __init__(self, fn, block=None):
+        if block is not None and (not isinstance(block, int) or not 1 <= block <= 1024):
+            raise OpusError(f"@opus.kernel(block=...) must be an int in 1..1024, got {block!r}")
+        self.fn = fn
+        self.name = fn.__name__
+        self.block = block
+        self.params = _parse_params(fn)
+        self.nparams = len(self.params)
+        self.const_idx = tuple(p.index for p in self.params if p.kind == "constexpr")
+        self._rewritten = None
+        self._specs = {}     # (target key, constexpr values) -> Specialization
+        self._launch = {}    # (selection key, constexpr values) -> launch entry
+        self.__doc__ = fn.__doc__
+        self.__wrapped__ = fn
+
+    def __repr__(self):
+        return f"<opus.kernel {self.name}>"
+
+    def __call__(self, *args, **kw):
+        raise OpusError(f"kernel {self.name!r} must be launched with a configuration: "
+                        f"{self.name}[grid, block](...)")
+
+    def __getitem__(self, cfg):
+        from .launch import Launcher
+        return Launcher(self, cfg)
+
+    # -- arguments ------------------------------------------------------------------------------
+    def bind(self, args, kwargs):
+        """Full positional argument tuple from a call's args/kwargs (defaults filled in)."""
+        if len(args) > self.nparams:
+            raise ArgumentError(f"kernel {self.name!r} takes {self.nparams} arguments, got {len(args)}")
+        out = list(args)
+        for p in self.params[len(args):]:
+            if p.name in kwargs:
+                out.append(kwargs.pop(p.name))
+            elif p.kind == "constexpr" and p.default is not inspect.Parameter.empty:
+                out.append(p.default)
+            elif p.kind == "scalar" and p.default is not None:
+                out.append(p.default)
+            else:
+                raise ArgumentError(f"kernel {self.name!r}: missing argument for parameter {p.name!r}")
+        if kwargs:
+            bad = ", ".join(sorted(kwargs))
+            raise ArgumentError(f"kernel {self.name!r}: unexpected or repeated argument(s) {bad}")
+        return tuple(out)
+
+    def const_key(self, args):
+        key = tuple(args[i] for i in self.const_idx)
+        try:
+            hash(key)
+        except TypeError:
+            bad = [self.params[i].name for i in self.const_idx if not _hashable(args[i])]
+            raise ArgumentError(f"kernel {self.name!r}: constexpr parameter(s) {', '.join(bad)} "
+                                f"must be hashable (ints, floats, tuples, dtypes, ...)") from None
+        return key
+
+    def _constexprs_from(self, kwargs):
+        """Constexpr values for inspection calls: given by name, or their defaults."""
+        vals = []
+        for i in self.const_idx:
+            p = self.params[i]
+            if p.name in kwargs:
+                vals.append(kwargs.pop(p.name))
+            elif p.default is not inspect.Parameter.empty:
+                vals.append(p.default)
+            else:
+                raise ArgumentError(f"kernel {self.name!r}: give constexpr {p.name}=... to inspect it")
+        if kwargs:
+            raise ArgumentError(f"kernel {self.name!r}: unknown constexpr(s) {', '.join(sorted(kwargs))}")
+        return tuple(vals)
+
+    # -- specialization ---------------------------------------------------------------------------
+    def specialize(self, target=None, **constexprs) -> "Specialization":
+        """The traced (and lazily compiled) kernel for these constexpr values and target."""
+        t = get_target(target) if isinstance(target, str) else (target or current_target().target)
+        return self._specialization(t, self._constexprs_from(dict(constexprs)))
+
+    def _specialization(self, target, cvals):
+        key = (target.name, cvals)
+        s = self._specs.get(key)
+        if s is None:
+            s = self._specs[key] = Specialization(self, target, cvals)
+        return s
+
+    # -- inspection shortcuts -------------------------------------------------------------------
+    def source(self, target=None, **constexprs) -> str:
+        return self.specialize(target, **constexprs).source
+
+    def ir(self, target=None, **constexprs) -> str:
+        return str(self.specialize(target, **constexprs).function)
+
+    def ptx(self, target=None, **constexprs) -> str:
+        return self.specialize(target, **constexprs).ptx
+
+    def sass(self, target=None, **constexprs) -> str:
+        return self.specialize(target, **constexprs).sass
+
+    def resources(self, target=None, **constexprs) -> dict:
+        return self.specialize(target, **constexprs).resources
+
+    # -- tracing --------------------------------------------------------------------------------
+    def trace(self, target, cvals) -> tuple[Function, TraceContext]:
+        if self._rewritten is None:
+            try:
+                self._rewritten = rewrite_kernel(self.fn)
+            except RewriteError as e:
+                raise TraceError(str(e), kernel=self.name) from None
+        factory, codes = self._rewritten
+        cells = self.fn.__closure__ or ()
+        try:
+            pyfn = factory(RT, *[c.cell_contents for c in cells])
+        except ValueError:
+            raise OpusError(f"kernel {self.name!r} refers to a variable of its enclosing function "
+                            "that is not assigned yet") from None
+        body = Block(value_class=Val)
+        builder = Builder(body, Val)
+        c = TraceContext(builder, target, self.name, codes)
+        builder.loc_fn = c.loc
+        params, call_args = [], []
+        cit = iter(cvals)
+        for p in self.params:
+            if p.kind == "constexpr":
+                call_args.append(next(cit))
+                continue
+            t = PointerType(target.resolve_dtype(p.dtype)) if p.kind == "ptr" else target.resolve_dtype(p.dtype)
+            v = body.add_arg(t, p.name)
+            params.append(Param(p.name, t, v))
+            call_args.append(v)
+        with tracing(c):
+            try:
+                pyfn(*call_args)
+            except TraceError as e:
+                raise self._located(e, e.raw_message) from None
+            except (ScopeError, UnsupportedOnTarget) as e:
+                raise self._located(e, str(e)) from None
+            except OpusError:
+                raise
+            except Exception as e:
+                raise self._located(e, f"{type(e).__name__}: {e}") from e
+        attrs = {"block_size": self.block, "target": target.name, "dyn_smem": c.uses_dyn_smem,
+                 "smem_bytes": c.smem_bytes,
+                 "align": {p.name: c.align_req.get(p.value, 1) for p in params}}
+        return Function(self.name, params, body, attrs), c
+
+    def _located(self, exc, message):
+        """A TraceError pointing at the innermost kernel line of ``exc``'s traceback."""
+        codes = self._rewritten[1]
+        loc = None
+        for fs, lineno in traceback.walk_tb(exc.__traceback__):
+            if fs.f_code in codes:
+                loc = (fs.f_code.co_filename, lineno)
+        if loc is None and getattr(exc, "loc", None) is not None:
+            loc = (exc.loc.file, exc.loc.line)
+        from ..ir import Loc
+        if loc is None:
+            return TraceError(message, kernel=self.name)
+        return TraceError(message, Loc(loc[0], loc[1]), linecache.getline(loc[0], loc[1]), self.name)
+
+
+def _hashable(x):
+    try:
+        hash(x)
+        return True
+    except TypeError:
+        return False
+
+
+class Specialization:
+    """One kernel for one target and set of constexpr values: its IR, source and binaries."""
+
+    def __init__(self, kernel, target, cvals):
+        self.kernel = kernel
+        self.target = target
+        self.cvals = cvals
+        self.function, ctx = kernel.trace(target, cvals)
+        self.align = self.function.attrs["align"]
+        self.static_smem = self.function.attrs["smem_bytes"]
+        self._source = None
+        self._compiled = None
+
+    @property
+    def source(self) -> str:
+        if self._source is None:
+            from ..codegen import render
+            self._source = render(self.function, self.target)
+        return self._source
+
+    @property
+    def compiled(self):
+        """(binary, log, compiler version) — compiled through the disk cache."""
+        if self._compiled is None:
+            from ..runtime.build import build
+            self._compiled = build(self.source, self.target)
+        return self._compiled
+
+    @property
+    def ptx(self) -> str:
+        if self.target.vendor != "nvidia":
+            raise OpusError(f"PTX exists only for NVIDIA targets, not {self.target.name}")
+        from ..runtime.build import build_ptx
+        return build_ptx(self.source, self.target)
+
+    @property
+    def sass(self) -> str:
+        if self.target.vendor != "nvidia":
+            raise OpusError(f"SASS exists only for NVIDIA targets; use .asm for {self.target.name}")
+        from ..runtime.inspect import sass
+        return sass(self.compiled.binary)
+
+    @property
+    def resources(self) -> dict:
+        from ..runtime.build import resources
+        return resources(self.compiled, self.function.name)
+
+
+def kernel(fn=None, *, block=None):
+    """Decorate a Python function as an opus kernel (``@opus.kernel`` or
+    ``@opus.kernel(block=256)``, which fixes the block size and emits launch bounds)."""
+    if fn is None:
+        return lambda f: Kernel(f, block)
+    return Kernel(fn, block)

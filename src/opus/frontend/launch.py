@@ -1,0 +1,71 @@
+"""Launching: ``kernel[grid, block](*args, smem=0, stream=None)``.
+
+The first launch of a specialization builds a launch entry (compiled, loaded, argument
+checkers prepared); later launches do a dict lookup, argument checks and one driver call.
+"""
+from __future__ import annotations
+
+import numbers
+
+from ..errors import ArgumentError, OpusError
+from .targeting import current_target
+
+__all__ = ["Launcher"]
+
+_MAX_GRID = (2 ** 31 - 1, 65535, 65535)
+
+
+def _dim3(x, what):
+    if isinstance(x, numbers.Integral):
+        x = (int(x),)
+    if not isinstance(x, (tuple, list)) or not 1 <= len(x) <= 3:
+        raise ArgumentError(f"{what} must be an int or a tuple of 1 to 3 ints, got {x!r}")
+    out = []
+    for d in x:
+        if not isinstance(d, numbers.Integral) or isinstance(d, bool) or d < 1:
+            raise ArgumentError(f"{what} dimensions must be positive ints, got {x!r}")
+        out.append(int(d))
+    return tuple(out) + (1,) * (3 - len(out))
+
+
+class Launcher:
+    """A kernel with its launch configuration; call it with the kernel's arguments."""
+
+    __slots__ = ("kernel", "grid", "block")
+
+    def __init__(self, kernel, cfg):
+        if not isinstance(cfg, tuple) or len(cfg) != 2:
+            raise ArgumentError(f"launch {kernel.name}[grid, block](...): give both, got {cfg!r}")
+        self.kernel = kernel
+        self.grid = _dim3(cfg[0], "grid")
+        self.block = _dim3(cfg[1], "block")
+        for g, m, a in zip(self.grid, _MAX_GRID, "xyz"):
+            if g > m:
+                raise ArgumentError(f"grid.{a} = {g} exceeds the limit {m}")
+        nthreads = self.block[0] * self.block[1] * self.block[2]
+        if kernel.block is not None:
+            if self.block != (kernel.block, 1, 1):
+                raise ArgumentError(f"kernel {kernel.name!r} was declared with block={kernel.block}; "
+                                    f"launched with block={cfg[1]!r}")
+        elif nthreads > 1024:
+            raise ArgumentError(f"block {cfg[1]!r} has {nthreads} threads; at most 1024")
+
+    def __call__(self, *args, smem=0, stream=None, **kwargs):
+        k = self.kernel
+        if kwargs or len(args) != k.nparams:
+            args = k.bind(args, kwargs)
+        sel = current_target()
+        key = (sel.key, tuple(args[i] for i in k.const_idx)) if k.const_idx else sel.key
+        entry = k._launch.get(key)
+        if entry is None:
+            entry = k._launch[key] = _make_entry(k, sel, k.const_key(args))
+        entry(self.grid, self.block, args, smem, stream)
+
+
+def _make_entry(k, sel, cvals):
+    spec = k._specialization(sel.target, cvals)
+    if sel.mode == "gpu":
+        from .gpu_launch import GpuEntry
+        return GpuEntry(k, spec)
+    from .interp_launch import InterpEntry
+    return InterpEntry(k, spec)

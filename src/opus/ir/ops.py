@@ -1,0 +1,128 @@
+"""The op catalogue: every op kind, what it takes and what it means.
+
+Semantics here are normative: the renderers and the interpreter implement exactly this.
+
+Arithmetic (operands and result share one scalar or vector type unless said otherwise)
+  const      attrs value (Python int/float/bool, or a tuple for vectors)   -> 1 result
+  binary     a, b; attrs op:
+               add sub mul          integers wrap at their width; floats round to nearest even
+                                    (f16/bf16: computed in f32, rounded once to the type)
+               div                  floats only (true division)
+               floordiv mod         integers, Python semantics (floor; mod takes the divisor's
+                                    sign); division by zero: quotient -1 (all ones), mod = a
+               tdiv tmod            integers, C semantics (truncate toward zero); by zero as above
+               and or xor           integers and bool
+               shl shr              integers; shr is arithmetic for signed, logical for unsigned;
+                                    the amount b is read as unsigned and amounts >= width give 0
+                                    (shl, logical shr) or the sign fill (arithmetic shr)
+               min max              floats: IEEE minNum/maxNum (a NaN operand yields the other)
+  cmp        a, b; attrs pred in lt le gt ge eq ne           -> bool (vector of bool for vectors)
+               floats: ordered compares, ne is unordered (NaN != x is true)
+  unary      a; attrs op in neg, invert (bitwise), not (bool), abs
+  math       a; attrs fn in exp exp2 log log2 sqrt rsqrt sin cos tanh floor ceil trunc rint
+               (floats only; f16/bf16 computed in f32 and rounded; accuracy: within a few ulp
+               of the correctly rounded result, except floor/ceil/trunc/rint/sqrt: exact)
+  fma        a, b, c  -> a*b+c with one rounding in f32/f64 (f16/bf16: f32 fma, then rounded)
+  select     cond (bool, or bool vector of matching lanes), a, b
+  cast       a; attrs to (DType), rounding ('rn' nearest-even | 'rz' toward zero), sat (bool)
+               int->int: wraps (keeps the low bits, sign- or zero-extends)
+               float->int: toward zero, saturating to the range, NaN -> 0
+               int->float, float->float: rounding per attrs ('rn' default); fp8/fp4 targets
+               saturate when sat=True (finite max), else follow the format's overflow rule
+               bool->x: 0/1; x->bool: x != 0
+  bitcast    a; attrs to (type of the same total bit width)
+
+Vectors
+  vector     n scalars of one type -> vector of n lanes
+  extract    v; attrs index (static)                   -> scalar
+  insert     v, s; attrs index                         -> vector
+  broadcast  s; attrs n                                -> vector of n copies
+  shuffle    v; attrs indices (static tuple)           -> vector picking lanes (slice, concat via vector)
+
+Memory (offsets count elements, not bytes)
+  ptr_add    p, off                                    -> pointer
+  load       p, off [, bound]; attrs vec, cache        -> scalar (vec 1) or vector
+  store      p, off, value [, bound]; attrs vec, cache -> none
+               With a bound operand (an i32/i64 element count), each element at index
+               off+i is accessed only if 0 <= off+i < bound: loads read 0 for the others,
+               stores drop them. Without it the access is unchecked (caller's promise).
+               A vec > 1 access needs its address aligned to vec*itemsize bytes.
+  smem_alloc attrs dtype, count, align, name           -> pointer<shared>; kernel-scoped storage
+  dyn_smem   attrs dtype, offset (bytes)               -> pointer<shared> into dynamic shared memory
+
+Threads
+  special    attrs which in thread_id.{x,y,z} block_id.{x,y,z} block_dim.{x,y,z}
+               grid_dim.{x,y,z} lane_id warp_id        -> i32
+  barrier    (block-wide: every thread of the block waits; shared-memory writes before it are
+              visible to reads after it)
+  target_op  operands; attrs name (key in the Target's instruction table), plus its own attrs;
+             results as the table entry declares. Lowering, lane layout and emulation live
+             with the table entry (targets/).
+  printf     operands; attrs fmt (printf-style, one conversion per operand)
+
+Control flow (structured)
+  for        lb, ub, step, *inits; region body(iv, *carried) ending in yield; attrs unroll
+               -> results: the carried values after the last iteration. Iterates while iv < ub
+               (step > 0) or iv > ub (step < 0); step 0 is an error checked at run time as a trap.
+  if         cond, *; regions then, else (each ending in yield)  -> results
+  while      *inits; regions cond(*carried) ending in condition(c),
+               body(*carried) ending in yield(*carried)          -> results (the carried values
+               when c was false)
+  yield      *values   (terminates for-body, if-branches, while-body)
+  condition  c          (terminates a while's cond region)
+  return     (ends the thread's kernel execution)
+"""
+from __future__ import annotations
+
+__all__ = ["OPS", "BINARY_OPS", "CMP_PREDS", "UNARY_OPS", "MATH_FNS", "SPECIALS", "OpSpec"]
+
+
+class OpSpec:
+    """Shape of an op kind: operand count (None = variadic), region count, required attrs."""
+
+    __slots__ = ("kind", "operands", "regions", "attrs", "terminator")
+
+    def __init__(self, kind, operands, regions=0, attrs=(), terminator=False):
+        self.kind, self.operands, self.regions = kind, operands, regions
+        self.attrs, self.terminator = tuple(attrs), terminator
+
+
+BINARY_OPS = frozenset("add sub mul div floordiv mod tdiv tmod and or xor shl shr min max".split())
+CMP_PREDS = frozenset("lt le gt ge eq ne".split())
+UNARY_OPS = frozenset("neg invert not abs".split())
+MATH_FNS = frozenset("exp exp2 log log2 sqrt rsqrt sin cos tanh floor ceil trunc rint".split())
+SPECIALS = frozenset(
+    [f"{k}.{a}" for k in ("thread_id", "block_id", "block_dim", "grid_dim") for a in "xyz"]
+    + ["lane_id", "warp_id"])
+
+OPS = {s.kind: s for s in [
+    OpSpec("const", 0, attrs=("value",)),
+    OpSpec("binary", 2, attrs=("op",)),
+    OpSpec("cmp", 2, attrs=("pred",)),
+    OpSpec("unary", 1, attrs=("op",)),
+    OpSpec("math", 1, attrs=("fn",)),
+    OpSpec("fma", 3),
+    OpSpec("select", 3),
+    OpSpec("cast", 1, attrs=("to", "rounding", "sat")),
+    OpSpec("bitcast", 1, attrs=("to",)),
+    OpSpec("vector", None),
+    OpSpec("extract", 1, attrs=("index",)),
+    OpSpec("insert", 2, attrs=("index",)),
+    OpSpec("broadcast", 1, attrs=("n",)),
+    OpSpec("shuffle", 1, attrs=("indices",)),
+    OpSpec("ptr_add", 2),
+    OpSpec("load", None, attrs=("vec",)),
+    OpSpec("store", None, attrs=("vec",)),
+    OpSpec("smem_alloc", 0, attrs=("dtype", "count", "align", "name")),
+    OpSpec("dyn_smem", 0, attrs=("dtype", "offset")),
+    OpSpec("special", 0, attrs=("which",)),
+    OpSpec("barrier", 0),
+    OpSpec("target_op", None, attrs=("name",)),
+    OpSpec("printf", None, attrs=("fmt",)),
+    OpSpec("for", None, regions=1, attrs=("unroll",)),
+    OpSpec("if", 1, regions=2),
+    OpSpec("while", None, regions=2),
+    OpSpec("yield", None, terminator=True),
+    OpSpec("condition", 1, terminator=True),
+    OpSpec("return", 0, terminator=True),
+]}

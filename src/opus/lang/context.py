@@ -1,0 +1,84 @@
+"""The trace in progress: its builder, target and source-location lookup.
+
+The language layer emits IR through ``ctx()``; the frontend creates the context when it traces
+a kernel. Outside a trace, ``ctx()`` raises a clear error (opus functions are kernel-only).
+"""
+from __future__ import annotations
+
+import sys
+
+from ..errors import OpusError
+from ..ir import Loc
+
+__all__ = ["TraceContext", "ctx", "tracing", "TraceError"]
+
+
+class TraceError(OpusError):
+    """An error in the user's kernel, reported with the kernel's file and line."""
+
+    def __init__(self, message, loc=None, source_line=None, kernel=None):
+        self.raw_message = message
+        self.loc = loc
+        where = ""
+        if loc is not None:
+            where = f"{loc.file}:{loc.line}"
+            if kernel:
+                where += f" (kernel {kernel!r})"
+            where += ": "
+        text = where + message
+        if source_line:
+            text += "\n    " + source_line.strip()
+        super().__init__(text)
+
+
+class TraceContext:
+    """State of one kernel trace.
+
+    kernel_codes: code objects of the rewritten kernel (to find the user's current line).
+    dynamic_depth: how many run-time regions (for/if/while bodies) enclose the current point.
+    returned: a compile-time ``return`` ended the trace of the kernel.
+    """
+
+    def __init__(self, builder, target, kernel_name, kernel_codes):
+        self.builder = builder
+        self.target = target
+        self.kernel_name = kernel_name
+        self.kernel_codes = kernel_codes
+        self.dynamic_depth = 0
+        self.returned = False
+        self.smem_count = 0
+        self.smem_bytes = 0
+        self.uses_dyn_smem = False
+        self.align_req = {}  # pointer parameter Value -> bytes of alignment its accesses need
+
+    def loc(self):
+        f = sys._getframe(1)
+        while f is not None:
+            if f.f_code in self.kernel_codes:
+                return Loc(f.f_code.co_filename, f.f_lineno, self.kernel_name)
+            f = f.f_back
+        return None
+
+
+_current: list[TraceContext] = []
+
+
+def ctx() -> TraceContext:
+    if not _current:
+        raise OpusError("opus kernel functions can only be called inside a kernel being traced "
+                        "(decorate the function with @opus.kernel and launch it)")
+    return _current[-1]
+
+
+class tracing:
+    """Context manager making ``c`` the current trace."""
+
+    def __init__(self, c: TraceContext):
+        self.c = c
+
+    def __enter__(self):
+        _current.append(self.c)
+        return self.c
+
+    def __exit__(self, *exc):
+        _current.pop()

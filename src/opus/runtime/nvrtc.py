@@ -1,0 +1,257 @@
+"""NVRTC through ctypes: CUDA C++ source in, CUBIN (and on demand PTX) out.
+
+ctypes rather than cuda.bindings keeps ``import opus.runtime.nvrtc`` cheap; the library itself
+is only opened on the first compile. The library comes from the ``nvidia-cuda-nvrtc`` wheel
+(``site-packages/nvidia/cu13/lib``) so its version matches what ``opus[cuda]`` pins.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import _thread  # not threading: that pulls in functools+collections (~3 ms)
+
+from opus.errors import CompileError, OpusRuntimeError
+
+__all__ = ["CompileResult", "compile_cuda", "nvrtc_version", "nvrtc_path"]
+
+_INSTALL_HINT = 'install it with: pip install "opus[cuda]" (the nvidia-cuda-nvrtc 13.0 wheel)'
+
+
+class CompileResult:
+    """What one compile produced. (A plain class: dataclasses costs ~5 ms of import time.)"""
+
+    __slots__ = ("cubin", "ptx", "log", "nvrtc_version")
+
+    def __init__(self, cubin: bytes, ptx: str | None, log: str, nvrtc_version: tuple):
+        self.cubin, self.ptx, self.log, self.nvrtc_version = cubin, ptx, log, nvrtc_version
+
+    def _fields(self):
+        return (self.cubin, self.ptx, self.log, self.nvrtc_version)
+
+    def __eq__(self, other):
+        return type(other) is CompileResult and self._fields() == other._fields()
+
+    def __repr__(self):
+        return (f"CompileResult(cubin=<{len(self.cubin)} bytes>, ptx={'<text>' if self.ptx else None}, "
+                f"log={self.log[:60]!r}, nvrtc_version={self.nvrtc_version})")
+
+
+# -- finding and opening the library ---------------------------------------------------------
+
+def _files(folder: str, prefix: str) -> list[str]:
+    """Files in ``folder`` whose name starts with ``prefix``, newest version first (os.listdir
+    instead of glob keeps the import light)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return []
+    return [os.path.join(folder, n) for n in sorted(names, reverse=True)
+            if n.startswith(prefix) and ".alt." not in n]  # .alt: variant build, not the default
+
+
+def _wheel_candidates() -> list[str]:
+    """libnvrtc files shipped by pip wheels, newest CUDA line first."""
+    import importlib.util
+    spec = importlib.util.find_spec("nvidia")
+    if spec is None or not spec.submodule_search_locations:
+        return []
+    found = []
+    for base in spec.submodule_search_locations:
+        for line in ("cu13", "cu14", "cu12"):
+            found += _files(os.path.join(base, line, "lib"), "libnvrtc.so.")
+        found += _files(os.path.join(base, "cuda_nvrtc", "lib"), "libnvrtc.so.")  # CUDA 12 wheels
+    return found
+
+
+def _lib_candidates() -> list[str]:
+    """Where to look, in order (tests monkeypatch this)."""
+    return _wheel_candidates() + ["<pathfinder>", "libnvrtc.so.13", "libnvrtc.so"]
+
+
+_lock = _thread.allocate_lock()
+_lib = None
+_lib_path = None
+
+
+def _open(candidate: str):
+    if candidate == "<pathfinder>":
+        try:
+            from cuda.pathfinder import load_nvidia_dynamic_lib
+        except ImportError:
+            return None
+        try:
+            candidate = load_nvidia_dynamic_lib("nvrtc").abs_path
+        except Exception:
+            return None
+    try:
+        _preload_builtins(candidate)
+        return ctypes.CDLL(candidate), candidate
+    except OSError:
+        return None
+
+
+def _preload_builtins(lib_path: str):
+    """NVRTC dlopens libnvrtc-builtins by soname at compile time; a wheel's lib folder is not on
+    the loader path, so load the one next to libnvrtc first (RTLD_GLOBAL makes it findable)."""
+    folder = os.path.dirname(lib_path)
+    if not folder:
+        return
+    for path in _files(folder, "libnvrtc-builtins.so."):
+        ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+
+
+def _load():
+    global _lib, _lib_path
+    if _lib is not None:
+        return _lib
+    with _lock:
+        if _lib is None:
+            tried = _lib_candidates()
+            for cand in tried:
+                got = _open(cand)
+                if got is not None:
+                    lib, _lib_path = got
+                    _declare(lib)
+                    _lib = lib
+                    break
+            else:
+                raise OpusRuntimeError(
+                    "NVRTC (libnvrtc.so) was not found, so opus cannot compile kernels; "
+                    f"{_INSTALL_HINT}. Looked in: {', '.join(tried) or '(nowhere)'}")
+    return _lib
+
+
+def _declare(lib):
+    P, c_int, c_size_p = ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_size_t)
+    sigs = {
+        "nvrtcVersion": [ctypes.POINTER(c_int), ctypes.POINTER(c_int)],
+        "nvrtcCreateProgram": [ctypes.POINTER(P), ctypes.c_char_p, ctypes.c_char_p, c_int,
+                               ctypes.POINTER(ctypes.c_char_p), ctypes.POINTER(ctypes.c_char_p)],
+        "nvrtcCompileProgram": [P, c_int, ctypes.POINTER(ctypes.c_char_p)],
+        "nvrtcDestroyProgram": [ctypes.POINTER(P)],
+        "nvrtcGetProgramLogSize": [P, c_size_p],
+        "nvrtcGetProgramLog": [P, ctypes.c_char_p],
+        "nvrtcGetCUBINSize": [P, c_size_p],
+        "nvrtcGetCUBIN": [P, ctypes.c_char_p],
+        "nvrtcGetPTXSize": [P, c_size_p],
+        "nvrtcGetPTX": [P, ctypes.c_char_p],
+    }
+    for name, argtypes in sigs.items():
+        fn = getattr(lib, name)
+        fn.argtypes, fn.restype = argtypes, c_int
+    lib.nvrtcGetErrorString.argtypes, lib.nvrtcGetErrorString.restype = [c_int], ctypes.c_char_p
+
+
+def nvrtc_path() -> str:
+    """Absolute path (or soname) of the NVRTC library in use."""
+    _load()
+    return _lib_path
+
+
+def _check(result: int, call: str):
+    if result != 0:
+        msg = _lib.nvrtcGetErrorString(result).decode(errors="replace")
+        raise OpusRuntimeError(f"{call} failed: {msg} (nvrtcResult {result})")
+
+
+_version = None
+
+
+def nvrtc_version() -> tuple[int, int]:
+    global _version
+    if _version is None:
+        lib = _load()
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        _check(lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor)), "nvrtcVersion")
+        _version = (major.value, minor.value)
+    return _version
+
+
+# -- compiling ---------------------------------------------------------------------------------
+
+
+
+def _default_options(arch: str) -> list[str]:
+    # sm_XX gives a CUBIN (SASS); -Xptxas -v puts register/spill/smem lines in the log
+    # (inspect.resources_from_log reads them).
+    return [f"-arch={arch}", "-default-device", "--std=c++17", "--ptxas-options=-v"]
+
+
+def _get(prog, size_fn, data_fn) -> bytes:
+    size = ctypes.c_size_t()
+    _check(size_fn(prog, ctypes.byref(size)), size_fn.__name__)
+    buf = ctypes.create_string_buffer(size.value)
+    _check(data_fn(prog, buf), data_fn.__name__)
+    return buf.raw
+
+
+def _log(prog) -> str:
+    return _get(prog, _lib.nvrtcGetProgramLogSize, _lib.nvrtcGetProgramLog).rstrip(b"\0").decode(
+        errors="replace").strip()
+
+
+def _run(source: str, name: str, options: list[str], want_ptx: bool):
+    """One NVRTC compile. Returns (ok, log, cubin_or_ptx)."""
+    lib = _load()
+    prog = ctypes.c_void_p()
+    _check(lib.nvrtcCreateProgram(ctypes.byref(prog), source.encode(), name.encode(), 0, None, None),
+           "nvrtcCreateProgram")
+    try:
+        opts = (ctypes.c_char_p * len(options))(*[o.encode() for o in options])
+        res = lib.nvrtcCompileProgram(prog, len(options), opts)
+        log = _log(prog)
+        if res != 0:
+            return False, log or lib.nvrtcGetErrorString(res).decode(), None
+        if want_ptx:
+            out = _get(prog, lib.nvrtcGetPTXSize, lib.nvrtcGetPTX).rstrip(b"\0")
+        else:
+            out = _get(prog, lib.nvrtcGetCUBINSize, lib.nvrtcGetCUBIN)
+        return True, log, out
+    finally:
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+
+
+def compile_cuda(source: str, *, arch: str, options: tuple[str, ...] = (), name: str = "kernel.cu",
+                 want_ptx: bool = False) -> CompileResult:
+    """Compile headerless CUDA C++ to a CUBIN for ``arch`` (e.g. "sm_80", "sm_90a").
+
+    Raises CompileError (log + offending source lines) when NVRTC rejects the code.
+    With ``want_ptx`` a second compile for the virtual arch (compute_XX) yields the PTX:
+    NVRTC only keeps PTX when it stops there.
+    """
+    import re
+    m = re.match(r"^sm_(\d+)([af]?)$", arch)
+    if not m:
+        raise ValueError(f"arch must look like 'sm_90a' or 'sm_80', got {arch!r}")
+    version = nvrtc_version()
+    opts = _default_options(arch) + list(options)
+    ok, log, cubin = _run(source, name, opts, want_ptx=False)
+    if not ok:
+        raise CompileError(format_compile_error(source, log, name, arch))
+    ptx = None
+    if want_ptx:
+        vopts = [f"-arch=compute_{m.group(1)}{m.group(2)}"] + [
+            o for o in opts[1:] if not o.startswith("--ptxas-options")]
+        ok, plog, raw = _run(source, name, vopts, want_ptx=True)
+        if not ok:  # pragma: no cover - the CUBIN compile of the same source succeeded
+            raise CompileError(format_compile_error(source, plog, name, arch))
+        ptx = raw.decode()
+    return CompileResult(cubin=cubin, ptx=ptx, log=log, nvrtc_version=version)
+
+
+# -- error reports -----------------------------------------------------------------------------
+
+def format_compile_error(source: str, log: str, name: str, arch: str, context: int = 2) -> str:
+    """The NVRTC log followed by each source line it names, with a little context."""
+    import re
+    lines = source.splitlines()
+    line_re = re.compile(re.escape(name) + r"\((\d+)\)")
+    wanted = sorted({int(n) for n in line_re.findall(log) if 1 <= int(n) <= len(lines)})
+    parts = [f"NVRTC failed to compile {name} for {arch}:", log]
+    width = len(str(len(lines)))
+    for n in wanted[:10]:  # the first few errors are the useful ones
+        parts.append(f"\n{name}, line {n}:")
+        for k in range(max(1, n - context), min(len(lines), n + context) + 1):
+            mark = ">" if k == n else " "
+            parts.append(f"{mark} {k:>{width}} | {lines[k - 1]}")
+    return "\n".join(parts)

@@ -1,0 +1,35 @@
+"""Shared test setup: import opus from src/ and skip @pytest.mark.gpu tests without a GPU."""
+import os
+import sys
+
+import pytest
+
+_SRC = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "src")
+if _SRC not in sys.path:
+    sys.path.insert(0, _SRC)
+# spawn'ed worker processes start from PYTHONPATH, not from this sys.path edit
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (_SRC, os.environ.get("PYTHONPATH")) if p)
+
+
+def gpu_available() -> bool:
+    try:
+        from opus.runtime.cuda_driver import driver_available
+    except Exception:
+        return False
+    return driver_available()
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu_items and not gpu_available():
+        skip = pytest.mark.skip(reason="needs an NVIDIA GPU and driver (libcuda.so.1)")
+        for item in gpu_items:
+            item.add_marker(skip)
+
+
+@pytest.fixture
+def requires_gpu():
+    """For tests that are not marked gpu but need one for part of their work."""
+    if not gpu_available():
+        pytest.skip("needs an NVIDIA GPU and driver (libcuda.so.1)")
