@@ -11,7 +11,6 @@ import inspect
 import linecache
 import sys
 import traceback
-import typing
 
 from ..dtypes import DType
 from ..errors import ArgumentError, OpusError
@@ -30,10 +29,28 @@ __all__ = ["kernel", "Kernel", "Specialization"]
 
 
 def _annotations(fn):
-    try:
-        return typing.get_type_hints(fn)
-    except Exception:
-        return dict(getattr(fn, "__annotations__", {}))
+    """Parameter annotations, evaluating string ones (``from __future__ import annotations``)
+    in the function's globals and closure."""
+    raw = dict(getattr(fn, "__annotations__", {}))
+    local = {}
+    if fn.__closure__:
+        for name, cell in zip(fn.__code__.co_freevars, fn.__closure__):
+            try:
+                local[name] = cell.cell_contents
+            except ValueError:
+                pass
+    out = {}
+    for k, a in raw.items():
+        if isinstance(a, str):
+            try:
+                a = eval(a, fn.__globals__, local)
+            except Exception as e:
+                raise OpusError(f"kernel {fn.__name__!r}: cannot evaluate the annotation of "
+                                f"{k!r} ({a!r}): {e} (under `from __future__ import annotations`, a local "
+                                f"name used only in annotations is invisible: use a global or drop "
+                                f"the import)") from None
+        out[k] = a
+    return out
 
 
 def _parse_params(fn):

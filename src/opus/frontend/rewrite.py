@@ -376,7 +376,9 @@ def rewrite_kernel(fn):
     fdef.decorator_list = []
     fdef.returns = None
     for a in fdef.args.args + fdef.args.kwonlyargs:
-        a.annotation = None  # annotations are read from the live function, not re-evaluated
+        a.annotation = None  # annotations and defaults come from the live function
+    fdef.args.defaults = []
+    fdef.args.kw_defaults = [None] * len(fdef.args.kwonlyargs)
     if fdef.args.vararg or fdef.args.kwarg:
         raise RewriteError(f"kernel {fn.__name__!r}: *args/**kwargs parameters are not supported")
     fdef.body = _Rewriter()._visit_body(fdef.body)

@@ -174,7 +174,13 @@ def nvrtc_version() -> tuple[int, int]:
 def _default_options(arch: str) -> list[str]:
     # sm_XX gives a CUBIN (SASS); -Xptxas -v puts register/spill/smem lines in the log
     # (inspect.resources_from_log reads them).
-    return [f"-arch={arch}", "-default-device", "--std=c++17", "--ptxas-options=-v"]
+    opts = [f"-arch={arch}", "-default-device", "--std=c++17", "--ptxas-options=-v"]
+    if nvrtc_version() >= (12, 9):
+        # NVRTC 12.9+ caches results in the driver's ComputeCache when libcuda is present; a
+        # hit skips ptxas and so leaves the log without resource lines. opus caches CUBINs
+        # itself (cache.py), so NVRTC's cache only costs us those lines.
+        opts.append("--no-cache")
+    return opts
 
 
 def _get(prog, size_fn, data_fn) -> bytes:

@@ -1,0 +1,162 @@
+"""Example kernels, each with a numpy reference: used by ``opus demo``, tests and benchmarks."""
+
+import numpy as np
+import ml_dtypes
+
+import opus
+from opus import bf16, f16, f32
+
+__all__ = ["vector_add", "block_reduce", "mma_gemm_16x8", "EXAMPLES", "run_example"]
+
+
+@opus.kernel
+def vector_add(x: opus.Ptr[f32], y: opus.Ptr[f32], out: opus.Ptr[f32], n: opus.i32,
+               VEC: opus.constexpr = 4):
+    """out = x + y with VEC-wide (16-byte for f32x4) accesses; the tail past n is masked."""
+    i = (opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()) * VEC
+    gx, gy, go = opus.make_gmem(x, n), opus.make_gmem(y, n), opus.make_gmem(out, n)
+    go.store(gx.load(i, vec=VEC) + gy.load(i, vec=VEC), i)
+
+
+def _vector_add_for(dtype):
+    @opus.kernel
+    def vadd(x: opus.Ptr[dtype], y: opus.Ptr[dtype], out: opus.Ptr[dtype], n: opus.i32,
+             VEC: opus.constexpr = 16 // dtype.itemsize):
+        i = (opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()) * VEC
+        gx, gy, go = opus.make_gmem(x, n), opus.make_gmem(y, n), opus.make_gmem(out, n)
+        go.store(gx.load(i, vec=VEC) + gy.load(i, vec=VEC), i)
+    return vadd
+
+
+vector_add_f16 = _vector_add_for(f16)
+vector_add_bf16 = _vector_add_for(bf16)
+
+
+@opus.kernel(block=256)
+def block_reduce(x: opus.Ptr[f32], out: opus.Ptr[f32], n: opus.i32):
+    """out[block] = sum of x[block*256*ITEMS ...] — strided loads, then a tree in shared memory."""
+    s = opus.alloc_smem(f32, 256)
+    tid = opus.thread_id_x()
+    base = opus.block_id_x() * 1024
+    g = opus.make_gmem(x, n)
+    acc = 0.0
+    for j in range(4):                    # static: unrolled
+        acc = acc + g[base + j * 256 + tid]
+    s[tid] = acc
+    opus.sync_threads()
+    k = 128
+    while k > 0:                          # compile-time loop: k is a Python int
+        if tid < k:                       # run-time branch
+            s[tid] = s[tid] + s[tid + k]
+        opus.sync_threads()
+        k //= 2
+    if tid == 0:
+        out[opus.block_id_x()] = s[0]
+
+
+@opus.kernel(block=32)
+def mma_gemm_16x8(a: opus.Ptr[bf16], b: opus.Ptr[bf16], c: opus.Ptr[f32], K: opus.i32):
+    """C (16x8, f32) = A (16xK, bf16, row-major) @ B (Kx8, bf16, row-major), one warp,
+    with the target's 16x8x16 matrix instruction and a run-time K loop carrying C."""
+    mma = opus.make_mma(bf16, bf16, f32, (16, 8, 16))
+    lane = opus.lane_id()
+    ga, gb, gc = opus.make_gmem(a), opus.make_gmem(b), opus.make_gmem(c)
+    acc = mma.zeros_c()
+    for k0 in range(0, K, 16):
+        av = opus.make_vector([ga[r * K + k0 + k] for r, k in
+                               (mma.coords_a(lane, i) for i in range(mma.elem_a))])
+        bv = opus.make_vector([gb[(k0 + k) * 8 + n] for k, n in
+                               (mma.coords_b(lane, i) for i in range(mma.elem_b))])
+        acc = mma(av, bv, acc)
+    for i in range(mma.elem_c):
+        r, col = mma.coords_c(lane, i)
+        gc[r * 8 + col] = acc[i]
+
+
+# -- runners: build inputs, launch, compare with numpy ------------------------------------------
+
+def _rng(seed):
+    return np.random.default_rng(seed)
+
+
+def _device(arrays, on_gpu):
+    """Move numpy arrays to the device (torch if present, else opus DeviceArray)."""
+    if not on_gpu:
+        return arrays, lambda a: a
+    try:
+        import torch
+        def to_dev(a):
+            if a.dtype == ml_dtypes.bfloat16:
+                return torch.from_numpy(a.view(np.uint16).astype(np.int32)).to(torch.int32).cuda() \
+                    .to(torch.int16).view(torch.bfloat16)
+            return torch.from_numpy(a).cuda()
+        def to_host(t):
+            torch.cuda.synchronize()
+            if t.dtype == torch.bfloat16:
+                return t.view(torch.int16).cpu().numpy().view(ml_dtypes.bfloat16)
+            return t.cpu().numpy()
+        return [to_dev(a) for a in arrays], to_host
+    except ImportError:
+        from .runtime.device_array import DeviceArray
+        from .runtime import cuda_driver
+        def to_host(d):
+            cuda_driver.synchronize()
+            return d.to_numpy()
+        return [DeviceArray.from_numpy(a) for a in arrays], to_host
+
+
+def run_vector_add(on_gpu, dtype=f32, n=1_000_003, seed=0):
+    k = {f32: vector_add, f16: vector_add_f16, bf16: vector_add_bf16}[dtype]
+    vec = 16 // dtype.itemsize
+    r = _rng(seed)
+    x = r.standard_normal(n).astype(dtype.np_dtype)
+    y = r.standard_normal(n).astype(dtype.np_dtype)
+    out = np.full(n, np.nan, dtype.np_dtype)  # poisoned: every element must be written
+    (dx, dy, do), host = _device([x, y, out], on_gpu)
+    k[(n + 256 * vec - 1) // (256 * vec), 256](dx, dy, do, n)
+    got = host(do)
+    want = (x.astype(np.float32) + y.astype(np.float32)).astype(dtype.np_dtype)
+    ok = np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    return ok, f"vector add {dtype.name} n={n}: {'bit-exact' if ok else 'MISMATCH'}"
+
+
+def run_block_reduce(on_gpu, blocks=300, seed=1):
+    r = _rng(seed)
+    n = blocks * 1024 - 37  # a ragged tail: the last block reads zeros past n
+    x = r.standard_normal(n).astype(np.float32)
+    out = np.full(blocks, np.nan, np.float32)
+    (dx, do), host = _device([x, out], on_gpu)
+    block_reduce[blocks, 256](dx, do, n)
+    got = host(do)
+    want = np.add.reduceat(np.concatenate([x, np.zeros(37, np.float32)]).astype(np.float64),
+                           np.arange(0, blocks * 1024, 1024))
+    err = np.max(np.abs(got - want)) / max(1.0, np.max(np.abs(want)))
+    ok = bool(np.all(np.isfinite(got)) and err < 1e-5)
+    return ok, f"block reduce {blocks} blocks: max rel err {err:.2e}"
+
+
+def run_mma(on_gpu, K=64, seed=2):
+    r = _rng(seed)
+    a = r.standard_normal((16, K)).astype(ml_dtypes.bfloat16)
+    b = r.standard_normal((K, 8)).astype(ml_dtypes.bfloat16)
+    c = np.full((16, 8), np.nan, np.float32)
+    (da, db, dc), host = _device([a, b, c], on_gpu)
+    mma_gemm_16x8[1, 32](da, db, dc, K)
+    got = host(dc)
+    want = a.astype(np.float64) @ b.astype(np.float64)
+    err = np.linalg.norm(got - want) / np.linalg.norm(want)
+    ok = bool(np.all(np.isfinite(got)) and err < 1e-5)
+    return ok, f"mma 16x8x16 bf16->f32 GEMM K={K}: rel err {err:.2e}"
+
+
+EXAMPLES = {
+    "vector_add_f32": lambda g: run_vector_add(g, f32),
+    "vector_add_f16": lambda g: run_vector_add(g, f16),
+    "vector_add_bf16": lambda g: run_vector_add(g, bf16),
+    "block_reduce": run_block_reduce,
+    "mma_gemm": run_mma,
+}
+
+
+def run_example(name, on_gpu):
+    return EXAMPLES[name](on_gpu)
