@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..ir import Block, Value, VectorType, scalar_of, type_str
 from ..lang.context import ctx, TraceError
-from ..lang.values import (as_value, cast, const, emit, emit1, is_static, promote_types,
+from ..lang.values import (Undefined, as_value, cast, const, emit, emit1, is_static, promote_types,
                            py_default_type, to_bool)
 from ..lang.math import select
 
@@ -18,29 +18,6 @@ __all__ = ["Undefined", "RangeSpec", "OpusRange", "static_ford", "Runtime", "RT"
 
 _MAX_RETRACE = 4
 _MAX_STATIC_WHILE = 1 << 20
-
-
-class Undefined:
-    """A variable with no value here; any use raises an error that says why."""
-
-    __slots__ = ("name", "why")
-
-    def __init__(self, name, why):
-        self.name, self.why = name, why
-
-    def _fail(self, *a, **k):
-        raise TraceError(f"variable {self.name!r} {self.why}")
-
-    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _fail
-    __floordiv__ = __mod__ = __and__ = __or__ = __xor__ = __lshift__ = __rshift__ = _fail
-    __neg__ = __invert__ = __bool__ = __index__ = __getitem__ = __call__ = __iter__ = _fail
-    __lt__ = __le__ = __gt__ = __ge__ = __len__ = _fail
-
-    def __getattr__(self, item):
-        self._fail()
-
-    def __repr__(self):
-        return f"<undefined {self.name}>"
 
 
 # -- ranges ---------------------------------------------------------------------------------------

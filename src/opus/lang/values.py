@@ -23,7 +23,7 @@ from ..dtypes import DType
 from ..ir import Value, VectorType, PointerType, scalar_of, lanes_of, type_str
 from .context import ctx, TraceError
 
-__all__ = ["Val", "is_value", "is_static", "const", "as_value", "promote_types", "binary", "compare",
+__all__ = ["Undefined", "Val", "is_value", "is_static", "const", "as_value", "promote_types", "binary", "compare",
            "unary", "cast", "bitcast", "emit", "emit1", "check_arith", "to_bool", "py_default_type"]
 
 _STATIC = (bool, int, float)
@@ -47,6 +47,29 @@ def emit1(kind, operands, result_type, attrs=None):
 
 def _err(msg):
     raise TraceError(msg)
+
+
+class Undefined:
+    """A variable with no value here; any use raises an error that says why."""
+
+    __slots__ = ("name", "why")
+
+    def __init__(self, name, why):
+        self.name, self.why = name, why
+
+    def _fail(self, *a, **k):
+        raise TraceError(f"variable {self.name!r} {self.why}")
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _fail
+    __floordiv__ = __mod__ = __and__ = __or__ = __xor__ = __lshift__ = __rshift__ = _fail
+    __neg__ = __invert__ = __bool__ = __index__ = __getitem__ = __call__ = __iter__ = _fail
+    __lt__ = __le__ = __gt__ = __ge__ = __len__ = _fail
+
+    def __getattr__(self, item):
+        self._fail()
+
+    def __repr__(self):
+        return f"<undefined {self.name}>"
 
 
 # -- constants and conversions of Python values -------------------------------------------------
@@ -98,6 +121,8 @@ def const(x, t) -> "Val":
 
 def as_value(x, like=None) -> "Val":
     """Make ``x`` a run-time value; a Python scalar takes type ``like`` (or its default type)."""
+    if isinstance(x, Undefined):
+        x._fail()
     if isinstance(x, Value):
         return x
     if isinstance(x, _STATIC):
@@ -171,6 +196,8 @@ def _coerce(a, b, what):
 
 
 def _lift(x, other, what):
+    if isinstance(x, Undefined):
+        x._fail()
     if not isinstance(x, _STATIC):
         _err(f"{what}: operand {x!r} of type {type(x).__name__} is not a number or run-time value")
     return const(x, _literal_type_for(x, scalar_of(other.type)))
@@ -281,6 +308,8 @@ def cast(x, to: DType, rounding="rn", sat=False):
     to = ctx().target.resolve_dtype(to)
     if rounding not in _ROUNDINGS:
         _err(f"unknown rounding {rounding!r}; use one of {_ROUNDINGS}")
+    if isinstance(x, Undefined):
+        x._fail()
     if isinstance(x, _STATIC):
         if to.storage_only:
             return cast(as_value(x, dt.f32 if isinstance(x, float) else py_default_type(x)),

@@ -1,0 +1,414 @@
+"""HIP C++ dialect for AMD CDNA (gfx942, gfx950): headerless device-only source.
+
+No #include and no HIP headers: kernels are ``extern "C" __attribute__((global))`` functions,
+thread/block indices, barriers and memory instructions are ``__builtin_amdgcn_*`` calls, math is
+``__builtin_*`` (lowered by the AMDGPU backend, no device library), 16-bit floats are converted
+with ``_Float16``/``__bf16`` casts or bit operations. Global accesses with a bound go through
+raw buffer resources (``__builtin_amdgcn_make_buffer_rsrc``) so out-of-bounds lanes read 0 and
+drop stores in hardware, as ir/ops.py specifies.
+
+Bounded access lowering (offset O in elements, element size s, bound B elements):
+* the byte offset is ``opus_boff(O, s, T)``: O*s when 0 <= O and O*s + T fits below the resource's
+  32-bit limit, else 0xfffffff0 (always >= num_records, and +15 does not wrap): negative or huge
+  element offsets never alias back into range;
+* num_records is ``min(B*s, 0xfffffff0)`` (0 for B <= 0): arrays accessed with a bound must be
+  smaller than 4 GiB (as in the original's ``make_gmem``);
+* the hardware checks each dword, so for s >= 4 one buffer instruction per 16 bytes is exact per
+  element (branch-free). For s < 4 a partly out-of-range vector takes a slow path of one b8/b16
+  buffer access per element (each checked exactly); a fully in-range vector is one instruction.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+from ..dtypes import DType
+from ..ir import VectorType, scalar_of
+from .cemit import CEmitter, CodegenError, _HALF, _UNSIGNED
+
+__all__ = ["render_hip", "HipEmitter"]
+
+_AXES = "xyz"
+_OOB = 0xFFFFFFF0
+_BUF_T = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "opus_u32x2_t",
+          16: "opus_u32x4_t"}
+_BUF_B = {1: "b8", 2: "b16", 4: "b32", 8: "b64", 16: "b128"}
+
+# fp8 formats: largest finite value, smallest |x| that overflows under RNE, overflow and NaN bytes
+# (sign added separately). e4m3fn has no inf (overflow -> NaN), FNUZ types have one NaN (0x80).
+_FP8 = {
+    "fp8_e4m3fnuz": dict(max=240.0, ovf=248.0, ovf_incl=True, ovf_bits=0x80, nan=0x80, signed_ovf=False, kind="fp8"),
+    "fp8_e5m2fnuz": dict(max=57344.0, ovf=61440.0, ovf_incl=True, ovf_bits=0x80, nan=0x80, signed_ovf=False, kind="bf8"),
+    "fp8_e4m3": dict(max=448.0, ovf=464.0, ovf_incl=False, ovf_bits=0x7F, nan=0x7F, signed_ovf=True, kind="fp8"),
+    "fp8_e5m2": dict(max=57344.0, ovf=61440.0, ovf_incl=True, ovf_bits=0x7C, nan=0x7F, signed_ovf=True, kind="bf8"),
+}
+
+
+class HipEmitter(CEmitter):
+    backend = "hip"
+
+    # -- dialect basics ----------------------------------------------------------------------
+    def device_fn_prefix(self):
+        return "static __attribute__((device)) __attribute__((always_inline)) inline"
+
+    def prelude(self):
+        return ["typedef unsigned opus_u32x2_t __attribute__((ext_vector_type(2)));",
+                "typedef unsigned opus_u32x4_t __attribute__((ext_vector_type(4)));"]
+
+    def vector_struct(self, elem_name, n):
+        e = dt.dtype_from_name(elem_name)
+        nbytes = n * e.itemsize
+        align = min(16, 1 << (nbytes.bit_length() - 1)) if nbytes else 1
+        return (f"struct __attribute__((aligned({align}))) opus_{elem_name}x{n} "
+                f"{{ {self.scalar_ctype(e)} v[{n}]; }};")
+
+    def bits_to_f32(self, bits):
+        return f"__builtin_bit_cast(float, (unsigned){bits})"
+
+    def bits_to_f64(self, bits):
+        return f"__builtin_bit_cast(double, (unsigned long long){bits})"
+
+    def shared_decl(self, ct, name, count, align):
+        return f"__attribute__((shared)) __attribute__((aligned({align}))) {ct} {name}[{count}];"
+
+    def signature(self):
+        params = ", ".join(f"{self.ctype(p.type)} {self.fresh(p.value, 'p_' + p.name + '_')}"
+                           for p in self.fn.params)
+        bs = self.fn.attrs.get("block_size") or 1024
+        return (f'extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(1, {bs}))) '
+                f"void {self.fn.name}({params})")
+
+    def kernel_top(self):
+        out = super().kernel_top()
+        if self.fn.attrs.get("dyn_smem"):
+            out.insert(0, "  extern __attribute__((shared)) __attribute__((aligned(16))) unsigned char opus_dyn_smem[];")
+        return out
+
+    def op_dyn_smem(self, op, indent):
+        ct = self.scalar_ctype(op.attrs["dtype"])
+        self.assign_lanes(op.results[0], [f"(({ct}*)(opus_dyn_smem + {op.attrs['offset']}))"], indent)
+
+    # -- threads -------------------------------------------------------------------------------
+    def _linear_tid(self):
+        if self.fn.attrs.get("block_size"):
+            return "__builtin_amdgcn_workitem_id_x()"
+        return ("(__builtin_amdgcn_workitem_id_x() + __builtin_amdgcn_workgroup_size_x() * "
+                "(__builtin_amdgcn_workitem_id_y() + __builtin_amdgcn_workgroup_size_y() * "
+                "__builtin_amdgcn_workitem_id_z()))")
+
+    def op_special(self, op, indent):
+        w = op.attrs["which"]
+        if w == "lane_id":
+            e = "(int)__builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u))"
+        elif w == "warp_id":
+            e = f"(int)__builtin_amdgcn_readfirstlane((int)({self._linear_tid()} >> 6))"
+        else:
+            k, a = w.split(".")
+            e = {"thread_id": f"(int)__builtin_amdgcn_workitem_id_{a}()",
+                 "block_id": f"(int)__builtin_amdgcn_workgroup_id_{a}()",
+                 "block_dim": f"(int)__builtin_amdgcn_workgroup_size_{a}()",
+                 "grid_dim": f"(int)(__builtin_amdgcn_grid_size_{a}() / "
+                             f"(unsigned)__builtin_amdgcn_workgroup_size_{a}())"}[k]
+        self.assign_lanes(op.results[0], [e], indent)
+
+    def op_barrier(self, op, indent):
+        # as HIP's __syncthreads: release LDS writes, s_barrier, acquire
+        self.line(indent, '__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");')
+        self.line(indent, "__builtin_amdgcn_s_barrier();")
+        self.line(indent, '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");')
+
+    def op_printf(self, op, indent):
+        raise CodegenError(f"printf is not supported on AMD ({self.target.name}): device printf "
+                           "needs the ROCm device library's hostcall buffer (ockl), which headerless "
+                           "device-only builds do not link")
+
+    # -- 16-bit floats ---------------------------------------------------------------------------
+    def helper_h2f(self):
+        return self.helper("opus_h2f", f"{self.device_fn_prefix()} float opus_h2f(unsigned short h) "
+                                       "{ return (float)__builtin_bit_cast(_Float16, h); }")
+
+    def helper_b2f(self):
+        return self.helper("opus_b2f", f"{self.device_fn_prefix()} float opus_b2f(unsigned short h) "
+                                       "{ return __builtin_bit_cast(float, (unsigned)h << 16); }")
+
+    def helper_f2h(self, rounding):
+        n = f"opus_f2h_{rounding}"
+        if rounding == "rn":
+            body = "return __builtin_bit_cast(unsigned short, (_Float16)f);"
+        elif rounding == "rz":
+            # RNE, then one step toward zero where it rounded away from zero (inf -> max finite)
+            body = ("unsigned short h = __builtin_bit_cast(unsigned short, (_Float16)f); "
+                    "float back = (float)__builtin_bit_cast(_Float16, h); "
+                    "return (f == f && __builtin_fabsf(back) > __builtin_fabsf(f)) ? "
+                    "(unsigned short)(h - 1) : h;")
+        else:
+            raise CodegenError(f"rounding {rounding!r} to f16")
+        return self.helper(n, f"{self.device_fn_prefix()} unsigned short {n}(float f) {{ {body} }}")
+
+    def helper_f2b(self, rounding):
+        n = f"opus_f2b_{rounding}"
+        nan = "if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); "
+        if rounding == "rn":
+            if self.target.name == "gfx950":  # v_cvt_pk_bf16_f32 (RNE)
+                body = "return __builtin_bit_cast(unsigned short, (__bf16)f);"
+            else:  # software round-to-nearest-even
+                body = ("unsigned u = __builtin_bit_cast(unsigned, f); " + nan +
+                        "return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);")
+        elif rounding == "rz":
+            body = "unsigned u = __builtin_bit_cast(unsigned, f); " + nan + "return (unsigned short)(u >> 16);"
+        else:
+            raise CodegenError(f"rounding {rounding!r} to bf16")
+        return self.helper(n, f"{self.device_fn_prefix()} unsigned short {n}(float f) {{ {body} }}")
+
+    # -- arithmetic and math (builtins only) ----------------------------------------------------
+    def binary_expr(self, o, x, y, e: DType) -> str:
+        if e.is_float and e.name not in _HALF and o in ("min", "max"):
+            return f"__builtin_f{o}{'f' if e.name == 'f32' else ''}({x}, {y})"
+        return super().binary_expr(o, x, y, e)
+
+    def op_unary(self, op, indent):
+        (a,) = op.operands
+        e = scalar_of(a.type)
+        if not e.is_float:
+            return super().op_unary(op, indent)
+        o = op.attrs["op"]
+        fabs = "__builtin_fabs" if e.name == "f64" else "__builtin_fabsf"
+        out = []
+        for x in self.lanes(a):
+            f = self.to_f32(x, e)
+            out.append(self.from_f32(f"(-{f})" if o == "neg" else f"{fabs}({f})", e))
+        self.assign_lanes(op.results[0], out, indent)
+
+    def op_fma(self, op, indent):
+        r = op.results[0]
+        e = scalar_of(r.type)
+        f = "__builtin_fma" if e.name == "f64" else "__builtin_fmaf"
+        lanes = zip(*(self._bcast(v, r) for v in op.operands))
+        self.assign_lanes(r, [self.from_f32(f"{f}({', '.join(self.to_f32(x, e) for x in l)})", e)
+                              for l in lanes], indent)
+
+    _MATH32 = {"exp": "__builtin_expf", "exp2": "__builtin_exp2f", "log": "__builtin_logf",
+               "log2": "__builtin_log2f", "sqrt": "__builtin_sqrtf", "rsqrt": "__builtin_amdgcn_rsqf",
+               "sin": "__builtin_sinf", "cos": "__builtin_cosf", "tanh": "opus_tanhf",
+               "floor": "__builtin_floorf", "ceil": "__builtin_ceilf", "trunc": "__builtin_truncf",
+               "rint": "__builtin_rintf"}
+    # f64 functions the AMDGPU backend lowers without a device library
+    _MATH64 = {"sqrt": "__builtin_sqrt", "floor": "__builtin_floor", "ceil": "__builtin_ceil",
+               "trunc": "__builtin_trunc", "rint": "__builtin_rint", "rsqrt": "opus_rsqrt64"}
+
+    def math_fn(self, fn, e: DType):
+        if e.name == "f64":
+            f = self._MATH64.get(fn)
+            if f is None:
+                raise CodegenError(f"math.{fn} on f64 is not supported on {self.target.name} "
+                                   "(needs the ROCm device library); compute it in f32")
+            if f == "opus_rsqrt64":
+                self.helper(f, f"{self.device_fn_prefix()} double opus_rsqrt64(double x) "
+                               "{ return 1.0 / __builtin_sqrt(x); }")
+            return f
+        f = self._MATH32[fn]
+        if f == "opus_tanhf":
+            # cephes tanhf: odd polynomial near 0, 1 - 2/(e^{2|x|}+1) elsewhere (~2 ulp)
+            self.helper(f, f"{self.device_fn_prefix()} float opus_tanhf(float x) {{ "
+                           "float a = __builtin_fabsf(x); "
+                           "if (a < 0.625f) { float z = x * x; return "
+                           "((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z "
+                           "+ 1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x; } "
+                           "float r = a > 9.0f ? 1.0f : 1.0f - 2.0f / (__builtin_expf(2.0f * a) + 1.0f); "
+                           "return __builtin_copysignf(r, x); }")
+        return f
+
+    def float_to_int(self, f, src, to):
+        # toward zero, saturating, NaN -> 0 (C's cast is undefined out of range)
+        ct = self.scalar_ctype(to)
+        lo, hi = to.int_range()
+        fl = "" if src.name == "f64" else "f"
+        lim_hi = f"{float(hi) + 1:.1f}{fl}"   # 2^bits (exactly representable)
+        lim_lo = f"{float(lo):.1f}{fl}"
+        hi_c = self.const_expr(hi, to)
+        lo_c = self.const_expr(lo, to)
+        return (f"({f} != {f} ? ({ct})0 : ({f} >= {lim_hi} ? {hi_c} : "
+                f"({f} <= {lim_lo} ? {lo_c} : ({ct})({f}))))")
+
+    # -- fp8 conversions (hardware, one flavour per chip) --------------------------------------
+    def cast_storage(self, x, src, to, rounding, sat):
+        if src.storage_only and to.storage_only:
+            if src.name == to.name:
+                return x
+            return self.cast_storage(self.cast_storage(x, src, dt.f32, "rn", False), dt.f32, to,
+                                     rounding, sat)
+        if src.storage_only:  # fp8 -> f32 (exact), then on
+            f = f"{self._fp8_decoder(src)}({x})"
+            return f if to.name == "f32" else self.cast_expr(f, dt.f32, to, "rn", sat)
+        if rounding != "rn":
+            raise CodegenError(f"rounding {rounding!r} for {src.name} -> {to.name} on {self.target.name}")
+        f = x if src.name == "f32" else self.cast_expr(x, src, dt.f32, "rn", False)
+        return f"{self._fp8_encoder(to, sat)}({f})"
+
+    def _fp8_info(self, d):
+        if d.name not in _FP8 or d.name not in self.target.fp8_types:
+            have = ", ".join(sorted(self.target.fp8_types))
+            raise CodegenError(f"conversion to/from {d.name} is not supported on {self.target.name} "
+                               f"(its hardware converts {have})")
+        return _FP8[d.name]
+
+    def _fp8_decoder(self, d):
+        info = self._fp8_info(d)
+        n = f"opus_{d.name}_to_f32"
+        return self.helper(n, f"{self.device_fn_prefix()} float {n}(unsigned char b) "
+                              f"{{ return __builtin_amdgcn_cvt_f32_{info['kind']}((int)b, 0); }}")
+
+    def _fp8_encoder(self, d, sat):
+        info = self._fp8_info(d)
+        n = f"opus_f32_to_{d.name}{'_sat' if sat else ''}"
+        mx = f"{info['max']:.1f}f"
+        cvt = f"(unsigned char)__builtin_amdgcn_cvt_pk_{info['kind']}_f32(f, f, 0, false)"
+        sign = "((__builtin_bit_cast(unsigned, f) >> 24) & 0x80u)"
+        if sat:
+            body = (f"if (f != f) return (unsigned char){info['nan']}; "
+                    f"f = __builtin_fminf(__builtin_fmaxf(f, -{mx}), {mx}); return {cvt};")
+        else:
+            cmp = ">=" if info["ovf_incl"] else ">"
+            ovf = (f"(unsigned char)({info['ovf_bits']}u | {sign})" if info["signed_ovf"]
+                   else f"(unsigned char){info['ovf_bits']}")
+            nan = (f"(unsigned char)({info['nan']}u | {sign})" if info["signed_ovf"]
+                   else f"(unsigned char){info['nan']}")
+            body = (f"if (f != f) return {nan}; "
+                    f"if (__builtin_fabsf(f) {cmp} {info['ovf']:.1f}f) return {ovf}; "
+                    f"f = __builtin_fminf(__builtin_fmaxf(f, -{mx}), {mx}); return {cvt};")
+        return self.helper(n, f"{self.device_fn_prefix()} unsigned char {n}(float f) {{ {body} }}")
+
+    # -- memory: buffer resources for bounded global accesses ----------------------------------
+    def _is_global(self, p):
+        return getattr(p.type, "space", "global") in ("global", None, "generic")
+
+    def _helper_buffer(self):
+        pre = self.device_fn_prefix()
+        self.helper("opus_nrec", f"{pre} unsigned opus_nrec(long long bound, unsigned s) {{ "
+                                 f"return bound <= 0 ? 0u : ((unsigned long long)bound >= {_OOB}ull / s ? "
+                                 f"{hex(_OOB)}u : (unsigned)bound * s); }}")
+        self.helper("opus_boff", f"{pre} unsigned opus_boff(long long off, unsigned s, unsigned t) {{ "
+                                 f"return (unsigned long long)off <= ({_OOB}ull - t) / s ? "
+                                 f"(unsigned)off * s : {hex(_OOB)}u; }}")
+
+    def _rsrc(self, P, B, s, indent):
+        self._helper_buffer()
+        r = self.fresh(prefix="rsrc")
+        self.line(indent, f"__amdgpu_buffer_rsrc_t {r} = __builtin_amdgcn_make_buffer_rsrc("
+                          f"(void*){P}, (short)0, (int)opus_nrec((long long){B}, {s}u), "
+                          f"(int){hex(self.target.buffer_config)});")
+        return r
+
+    def _buf_load(self, rsrc, voff, nbytes, ctype):
+        raw = f"__builtin_amdgcn_raw_buffer_load_{_BUF_B[nbytes]}({rsrc}, (int){voff}, 0, 0)"
+        return raw if ctype == _BUF_T[nbytes] else f"__builtin_bit_cast({ctype}, {raw})"
+
+    def _buf_store(self, val, ctype, rsrc, voff, nbytes):
+        v = val if ctype == _BUF_T[nbytes] else f"__builtin_bit_cast({_BUF_T[nbytes]}, {val})"
+        return f"__builtin_amdgcn_raw_buffer_store_{_BUF_B[nbytes]}({v}, {rsrc}, (int){voff}, 0, 0);"
+
+    def _chunks(self, vec, s):
+        """(first element, element count, bytes) of the <=16-byte pieces of a vec access, or None
+        when the vector's bytes cannot be bit-cast whole (odd sizes: per element)."""
+        total = vec * s
+        if total in (1, 2, 4, 8, 16):
+            return [(0, vec, total)]
+        if total % 16 == 0:
+            per = 16 // s
+            return [(i * per, per, 16) for i in range(total // 16)]
+        return None
+
+    def op_load(self, op, indent):
+        p, off = op.operands[:2]
+        if len(op.operands) < 3 or not self._is_global(p):
+            return super().op_load(op, indent)
+        bound = op.operands[2]
+        r = op.results[0]
+        vec = op.attrs["vec"]
+        e = p.type.elem
+        s = e.itemsize
+        if e.bits % 8:
+            raise CodegenError(f"bounded loads of {e.name} on {self.target.name}")
+        P, O, B = self.name(p), self.name(off), self.name(bound)
+        ect = self.scalar_ctype(e)
+        rs = self._rsrc(P, B, s, indent)
+        if vec == 1:
+            self.assign_lanes(r, [self._buf_load(rs, f"opus_boff((long long){O}, {s}u, {s}u)", s, ect)],
+                              indent)
+            return
+        n = self.declare(r, indent)
+        vt = self.ctype(r.type)
+
+        def whole(ind):
+            for (i0, cnt, nb) in self._chunks(vec, s):
+                voff = f"opus_boff((long long){O} + {i0}, {s}u, {nb}u)"
+                if cnt == vec:
+                    self.line(ind, f"{n} = {self._buf_load(rs, voff, nb, vt)};")
+                else:
+                    t = self.fresh(prefix="ld")
+                    self.line(ind, f"{{ struct {{ {ect} v[{cnt}]; }} {t} = __builtin_bit_cast(decltype({t}), "
+                                   f"{self._buf_load(rs, voff, nb, 'opus_u32x4_t')}); "
+                                   + " ".join(f"{n}.v[{i0 + k}] = {t}.v[{k}];" for k in range(cnt)) + " }")
+
+        def per_element(ind):
+            for i in range(vec):
+                self.line(ind, f"{n}.v[{i}] = {self._buf_load(rs, f'opus_boff((long long){O} + {i}, {s}u, {s}u)', s, ect)};")
+
+        if self._chunks(vec, s) is None:
+            per_element(indent)
+        elif s >= 4:
+            whole(indent)  # dword-granular hardware check is exact per element
+        else:
+            self.line(indent, f"if ((long long){O} >= 0 && (long long){O} + {vec} <= (long long){B}) {{")
+            whole(indent + 1)
+            self.line(indent, "} else {")
+            per_element(indent + 1)
+            self.line(indent, "}")
+
+    def op_store(self, op, indent):
+        p, off, val = op.operands[:3]
+        if len(op.operands) < 4 or not self._is_global(p):
+            return super().op_store(op, indent)
+        bound = op.operands[3]
+        vec = op.attrs["vec"]
+        e = p.type.elem
+        s = e.itemsize
+        if e.bits % 8:
+            raise CodegenError(f"bounded stores of {e.name} on {self.target.name}")
+        P, O, B, V = self.name(p), self.name(off), self.name(bound), self.name(val)
+        ect = self.scalar_ctype(e)
+        rs = self._rsrc(P, B, s, indent)
+        if vec == 1:
+            self.line(indent, self._buf_store(V, ect, rs, f"opus_boff((long long){O}, {s}u, {s}u)", s))
+            return
+        vt = self.ctype(val.type)
+
+        def whole(ind):
+            for (i0, cnt, nb) in self._chunks(vec, s):
+                voff = f"opus_boff((long long){O} + {i0}, {s}u, {nb}u)"
+                if cnt == vec:
+                    self.line(ind, self._buf_store(V, vt, rs, voff, nb))
+                else:
+                    t = self.fresh(prefix="st")
+                    self.line(ind, f"{{ struct {{ {ect} v[{cnt}]; }} {t}; "
+                                   + " ".join(f"{t}.v[{k}] = {V}.v[{i0 + k}];" for k in range(cnt)) + " "
+                                   + self._buf_store(t, "struct", rs, voff, nb) + " }")
+
+        def per_element(ind):
+            for i in range(vec):
+                self.line(ind, self._buf_store(f"{V}.v[{i}]", ect, rs,
+                                               f"opus_boff((long long){O} + {i}, {s}u, {s}u)", s))
+
+        if self._chunks(vec, s) is None:
+            per_element(indent)
+        elif s >= 4:
+            whole(indent)
+        else:
+            self.line(indent, f"if ((long long){O} >= 0 && (long long){O} + {vec} <= (long long){B}) {{")
+            whole(indent + 1)
+            self.line(indent, "} else {")
+            per_element(indent + 1)
+            self.line(indent, "}")
+
+
+def render_hip(fn, target) -> str:
+    """Headerless HIP C++ (device only) for a traced Function."""
+    return HipEmitter(fn, target).render()

@@ -1,0 +1,37 @@
+"""Errors the interpreter raises (all are opus.errors.OpusError subclasses)."""
+from __future__ import annotations
+
+import linecache
+
+from ..errors import OpusError
+
+__all__ = ["InterpError", "MemoryFault", "BarrierError", "SharedRaceError",
+           "UninitializedReadError", "where"]
+
+
+class InterpError(OpusError):
+    """The kernel did something that is an error (or undefined behaviour) on the hardware."""
+
+
+class MemoryFault(InterpError):
+    """Out-of-bounds or misaligned memory access (a fault on the GPU)."""
+
+
+class BarrierError(InterpError):
+    """A barrier reached by only part of the block (a deadlock on the GPU)."""
+
+
+class SharedRaceError(InterpError):
+    """Two threads accessed one shared-memory address between barriers, at least one writing."""
+
+
+class UninitializedReadError(InterpError):
+    """A read of shared memory that nothing wrote (checking mode)."""
+
+
+def where(loc) -> str:
+    """'file:line (source text)' for an op's location."""
+    if loc is None:
+        return "<unknown line>"
+    src = linecache.getline(loc.file, loc.line).strip()
+    return f"{loc.file}:{loc.line}" + (f" `{src}`" if src else "")

@@ -1,0 +1,266 @@
+"""Numeric semantics of the IR ops on numpy arrays (ir/ops.py is normative; codegen/cemit.py
+renders the same thing in C). Every factory takes static types and returns a function of
+arrays: lanes are the leading axis, vector lanes the trailing one. Integer arithmetic wraps
+(numpy array arithmetic wraps silently); floats compute in the operand precision, 16-bit floats
+in f32 rounded once to the type."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import dtypes as dt
+from ..dtypes import DType
+
+__all__ = ["binary_fn", "cmp_fn", "unary_fn", "math_fn", "fma_fn", "cast_fn", "UNSIGNED"]
+
+F32 = np.dtype(np.float32)
+F64 = np.dtype(np.float64)
+UNSIGNED = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: np.dtype(np.uint32),
+            64: np.dtype(np.uint64)}
+HALF = ("f16", "bf16")
+
+
+def _is_half(e: DType):
+    return e.name in HALF
+
+
+def _via_f32(f, e: DType):
+    """f computed on f32 copies of the operands, rounded once to the 16-bit type e."""
+    nd = e.np_dtype
+
+    def g(*xs):
+        return f(*[x.astype(F32) for x in xs]).astype(nd)
+    return g
+
+
+# -- binary ------------------------------------------------------------------------------------
+
+def _int_div(o, e: DType):
+    nd = e.np_dtype
+    one, zero, m1 = nd.type(1), nd.type(0), nd.type(-1) if e.kind == "int" else ~nd.type(0)
+    if e.kind == "uint":
+        def f(a, b):
+            bz = b == 0
+            bs = np.where(bz, one, b)
+            if o in ("floordiv", "tdiv"):
+                return np.where(bz, m1, a // bs)
+            return np.where(bz, a, a % bs)
+        return f
+
+    def f(a, b):
+        bz = b == 0
+        bm1 = b == m1
+        bs = np.where(bz | bm1, one, b)
+        if o == "floordiv":
+            q = a // bs
+            return np.where(bz, m1, np.where(bm1, zero - a, q))
+        if o == "mod":
+            return np.where(bz, a, np.where(bm1, zero, a % bs))
+        if o == "tdiv":
+            q = a // bs
+            adj = ((a % bs) != 0) & ((a < 0) != (bs < 0))
+            q = q + adj.astype(nd)
+            return np.where(bz, m1, np.where(bm1, zero - a, q))
+        # tmod
+        return np.where(bz, a, np.where(bm1, zero, np.fmod(a, bs)))
+    return f
+
+
+def _shift(o, e: DType):
+    nd, ut, w = e.np_dtype, UNSIGNED[e.bits], e.bits
+    uz, z, m1 = ut.type(0), nd.type(0), nd.type(-1)
+
+    def f(a, b):
+        bu = b.view(ut) if b.dtype != ut else b
+        ge = bu >= w
+        sh = np.where(ge, uz, bu)
+        if o == "shl":
+            r = (a.view(ut) << sh).view(nd) if a.dtype != ut else a << sh
+            return np.where(ge, z, r)
+        if e.kind == "int":
+            r = a >> sh.astype(nd)
+            return np.where(ge, np.where(a < 0, m1, z), r)
+        return np.where(ge, z, a >> sh)
+    return f
+
+
+_FLOAT_BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
+              "min": np.fmin, "max": np.fmax}
+_INT_BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "and": np.bitwise_and,
+            "or": np.bitwise_or, "xor": np.bitwise_xor, "min": np.minimum, "max": np.maximum}
+
+
+def binary_fn(o, e: DType):
+    if e.is_float:
+        f = _FLOAT_BIN.get(o)
+        if f is None:
+            raise NotImplementedError(f"binary {o} on {e.name}")
+        return _via_f32(f, e) if _is_half(e) else f
+    if e.is_bool:
+        f = {"and": np.logical_and, "or": np.logical_or, "xor": np.logical_xor,
+             "min": np.logical_and, "max": np.logical_or}.get(o)
+        if f is None:
+            raise NotImplementedError(f"binary {o} on bool")
+        return f
+    if o in _INT_BIN:
+        return _INT_BIN[o]
+    if o in ("floordiv", "mod", "tdiv", "tmod"):
+        return _int_div(o, e)
+    if o in ("shl", "shr"):
+        return _shift(o, e)
+    raise NotImplementedError(f"binary {o} on {e.name}")
+
+
+_CMP = {"lt": np.less, "le": np.less_equal, "gt": np.greater, "ge": np.greater_equal,
+        "eq": np.equal, "ne": np.not_equal}
+
+
+def cmp_fn(pred, e: DType):
+    f = _CMP[pred]
+    if _is_half(e) or e.storage_only:
+        return lambda a, b: f(a.astype(F32), b.astype(F32))
+    return f
+
+
+def unary_fn(o, e: DType):
+    if o == "not":
+        return np.logical_not
+    if e.is_float:
+        f = np.negative if o == "neg" else np.abs
+        return _via_f32(f, e) if _is_half(e) else f
+    if o == "neg":
+        z = e.np_dtype.type(0)
+        return lambda a: z - a
+    if o == "invert":
+        return np.invert
+    if o == "abs":
+        z = e.np_dtype.type(0)
+        return lambda a: np.where(a < z, z - a, a)
+    raise NotImplementedError(f"unary {o} on {e.name}")
+
+
+def _rsqrt(x):
+    return x.dtype.type(1) / np.sqrt(x)
+
+
+_MATH = {"exp": np.exp, "exp2": np.exp2, "log": np.log, "log2": np.log2, "sqrt": np.sqrt,
+         "rsqrt": _rsqrt, "sin": np.sin, "cos": np.cos, "tanh": np.tanh, "floor": np.floor,
+         "ceil": np.ceil, "trunc": np.trunc, "rint": np.rint}
+
+
+def math_fn(fn, e: DType):
+    f = _MATH[fn]
+    return _via_f32(f, e) if _is_half(e) else f
+
+
+# -- fma -------------------------------------------------------------------------------------------
+
+def fma_f32(a, b, c):
+    """Correctly rounded float32 a*b+c: the product is exact in f64; the f64 sum and its error
+    (TwoSum) decide the one case where rounding f64 -> f32 twice would differ (a tie)."""
+    a, b, c = a.astype(F64), b.astype(F64), c.astype(F64)
+    p = a * b
+    s = p + c
+    r = s.astype(F32)
+    bb = s - p
+    err = (p - (s - bb)) + (c - bb)
+    rd = r.astype(F64)
+    fix = np.isfinite(s) & (err != 0) & (rd != s)
+    if fix.any():
+        # the other f32 neighbour of s
+        other = np.nextafter(r, np.where(s > rd, np.float32(np.inf), np.float32(-np.inf)))
+        tie = fix & ((rd + other.astype(F64)) * 0.5 == s)
+        if tie.any():
+            up = np.maximum(r, other)
+            dn = np.minimum(r, other)
+            r = np.where(tie, np.where(err > 0, up, dn), r)
+    return r
+
+
+def fma_fn(e: DType):
+    if e.name == "f64":
+        return lambda a, b, c: a * b + c  # TODO exact f64 fma (needs an error-free product)
+    if e.name == "f32":
+        return fma_f32
+    nd = e.np_dtype
+    return lambda a, b, c: fma_f32(a.astype(F32), b.astype(F32), c.astype(F32)).astype(nd)
+
+
+# -- casts -----------------------------------------------------------------------------------------
+
+def _round_rz(x, nd):
+    """x (a wider float array) rounded toward zero to float dtype nd."""
+    r = x.astype(nd)
+    over = np.abs(r.astype(F64)) > np.abs(x.astype(F64))
+    if over.any():
+        ut = UNSIGNED[nd.itemsize * 8]
+        rb = r.view(ut)
+        r = np.where(over, (rb - ut.type(1)), rb).view(nd)
+    return r
+
+
+def _round_to(nd, rounding):
+    if rounding == "rz":
+        return lambda x: _round_rz(x, nd)
+    return lambda x: x.astype(nd)
+
+
+def _float_to_int(src: DType, to: DType):
+    nd = to.np_dtype
+    lo, hi = to.int_range()
+
+    def f(a):
+        x = np.trunc(a.astype(F64))
+        nan = np.isnan(x)
+        if to.bits == 64:
+            big = x >= float(hi) + 1.0  # 2**63 or 2**64
+            x = np.where(nan | big, 0.0, np.maximum(x, float(lo)))
+            return np.where(big, nd.type(hi), x.astype(nd))
+        x = np.where(nan, 0.0, np.clip(x, float(lo), float(hi)))
+        return x.astype(nd)
+    return f
+
+
+def cast_fn(src: DType, to: DType, rounding="rn", sat=False):
+    snd, tnd = src.np_dtype, to.np_dtype
+    if to.is_bool:
+        if _is_half(src) or src.storage_only:
+            return lambda a: a.astype(F32) != 0
+        return lambda a: a != 0
+    if src.is_bool:
+        inner = cast_fn(dt.i32, to, rounding, sat)
+        return lambda a: inner(a.astype(np.int32))
+    if src.storage_only or to.storage_only:
+        return _storage_cast(src, to, rounding, sat)
+    if src.is_int and to.is_int:
+        return lambda a: a.astype(tnd)
+    if to.is_int:
+        return _float_to_int(src, to)
+    # -> float
+    rnd = _round_to(tnd, rounding)
+    if _is_half(to):
+        if src.name == "f32":
+            return rnd
+        # ints, f64 and the other 16-bit float go through f32 first (as cemit does)
+        return lambda a: rnd(a.astype(F32))
+    if src.is_int or src.bits <= to.bits:
+        return lambda a: a.astype(tnd)
+    return rnd  # f64 -> f32
+
+
+def _storage_cast(src, to, rounding, sat):
+    tnd = to.np_dtype
+    if to.storage_only:
+        if to.is_float:
+            fin = float(np.finfo(tnd).max) if sat else None
+
+            def f(a):
+                x = a.astype(F32)
+                if fin is not None:
+                    x = np.where(np.isnan(x), x, np.clip(x, -fin, fin))
+                return x.astype(tnd)
+            return f
+        lo, hi = to.int_range()
+        return lambda a: np.clip(a.astype(np.int64), lo, hi).astype(tnd)
+    inner = cast_fn(dt.f32 if src.is_float else dt.i32, to, rounding, sat)
+    mid = F32 if src.is_float else np.int32
+    return lambda a: inner(a.astype(mid))
