@@ -9,8 +9,6 @@ Timing conventions (see /work/.library/device/METHOD.md): warm up first, repeat,
 median (and min/max); device work is timed with CUDA events, or by synchronizing before the
 host clock is read; inputs are random (never zeros) and outputs are checked.
 """
-from __future__ import annotations
-
 import json
 import os
 import platform
@@ -294,9 +292,11 @@ def render_markdown(res):
             if b:
                 lines.append(f"opus {k} breakdown (median ms): " + ", ".join(
                     f"{n} {v['median']:.2f}" for n, v in b.items()))
-        amd = ct.get("opus_amd")
-        if amd:
-            lines += ["", f"opus AMD (gfx942) compile, machine `{amd.get('machine')}`: "
+        for key, amd in ct.items():
+            if not key.startswith("opus_amd"):
+                continue
+            lines += ["", f"opus AMD (gfx942) new kernel, trace+render+compile, no disk cache, "
+                      f"{key[9:].replace('_', ' ')} `{amd.get('machine')}`: "
                       + (_fmt(_get(amd, ("compile_ms",)), "ms") if "compile_ms" in amd
                          else amd.get("status", "n/a"))]
     lo = res.get("launch_overhead", {})

@@ -19,13 +19,14 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..dtypes import DType
+from ..errors import OpusError
 from ..ir import VectorType, PointerType, scalar_of, lanes_of
 
 __all__ = ["CEmitter", "CodegenError"]
 
 
-class CodegenError(Exception):
-    pass
+class CodegenError(OpusError):
+    """The IR cannot be rendered for this target (an op the chip or backend lacks)."""
 
 
 _CTYPES = {

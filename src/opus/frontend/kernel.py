@@ -181,6 +181,9 @@ class Kernel:
     def resources(self, target=None, **constexprs) -> dict:
         return self.specialize(target, **constexprs).resources
 
+    def asm(self, target=None, **constexprs) -> str:
+        return self.specialize(target, **constexprs).asm
+
     # -- tracing --------------------------------------------------------------------------------
     def trace(self, target, cvals) -> tuple[Function, TraceContext]:
         if self._rewritten is None:
@@ -293,7 +296,15 @@ class Specialization:
     @property
     def resources(self) -> dict:
         from ..runtime.build import resources
-        return resources(self.compiled, self.function.name)
+        return resources(self.compiled, self.function.name, self.target)
+
+    @property
+    def asm(self) -> str:
+        """AMDGCN assembly (AMD targets)."""
+        if self.target.vendor != "amd":
+            raise OpusError(f".asm is for AMD targets; use .sass or .ptx for {self.target.name}")
+        from ..runtime.amd_build import assemble_amd
+        return assemble_amd(self.source, self.target)
 
 
 def kernel(fn=None, *, block=None):

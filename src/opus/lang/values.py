@@ -222,7 +222,21 @@ _SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "floordiv": "//", "mod":
         "tdiv": "tdiv", "tmod": "tmod"}
 
 
+_RIGHT_IDENTITY = {"add": 0, "sub": 0, "or": 0, "xor": 0, "shl": 0, "shr": 0, "mul": 1,
+                   "floordiv": 1, "tdiv": 1}
+_LEFT_IDENTITY = {"add": 0, "or": 0, "xor": 0, "mul": 1}
+
+
+def _is_int_value(x):
+    return isinstance(x, Value) and isinstance(x.type, (DType, VectorType)) and scalar_of(x.type).is_int
+
+
 def binary(op, a, b):
+    # x + 0, x * 1, ... on integers: no op (keeps index math in the generated code readable)
+    if type(b) is int and _is_int_value(a) and _RIGHT_IDENTITY.get(op) == b:
+        return a
+    if type(a) is int and _is_int_value(b) and _LEFT_IDENTITY.get(op) == a:
+        return b
     what = f"'{_SYM.get(op, op)}'"
     if op in ("shl", "shr"):
         return _shift(op, a, b, what)

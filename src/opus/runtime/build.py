@@ -59,7 +59,10 @@ def build_ptx(source: str, target) -> str:
     return nvrtc.compile_cuda(source, arch=target.name, options=OPTIONS, want_ptx=True).ptx
 
 
-def resources(built: Built, kernel_name: str) -> dict:
+def resources(built: Built, kernel_name: str, target=None) -> dict:
+    if target is not None and target.vendor == "amd":
+        from .amd_build import resources_amd
+        return resources_amd(built.binary)[kernel_name]
     if built.log:
         from .inspect import resources_from_log
         r = resources_from_log(built.log, kernel_name)

@@ -1,0 +1,127 @@
+"""The CPU interpreter: runs the IR of a kernel with numpy, with the hardware's semantics.
+
+``make_runner(kernel, spec)`` is what ``opus.set_target(..., interpret=True)`` launches go
+through; ``run_function(fn, target, grid, block, args, smem=0)`` runs an IR Function directly.
+Arguments: numpy arrays (C-contiguous, of the parameter's element dtype; written in place) for
+pointers, numbers for scalars.
+
+Checking mode (``opus.interp.check = True``, ``with opus.interp.checking():`` or the environment
+variable ``OPUS_INTERP_CHECK=1``) also reports shared-memory races between barriers and reads of
+shared memory nothing wrote. Out-of-bounds accesses without a bound, misaligned vector accesses
+and barriers reached by part of a block are always errors.
+"""
+from __future__ import annotations
+
+import contextlib
+import numbers
+import os
+
+import numpy as np
+
+from ..errors import ArgumentError
+from ..ir import PointerType
+from .engine import Program, Buf
+from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,
+                     UninitializedReadError)
+
+__all__ = ["make_runner", "run_function", "check", "checking", "InterpError", "MemoryFault",
+           "BarrierError", "SharedRaceError", "UninitializedReadError"]
+
+check = False  # module-level switch for checking mode
+
+
+def _checking_on():
+    return check or os.environ.get("OPUS_INTERP_CHECK", "") not in ("", "0")
+
+
+@contextlib.contextmanager
+def checking(enabled=True):
+    """Turn checking mode on (or off) inside a ``with`` block."""
+    global check
+    prev = check
+    check = enabled
+    try:
+        yield
+    finally:
+        check = prev
+
+
+def _ptr_arg(a, name, elem, align):
+    if not isinstance(a, np.ndarray):
+        raise ArgumentError(f"parameter {name!r} expects a numpy array in the interpreter, got "
+                            f"{type(a).__name__}")
+    if a.dtype != elem.np_dtype:
+        raise ArgumentError(f"parameter {name!r} expects an array of {elem.name} "
+                            f"({elem.np_dtype}), got {a.dtype}")
+    if not a.flags.c_contiguous:
+        raise ArgumentError(f"parameter {name!r}: the array must be C-contiguous "
+                            f"(use np.ascontiguousarray)")
+    addr = a.ctypes.data
+    if align > 1 and addr % align:
+        raise ArgumentError(f"parameter {name!r}: address {hex(addr)} is not aligned to {align} "
+                            f"bytes, which the kernel's {align}-byte vector accesses need")
+    return Buf(a.reshape(-1), name, "global", addr)
+
+
+def _dim3(x, what):
+    if isinstance(x, numbers.Integral):
+        x = (int(x),)
+    x = tuple(int(d) for d in x)
+    if not 1 <= len(x) <= 3 or any(d < 1 for d in x):
+        raise ArgumentError(f"{what} must be 1 to 3 positive ints, got {x!r}")
+    return x + (1,) * (3 - len(x))
+
+
+def _smem_arg(smem):
+    if not isinstance(smem, numbers.Integral) or smem < 0:
+        raise ArgumentError(f"smem must be a non-negative int of bytes, got {smem!r}")
+    return int(smem)
+
+
+def _steps(fn, names_to_index, align):
+    from ..frontend.gpu_launch import scalar_checker
+    steps = []
+    for i, p in zip(names_to_index, fn.params):
+        if isinstance(p.type, PointerType):
+            steps.append((True, i, p.name, p.type.elem, align.get(p.name, 1)))
+        else:
+            steps.append((False, i, p.name, scalar_checker(p.name, p.type), None))
+    return steps
+
+
+def _convert(steps, args):
+    out = []
+    for is_ptr, i, name, x, align in steps:
+        a = args[i]
+        out.append(_ptr_arg(a, name, x, align) if is_ptr else x(a))
+    return out
+
+
+def make_runner(kernel, spec):
+    """The launch function for one specialization: run(grid3, block3, args, smem_bytes)."""
+    fn = spec.function
+    prog = Program(fn, spec.target)
+    idx = [q.index for q in kernel.params if q.kind != "constexpr"]
+    steps = _steps(fn, idx, spec.align or {})
+
+    def run(grid, block, args, smem=0):
+        prog.launch(_dim3(grid, "grid"), _dim3(block, "block"), _convert(steps, args),
+                    _smem_arg(smem), _checking_on())
+    run.program = prog
+    return run
+
+
+def run_function(fn, target, grid, block, args, smem=0):
+    """Run IR Function ``fn`` as ``target`` (a Target or its name); ``args`` follow fn.params."""
+    if isinstance(target, str):
+        from ..targets import get_target
+        target = get_target(target)
+    cache = fn.__dict__.setdefault("_interp_programs", {})
+    prog = cache.get(target.name)
+    if prog is None:
+        prog = cache[target.name] = Program(fn, target)
+    if len(args) != len(fn.params):
+        raise ArgumentError(f"kernel {fn.name!r} takes {len(fn.params)} arguments, got {len(args)}")
+    steps = _steps(fn, range(len(fn.params)), fn.attrs.get("align") or {})
+    prog.launch(_dim3(grid, "grid"), _dim3(block, "block"), _convert(steps, args),
+                _smem_arg(smem), _checking_on())

@@ -1,0 +1,1001 @@
+"""The interpreter proper: compiles an IR Function into Python closures over numpy arrays and
+runs them block by block (or many blocks at once when the kernel has no shared memory and no
+barriers), all threads of a block in lockstep.
+
+Value representation (``st.R`` holds one entry per SSA value, indexed by a slot number fixed at
+compile time):
+  scalar   numpy array [T] of the element's host dtype, or [1] when the value is the same in
+           every thread (constants, parameters, block indices, and whatever is computed only
+           from those: numpy broadcasting keeps it [1] for free)
+  vector   [T, n] or [1, n]
+  pointer  (Buf, int64 element offsets [T] or [1]); after a divergent merge of pointers into
+           different buffers, (int64 buffer ids [T], offsets)
+Control flow: ``st.mask`` is None (every thread of the batch active) or a bool array [T];
+``st.alive`` is None or the bool array of threads that have not executed ``return``.
+"""
+from __future__ import annotations
+
+import re
+import sys
+
+import numpy as np
+
+from ..dtypes import DType
+from ..ir import VectorType, PointerType, scalar_of, lanes_of
+from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,
+                     UninitializedReadError, where)
+from .semantics import (binary_fn, cmp_fn, unary_fn, math_fn, fma_fn, cast_fn)
+
+__all__ = ["Program", "Buf"]
+
+BATCH_THREADS = 1 << 15    # threads per batch when blocks are stacked
+POISON = 0xFF              # fill byte of fresh shared memory (NaN for floats, -1 for ints)
+I64 = np.dtype(np.int64)
+_AR = {}
+
+
+def _arange(n):
+    a = _AR.get(n)
+    if a is None:
+        a = _AR[n] = np.arange(n, dtype=I64)
+    return a
+
+
+class Buf:
+    """A memory buffer: a flat typed numpy array plus what errors and checks need."""
+
+    __slots__ = ("arr", "name", "space", "addr", "byte0", "isz", "id")
+
+    def __init__(self, arr, name, space, addr, byte0=0):
+        self.arr, self.name, self.space, self.addr, self.byte0 = arr, name, space, addr, byte0
+        self.isz = arr.dtype.itemsize
+        self.id = -1
+
+
+class State:
+    __slots__ = ("R", "mask", "alive", "T", "nthreads", "block", "grid", "block_base", "bufs",
+                 "shadow", "prog")
+
+    def who(self, t):
+        """'block (x, y, z) thread (x, y, z)' of batch lane t."""
+        nt = self.nthreads
+        t = int(t)
+        b, l = self.block_base + t // nt, t % nt
+        bx, by, _ = self.block
+        gx, gy, _ = self.grid
+        return (f"block ({b % gx}, {b // gx % gy}, {b // (gx * gy)}) thread "
+                f"({l % bx}, {l // bx % by}, {l // (bx * by)})")
+
+
+def _full(x, T):
+    return x if x.shape[0] == T else np.broadcast_to(x, (T,) + x.shape[1:])
+
+
+# -- shared-memory checking ---------------------------------------------------------------------
+
+class Shadow:
+    """Per-byte bookkeeping of shared memory for checking mode: written-ever, and the thread and
+    op of the last write/read in the current barrier interval (-1 none, -2 several readers)."""
+
+    def __init__(self, nbytes, prog):
+        self.prog = prog
+        self.written = np.zeros(nbytes, bool)
+        self.wtid = np.full(nbytes, -1, I64)
+        self.rtid = np.full(nbytes, -1, I64)
+        self.wop = np.zeros(nbytes, np.int32)
+        self.rop = np.zeros(nbytes, np.int32)
+
+    def new_block(self):
+        self.written[:] = False
+        self.barrier()
+
+    def barrier(self):
+        self.wtid[:] = -1
+        self.rtid[:] = -1
+
+    def _bytes(self, buf, eidx, tids):
+        isz = buf.isz
+        b = ((buf.byte0 + eidx * isz)[:, None] + _arange(isz)).reshape(-1)
+        return b, np.repeat(tids, isz)
+
+    def _elem(self, buf, byte):
+        return f"{buf.name}[{(int(byte) - buf.byte0) // buf.isz}]"
+
+    def read(self, st, buf, eidx, tids, op):
+        b, t = self._bytes(buf, eidx, tids)
+        un = ~self.written[b]
+        if un.any():
+            k = int(np.argmax(un))
+            raise UninitializedReadError(
+                f"{where(op.loc)}: {st.who(t[k])} reads shared memory {self._elem(buf, b[k])}, "
+                f"which nothing wrote (it holds garbage on the GPU)")
+        w = self.wtid[b]
+        bad = (w >= 0) & (w != t)
+        if bad.any():
+            k = int(np.argmax(bad))
+            other = self.prog.ops[self.wop[b[k]]]
+            raise SharedRaceError(
+                f"{where(op.loc)}: shared-memory race on {self._elem(buf, b[k])}: {st.who(t[k])} "
+                f"reads it after {st.who(w[k])} wrote it at {where(other.loc)} with no barrier "
+                f"in between")
+        r = self.rtid[b]
+        new = np.where((r == -1) | (r == t), t, -2)
+        self.rtid[b] = new
+        self.rop[b] = self.prog.op_index[op]
+        if len(b) > 1:
+            o = np.argsort(b, kind="stable")
+            bs, ts = b[o], t[o]
+            dup = (bs[1:] == bs[:-1]) & (ts[1:] != ts[:-1])
+            if dup.any():
+                self.rtid[bs[1:][dup]] = -2
+
+    def write(self, st, buf, eidx, tids, op):
+        b, t = self._bytes(buf, eidx, tids)
+        if len(b) > 1:
+            o = np.argsort(b, kind="stable")
+            bs, ts = b[o], t[o]
+            dup = (bs[1:] == bs[:-1]) & (ts[1:] != ts[:-1])
+            if dup.any():
+                k = int(np.argmax(dup))
+                raise SharedRaceError(
+                    f"{where(op.loc)}: shared-memory race on {self._elem(buf, bs[k])}: "
+                    f"{st.who(ts[k])} and {st.who(ts[k + 1])} write it at once")
+        w = self.wtid[b]
+        bad = (w >= 0) & (w != t)
+        if bad.any():
+            k = int(np.argmax(bad))
+            other = self.prog.ops[self.wop[b[k]]]
+            raise SharedRaceError(
+                f"{where(op.loc)}: shared-memory race on {self._elem(buf, b[k])}: {st.who(t[k])} "
+                f"writes it after {st.who(w[k])} wrote it at {where(other.loc)} with no barrier "
+                f"in between")
+        r = self.rtid[b]
+        bad = (r == -2) | ((r >= 0) & (r != t))
+        if bad.any():
+            k = int(np.argmax(bad))
+            other = self.prog.ops[self.rop[b[k]]]
+            rd = "several threads" if r[k] == -2 else st.who(r[k])
+            raise SharedRaceError(
+                f"{where(op.loc)}: shared-memory race on {self._elem(buf, b[k])}: {st.who(t[k])} "
+                f"writes it after {rd} read it at {where(other.loc)} with no barrier in between")
+        self.wtid[b] = t
+        self.wop[b] = self.prog.op_index[op]
+        self.written[b] = True
+
+
+# -- memory access ---------------------------------------------------------------------------------
+
+def _fault(st, op, kind, buf, eidx_b, bad, vec, bounded):
+    k = np.flatnonzero(bad)[0]
+    lane = k // vec if eidx_b.ndim > 1 else k
+    lane = lane if eidx_b.shape[0] > 1 else 0
+    i = int(eidx_b.reshape(-1)[k])
+    raise MemoryFault(f"{where(op.loc)}: out-of-bounds {kind} of {buf.name}[{i}] ({buf.name} has "
+                      f"{buf.arr.shape[0]} elements) by {st.who(lane)}"
+                      + ("" if bounded else
+                         " — an access without a bound is unchecked on the GPU and faults or "
+                         "corrupts memory there"))
+
+
+def _check_align(st, op, kind, buf, idx, lanes, vec):
+    """Vector accesses must be aligned to vec*itemsize bytes; idx [T] first elements."""
+    a = vec * buf.isz
+    mis = ((buf.addr + idx * buf.isz) % a) != 0
+    if lanes is not None:
+        mis = mis & lanes
+    if mis.any():
+        k = int(np.argmax(mis))
+        raise MemoryFault(f"{where(op.loc)}: misaligned {vec}-element {kind} of "
+                          f"{buf.name}[{int(_full(idx, st.T)[k])}] by {st.who(k)}: a vector "
+                          f"access needs a {a}-byte aligned address")
+
+
+def _eidx_valid(st, idx, vec, bound, m):
+    """Element indices [T|1(, vec)] and the valid mask (None = all), plus the lanes whose
+    access is one vector instruction (None = all)."""
+    if vec > 1:
+        eidx = idx[:, None] + _arange(vec)
+        mm = None if m is None else m[:, None]
+    else:
+        eidx = idx
+        mm = m
+    if bound is None:
+        return eidx, mm, m
+    inb = (eidx >= 0) & (eidx < (bound[:, None] if vec > 1 else bound))
+    valid = inb if mm is None else inb & mm
+    vl = valid.all(axis=1) if vec > 1 else None
+    return eidx, valid, vl
+
+
+def mem_load(st, op, buf, idx, vec, bound, m, zero, dtype):
+    eidx, valid, vl = _eidx_valid(st, idx, vec, bound, m)
+    if type(buf) is not Buf:
+        return _multi(st, op, buf, idx, valid, lambda b, v: mem_load(st, op, b, idx, vec, bound, v, zero, dtype), m, vec)
+    arr = buf.arr
+    n = arr.shape[0]
+    if valid is None or valid.all():
+        if eidx.size and (eidx.min() < 0 or eidx.max() >= n):
+            _fault(st, op, "load", buf, eidx, (eidx < 0) | (eidx >= n), vec, bound is not None)
+        if vec > 1:
+            _check_align(st, op, "load", buf, idx, None, vec)
+        if st.shadow is not None and buf.space == "shared":
+            e, t = _flat_with_tids(st, eidx, None)
+            st.shadow.read(st, buf, e, t, op)
+        return arr[eidx]
+    eidx_b, valid_b = np.broadcast_arrays(eidx, valid)
+    bad = valid_b & (eidx_b >= n) if bound is not None else valid_b & ((eidx_b < 0) | (eidx_b >= n))
+    if bad.any():
+        _fault(st, op, "load", buf, eidx_b, bad, vec, bound is not None)
+    if vec > 1:
+        _check_align(st, op, "load", buf, idx, vl if vl is not None else _full(m, st.T), vec)
+    if st.shadow is not None and buf.space == "shared":
+        e, t = _flat_with_tids(st, eidx_b, valid_b)
+        st.shadow.read(st, buf, e, t, op)
+    if n == 0:
+        return np.zeros(valid_b.shape, dtype)
+    return np.where(valid_b, arr[np.where(valid_b, eidx_b, 0)], zero)
+
+
+def mem_store(st, op, buf, idx, val, vec, bound, m):
+    eidx, valid, vl = _eidx_valid(st, idx, vec, bound, m)
+    if type(buf) is not Buf:
+        return _multi(st, op, buf, idx, valid, lambda b, v: mem_store(st, op, b, idx, val, vec, bound, v), m, vec)
+    arr = buf.arr
+    n = arr.shape[0]
+    if not arr.flags.writeable:
+        raise InterpError(f"{where(op.loc)}: store to {buf.name}, whose numpy array is read-only")
+    if valid is None or valid.all():
+        if eidx.size and (eidx.min() < 0 or eidx.max() >= n):
+            _fault(st, op, "store", buf, eidx, (eidx < 0) | (eidx >= n), vec, bound is not None)
+        if vec > 1:
+            _check_align(st, op, "store", buf, idx, None, vec)
+        if st.shadow is not None and buf.space == "shared":
+            e, t = _flat_with_tids(st, np.broadcast_to(eidx, val.shape) if eidx.shape != val.shape else eidx, None)
+            st.shadow.write(st, buf, e, t, op)
+        if eidx.shape != val.shape:
+            eidx, val = np.broadcast_arrays(eidx, val)
+        arr[eidx] = val
+        return
+    eidx_b, val_b, valid_b = np.broadcast_arrays(eidx, val, valid)
+    bad = valid_b & (eidx_b >= n) if bound is not None else valid_b & ((eidx_b < 0) | (eidx_b >= n))
+    if bad.any():
+        _fault(st, op, "store", buf, eidx_b, bad, vec, bound is not None)
+    if vec > 1:
+        _check_align(st, op, "store", buf, idx, vl if vl is not None else _full(m, st.T), vec)
+    if st.shadow is not None and buf.space == "shared":
+        e, t = _flat_with_tids(st, eidx_b, valid_b)
+        st.shadow.write(st, buf, e, t, op)
+    arr[eidx_b[valid_b]] = val_b[valid_b]
+
+
+def _flat_with_tids(st, eidx, valid):
+    """Flattened element indices and the batch lane of each (valid ones only)."""
+    T = st.T
+    shape = (T,) + eidx.shape[1:]
+    e = np.broadcast_to(eidx, shape)
+    t = np.broadcast_to(np.arange(T, dtype=I64).reshape((T,) + (1,) * (len(shape) - 1)), shape)
+    if valid is None:
+        return e.reshape(-1), t.reshape(-1)
+    v = np.broadcast_to(valid, shape)
+    return e[v], t[v]
+
+
+def _multi(st, op, ids, idx, valid, access, m, vec):
+    """An access through pointers into several buffers: one access per buffer."""
+    ids = _full(ids, st.T)
+    act = np.ones(st.T, bool) if m is None else m
+    out = None
+    for u in np.unique(ids[act]):
+        sub = act & (ids == u)
+        r = access(st.bufs[int(u)], sub)
+        if r is not None:
+            out = r if out is None else np.where(sub[:, None] if r.ndim > 1 else sub, r, out)
+    return out
+
+
+# -- merging values at divergent control flow -------------------------------------------------------
+
+def _where_scalar(c, a, b):
+    return np.where(c, a, b)
+
+
+def _where_vector(c, a, b):
+    return np.where(c[:, None], a, b)
+
+
+def _where_ptr(c, a, b):
+    if a is b:
+        return a
+    ba, oa = a
+    bb, ob = b
+    off = np.where(c, oa, ob)
+    if ba is bb:
+        return (ba, off)
+    ia = ba.id if type(ba) is Buf else ba
+    ib = bb.id if type(bb) is Buf else bb
+    return (np.where(c, ia, ib), off)
+
+
+def _merge_fn(t):
+    if isinstance(t, PointerType):
+        return _where_ptr
+    if isinstance(t, VectorType):
+        return _where_vector
+    return _where_scalar
+
+
+_NULL = None
+
+
+def _placeholder(t):
+    """A value for results of a construct no thread executed."""
+    global _NULL
+    if isinstance(t, PointerType):
+        if _NULL is None:
+            _NULL = Buf(np.zeros(0, np.uint8), "<null>", "global", 0)
+        return (_NULL, np.zeros(1, I64))
+    e = scalar_of(t)
+    return np.zeros((1, t.n) if isinstance(t, VectorType) else (1,), e.np_dtype)
+
+
+def _run(st, fns, ys):
+    for f in fns:
+        f(st)
+    R = st.R
+    return [R[s] for s in ys]
+
+
+def _restore_mask(st, m):
+    a = st.alive
+    if a is None:
+        st.mask = m
+    else:
+        st.mask = a if m is None else (m & a)
+
+
+# -- printf -----------------------------------------------------------------------------------------
+
+_CONV = re.compile(r"%([-+ #0]*\d*(?:\.\d+)?)(hh|h|ll|l|L|z|j|t)?([diouxXeEfFgGcsp%])")
+
+
+def _printf_formatter(fmt, types):
+    convs = []
+
+    def sub(mo):
+        flags, _, c = mo.groups()
+        if c == "%":
+            return "%%"
+        convs.append(c)
+        if c == "p":
+            c = "x"
+        return "%" + flags + c
+    pyfmt = _CONV.sub(sub, fmt)
+    fixes = []
+    for c, t in zip(convs, types):
+        e = scalar_of(t)
+        w = 64 if e.bits == 64 else 32
+        if c in "uxXo" and e.is_int:
+            fixes.append(lambda v, w=w: v % (1 << w))
+        elif c in "diuxXoc":
+            fixes.append(int)
+        elif c in "eEfFgG":
+            fixes.append(float)
+        else:
+            fixes.append(lambda v: v)
+    return pyfmt, fixes
+
+
+# -- the program -------------------------------------------------------------------------------------
+
+class Program:
+    """An IR Function compiled to closures for one target."""
+
+    def __init__(self, fn, target):
+        self.fn = fn
+        self.target = target
+        self.ws = target.warp_size
+        self.slots = {}
+        self.ops = []            # every op, by its index (for messages)
+        self.op_index = {}       # op -> index
+        self.consts = []         # (slot, array)
+        self.specials = []       # (slot, which)
+        self.smem = []           # (slot, dtype, count, align, name)
+        self.dyn = []            # (slot, dtype, offset)
+        self.has_barrier = False
+        self.has_target_op = False
+        self.param_slots = [self.slot(p.value) for p in fn.params]
+        self.body = self.block(fn.body)
+        # static shared-memory layout
+        off = 0
+        self.smem_layout = []
+        for s, d, count, align, name in self.smem:
+            off = (off + align - 1) // align * align
+            self.smem_layout.append((s, d, count, name, off))
+            off += count * d.itemsize
+        self.static_smem = off
+        self.dyn_base = (off + 15) // 16 * 16
+        self.batchable = not (self.has_barrier or self.smem or self.dyn)
+
+    def slot(self, v):
+        s = self.slots.get(v.id)  # keyed by id: language Values overload ==
+        if s is None:
+            s = self.slots[v.id] = len(self.slots)
+        return s
+
+    def block(self, blk):
+        """(closures, terminator operand slots) of a Block."""
+        fns, term = [], []
+        for op in blk.ops:
+            self.op_index[op] = len(self.ops)
+            self.ops.append(op)
+            if op.kind in ("yield", "condition"):
+                term = [self.slot(v) for v in op.operands]
+                continue
+            c = getattr(self, "c_" + op.kind, None)
+            if c is None:
+                raise InterpError(f"{where(op.loc)}: the interpreter does not support op "
+                                  f"{op.kind!r}")
+            f = c(op)
+            if f is not None:
+                fns.append(f)
+        return fns, term
+
+    # -- values that are set once per launch / per block -------------------------------------------
+    def c_const(self, op):
+        r = op.results[0]
+        e = scalar_of(r.type)
+        v = op.attrs["value"]
+        if isinstance(r.type, VectorType):
+            arr = np.array([list(v)], dtype=e.np_dtype)
+        else:
+            arr = np.array([v], dtype=e.np_dtype)
+        arr.flags.writeable = False
+        self.consts.append((self.slot(r), arr))
+        return None
+
+    def c_special(self, op):
+        self.specials.append((self.slot(op.results[0]), op.attrs["which"]))
+        return None
+
+    def c_smem_alloc(self, op):
+        a = op.attrs
+        self.smem.append((self.slot(op.results[0]), a["dtype"], a["count"], a["align"], a["name"]))
+        return None
+
+    def c_dyn_smem(self, op):
+        self.dyn.append((self.slot(op.results[0]), op.attrs["dtype"], op.attrs["offset"]))
+        return None
+
+    # -- arithmetic ------------------------------------------------------------------------------
+    def _expand(self, v, like):
+        """Slot and whether the (scalar) operand needs a trailing axis against vector ``like``."""
+        return self.slot(v), lanes_of(v.type) == 1 and lanes_of(like.type) > 1
+
+    def c_binary(self, op):
+        a, b = op.operands
+        r = op.results[0]
+        e = scalar_of(a.type)
+        f = binary_fn(op.attrs["op"], e)
+        (sa, xa), (sb, xb), sr = self._expand(a, r), self._expand(b, r), self.slot(r)
+        if not xa and not xb:
+            def run(st, _op=op):
+                R = st.R
+                R[sr] = f(R[sa], R[sb])
+        else:
+            def run(st, _op=op):
+                R = st.R
+                x, y = R[sa], R[sb]
+                R[sr] = f(x[:, None] if xa else x, y[:, None] if xb else y)
+        return run
+
+    def c_cmp(self, op):
+        a, b = op.operands
+        r = op.results[0]
+        f = cmp_fn(op.attrs["pred"], scalar_of(a.type))
+        (sa, xa), (sb, xb), sr = self._expand(a, r), self._expand(b, r), self.slot(r)
+
+        def run(st, _op=op):
+            R = st.R
+            x, y = R[sa], R[sb]
+            R[sr] = f(x[:, None] if xa else x, y[:, None] if xb else y)
+        return run
+
+    def _unop(self, op, f):
+        sa, sr = self.slot(op.operands[0]), self.slot(op.results[0])
+
+        def run(st, _op=op):
+            R = st.R
+            R[sr] = f(R[sa])
+        return run
+
+    def c_unary(self, op):
+        return self._unop(op, unary_fn(op.attrs["op"], scalar_of(op.operands[0].type)))
+
+    def c_math(self, op):
+        return self._unop(op, math_fn(op.attrs["fn"], scalar_of(op.operands[0].type)))
+
+    def c_cast(self, op):
+        a = op.attrs
+        return self._unop(op, cast_fn(scalar_of(op.operands[0].type), a["to"],
+                                      a.get("rounding") or "rn", bool(a.get("sat"))))
+
+    def c_bitcast(self, op):
+        to = op.results[0].type
+        nd = scalar_of(to).np_dtype
+        vec = isinstance(to, VectorType)
+
+        def f(x):
+            x = np.ascontiguousarray(x).reshape(x.shape[0], -1).view(nd)
+            return x if vec else x[:, 0]
+        return self._unop(op, f)
+
+    def c_fma(self, op):
+        r = op.results[0]
+        f = fma_fn(scalar_of(r.type))
+        ex = [self._expand(v, r) for v in op.operands]
+        sr = self.slot(r)
+
+        def run(st, _op=op):
+            R = st.R
+            R[sr] = f(*[R[s][:, None] if x else R[s] for s, x in ex])
+        return run
+
+    def c_select(self, op):
+        r = op.results[0]
+        (sc, xc), (sa, xa), (sb, xb) = (self._expand(v, r) for v in op.operands)
+        sr = self.slot(r)
+        if isinstance(r.type, PointerType):
+            def run(st, _op=op):
+                R = st.R
+                R[sr] = _where_ptr(R[sc], R[sa], R[sb])
+            return run
+
+        def run(st, _op=op):
+            R = st.R
+            c, x, y = R[sc], R[sa], R[sb]
+            R[sr] = np.where(c[:, None] if xc else c, x[:, None] if xa else x,
+                             y[:, None] if xb else y)
+        return run
+
+    # -- vectors -----------------------------------------------------------------------------------
+    def c_vector(self, op):
+        ss = [self.slot(v) for v in op.operands]
+        sr = self.slot(op.results[0])
+
+        def run(st, _op=op):
+            R = st.R
+            R[sr] = np.stack(np.broadcast_arrays(*[R[s] for s in ss]), axis=1)
+        return run
+
+    def c_extract(self, op):
+        i = op.attrs["index"]
+        return self._unop(op, lambda v: v[:, i])
+
+    def c_insert(self, op):
+        i = op.attrs["index"]
+        sv, ss, sr = self.slot(op.operands[0]), self.slot(op.operands[1]), self.slot(op.results[0])
+
+        def run(st, _op=op):
+            R = st.R
+            v, s = R[sv], R[ss]
+            out = np.empty((max(v.shape[0], s.shape[0]), v.shape[1]), v.dtype)
+            out[:] = v
+            out[:, i] = s
+            R[sr] = out
+        return run
+
+    def c_broadcast(self, op):
+        n = op.attrs["n"]
+        return self._unop(op, lambda s: np.broadcast_to(s[:, None], (s.shape[0], n)))
+
+    def c_shuffle(self, op):
+        idx = list(op.attrs["indices"])
+        return self._unop(op, lambda v: v[:, idx])
+
+    # -- memory ------------------------------------------------------------------------------------
+    def c_ptr_add(self, op):
+        sp, so, sr = self.slot(op.operands[0]), self.slot(op.operands[1]), self.slot(op.results[0])
+        u64 = scalar_of(op.operands[1].type).name == "u64"
+
+        def run(st, _op=op):
+            R = st.R
+            b, base = R[sp]
+            off = R[so]
+            R[sr] = (b, base + (off.astype(I64) if u64 else off))
+        return run
+
+    def c_load(self, op):
+        p, o = op.operands[:2]
+        sb = self.slot(op.operands[2]) if len(op.operands) > 2 else None
+        vec = op.attrs["vec"]
+        elem = p.type.elem
+        nd = elem.np_dtype
+        zero = nd.type(0)
+        sp, so, sr = self.slot(p), self.slot(o), self.slot(op.results[0])
+        u64 = scalar_of(o.type).name == "u64"
+
+        def run(st, _op=op):
+            R = st.R
+            buf, base = R[sp]
+            off = R[so]
+            idx = base + (off.astype(I64) if u64 else off)
+            R[sr] = mem_load(st, _op, buf, idx, vec, None if sb is None else R[sb], st.mask,
+                             zero, nd)
+        return run
+
+    def c_store(self, op):
+        p, o, v = op.operands[:3]
+        sb = self.slot(op.operands[3]) if len(op.operands) > 3 else None
+        vec = op.attrs["vec"]
+        sp, so, sv = self.slot(p), self.slot(o), self.slot(v)
+        u64 = scalar_of(o.type).name == "u64"
+
+        def run(st, _op=op):
+            R = st.R
+            buf, base = R[sp]
+            off = R[so]
+            idx = base + (off.astype(I64) if u64 else off)
+            mem_store(st, _op, buf, idx, R[sv], vec, None if sb is None else R[sb], st.mask)
+        return run
+
+    # -- threads -----------------------------------------------------------------------------------
+    def c_barrier(self, op):
+        self.has_barrier = True
+
+        def run(st, _op=op):
+            m = st.mask
+            if m is not None:
+                if not m.any():
+                    return
+                a = st.alive
+                missing = ~m if a is None else (a & ~m)
+                if missing.any():
+                    ks = np.flatnonzero(missing)
+                    raise BarrierError(
+                        f"{where(_op.loc)}: barrier reached by only part of the block: "
+                        f"{int(m.sum())} thread(s) arrive while {len(ks)} other(s) that have not "
+                        f"exited are in another branch or loop iteration (first: {st.who(ks[0])}); "
+                        f"this deadlocks or misbehaves on the GPU")
+            if st.shadow is not None:
+                st.shadow.barrier()
+        return run
+
+    def c_printf(self, op):
+        pyfmt, fixes = _printf_formatter(op.attrs["fmt"], [v.type for v in op.operands])
+        ss = [self.slot(v) for v in op.operands]
+
+        def run(st, _op=op):
+            R = st.R
+            T = st.T
+            cols = [_full(R[s], T).tolist() for s in ss]
+            m = st.mask
+            lanes = range(T) if m is None else np.flatnonzero(m).tolist()
+            out = []
+            for t in lanes:
+                out.append(pyfmt % tuple(fx(c[t]) for fx, c in zip(fixes, cols)))
+            if out:
+                sys.stdout.write("".join(out))
+        return run
+
+    def c_target_op(self, op):
+        self.has_target_op = True
+        ins = self.target.instruction(op.attrs["name"])
+        ss = [(self.slot(v), lanes_of(v.type)) for v in op.operands]
+        rs = [(self.slot(r), isinstance(r.type, VectorType)) for r in op.results]
+        attrs = op.attrs
+        ws = self.ws
+
+        def run(st, _op=op):
+            R = st.R
+            T = st.T
+            m = st.mask
+            if m is not None:
+                w = m.reshape(-1, ws)
+                part = w.any(axis=1) & ~w.all(axis=1)
+                if part.any():
+                    k = int(np.argmax(part))
+                    raise InterpError(f"{where(_op.loc)}: {attrs['name']} executed by only part of "
+                                      f"warp {k} ({int(w[k].sum())} of {ws} lanes, first "
+                                      f"{st.who(k * ws)}): warp-level instructions need the whole "
+                                      f"warp")
+            args = []
+            for s, n in ss:
+                x = R[s]
+                args.append(np.broadcast_to(x if x.ndim == 2 else x[:, None], (T, x.shape[1] if x.ndim == 2 else 1)))
+            res = ins.emulate(args, attrs, ws)
+            for (s, isvec), x in zip(rs, res):
+                R[s] = x if isvec else x.reshape(T)
+        return run
+
+    # -- control flow ------------------------------------------------------------------------------
+    def c_return(self, op):
+        def run(st, _op=op):
+            m = st.mask
+            T = st.T
+            if m is None:
+                st.alive = np.zeros(T, bool)
+            else:
+                st.alive = ~m if st.alive is None else (st.alive & ~m)
+            st.mask = np.zeros(T, bool)
+        return run
+
+    def c_if(self, op):
+        sc = self.slot(op.operands[0])
+        tf, ty = self.block(op.regions[0])
+        ef, ey = self.block(op.regions[1])
+        rs = [self.slot(r) for r in op.results]
+        merges = [_merge_fn(r.type) for r in op.results]
+        holders = [_placeholder(r.type) for r in op.results]
+
+        def run(st, _op=op):
+            R = st.R
+            c = R[sc]
+            m = st.mask
+            if c.shape[0] == 1:
+                vals = _run(st, tf, ty) if c[0] else _run(st, ef, ey)
+            else:
+                ct = c if m is None else (c & m)
+                ce = ~c if m is None else (m & ~c)
+                at, ae = ct.any(), ce.any()
+                if at and ae:
+                    st.mask = ct
+                    vt = _run(st, tf, ty)
+                    st.mask = ce if st.alive is None else (ce & st.alive)
+                    ve = _run(st, ef, ey)
+                    vals = [mg(c, x, y) for mg, x, y in zip(merges, vt, ve)]
+                elif at:
+                    vals = _run(st, tf, ty)
+                elif ae:
+                    vals = _run(st, ef, ey)
+                else:
+                    vals = holders
+            _restore_mask(st, m)
+            for s, v in zip(rs, vals):
+                R[s] = v
+        return run
+
+    def c_for(self, op):
+        slb, sub, sst = (self.slot(v) for v in op.operands[:3])
+        inits = [self.slot(v) for v in op.operands[3:]]
+        body = op.regions[0]
+        siv = self.slot(body.args[0])
+        cargs = [self.slot(a) for a in body.args[1:]]
+        bf, by = self.block(body)
+        rs = [self.slot(r) for r in op.results]
+        merges = [_merge_fn(r.type) for r in op.results]
+
+        def trap(st):
+            raise InterpError(f"{where(op.loc)}: for loop with step 0 (a trap on the GPU)")
+
+        def run(st, _op=op):
+            R = st.R
+            lb, ub, step = R[slb], R[sub], R[sst]
+            cur = [R[s] for s in inits]
+            m = st.mask
+            if lb.shape[0] == 1 and ub.shape[0] == 1 and step.shape[0] == 1:
+                s = int(step[0])
+                if s == 0:
+                    if (int(lb[0]) < int(ub[0])) or (int(lb[0]) > int(ub[0])):
+                        trap(st)
+                ivdt = lb.dtype
+                for i in range(int(lb[0]), int(ub[0]), s) if s else ():
+                    R[siv] = np.array([i], ivdt)
+                    for sl, v in zip(cargs, cur):
+                        R[sl] = v
+                    cur = _run(st, bf, by)
+                    if st.alive is not None:
+                        mm = st.alive if m is None else (m & st.alive)
+                        if not mm.any():
+                            break
+                        st.mask = mm
+            else:
+                iv = lb
+                base = m
+                sp = None
+                if step.shape[0] == 1:
+                    sp = int(step[0]) > 0
+                    if int(step[0]) == 0:
+                        act = (iv != ub) if base is None else ((iv != ub) & base)
+                        if act.any():
+                            trap(st)
+                while True:
+                    if sp is None:
+                        cond = np.where(step > 0, iv < ub, iv > ub)
+                    else:
+                        cond = (iv < ub) if sp else (iv > ub)
+                    act = cond if base is None else (cond & base)
+                    if not act.any():
+                        break
+                    if sp is None and (act & (step == 0)).any():
+                        trap(st)
+                    full = base is None and act.all()
+                    st.mask = None if full else act
+                    R[siv] = iv
+                    for sl, v in zip(cargs, cur):
+                        R[sl] = v
+                    ys = _run(st, bf, by)
+                    cur = ys if full else [mg(act, y, c) for mg, y, c in zip(merges, ys, cur)]
+                    iv = iv + step
+                    if st.alive is not None:
+                        base = st.alive if base is None else (base & st.alive)
+            _restore_mask(st, m)
+            for s, v in zip(rs, cur):
+                R[s] = v
+        return run
+
+    def c_while(self, op):
+        inits = [self.slot(v) for v in op.operands]
+        cblk, bblk = op.regions
+        cargs = [self.slot(a) for a in cblk.args]
+        bargs = [self.slot(a) for a in bblk.args]
+        cf, cy = self.block(cblk)
+        bf, by = self.block(bblk)
+        (scond,) = cy
+        rs = [self.slot(r) for r in op.results]
+        merges = [_merge_fn(r.type) for r in op.results]
+
+        def run(st, _op=op):
+            R = st.R
+            cur = [R[s] for s in inits]
+            m = st.mask
+            base = m
+            while True:
+                st.mask = base
+                for sl, v in zip(cargs, cur):
+                    R[sl] = v
+                for f in cf:
+                    f(st)
+                c = R[scond]
+                if base is None and c.shape[0] == 1:
+                    if not c[0]:
+                        break
+                    full, act = True, None
+                else:
+                    act = c if base is None else (c & base)
+                    if not act.any():
+                        break
+                    full = base is None and act.all()
+                st.mask = None if full else act
+                for sl, v in zip(bargs, cur):
+                    R[sl] = v
+                ys = _run(st, bf, by)
+                cur = ys if full else [mg(act, y, x) for mg, y, x in zip(merges, ys, cur)]
+                if st.alive is not None:
+                    base = st.alive if base is None else (base & st.alive)
+                    if not base.any():
+                        break
+            _restore_mask(st, m)
+            for s, v in zip(rs, cur):
+                R[s] = v
+        return run
+
+    # -- launching ---------------------------------------------------------------------------------
+    def launch(self, grid, block, params, smem_bytes, checking=False):
+        """Run the kernel. ``params``: per fn.params, a Buf (pointers) or a Python number."""
+        gx, gy, gz = grid
+        bx, by, bz = block
+        nthreads = bx * by * bz
+        nblocks = gx * gy * gz
+        fn = self.fn
+        bs = fn.attrs.get("block_size")
+        if bs and (bx, by, bz) != (bs, 1, 1):
+            raise InterpError(f"kernel {fn.name!r} was declared with block={bs}; launched with "
+                              f"block={block}")
+        if self.has_target_op and nthreads % self.ws:
+            raise InterpError(f"kernel {fn.name!r} uses warp-level instructions but its block of "
+                              f"{nthreads} threads is not a whole number of {self.ws}-thread warps")
+        st = State()
+        st.prog = self
+        st.block, st.grid, st.nthreads = (bx, by, bz), (gx, gy, gz), nthreads
+        st.bufs = []
+        R = st.R = [None] * len(self.slots)
+        for s, arr in self.consts:
+            R[s] = arr
+        for p, s, v in zip(fn.params, self.param_slots, params):
+            if isinstance(p.type, PointerType):
+                v.id = len(st.bufs)
+                st.bufs.append(v)
+                R[s] = (v, np.zeros(1, I64))
+            else:
+                R[s] = np.array([v], dtype=p.type.np_dtype)
+        # shared memory: one byte array; static arrays first, then the dynamic part
+        smem_arr = None
+        if self.smem or self.dyn:
+            total = self.dyn_base + (smem_bytes if self.dyn else 0)
+            smem_arr = np.empty(total, np.uint8)
+            for s, d, count, name, off in self.smem_layout:
+                b = Buf(smem_arr[off:off + count * d.itemsize].view(d.np_dtype), name, "shared",
+                        off, off)
+                b.id = len(st.bufs)
+                st.bufs.append(b)
+                R[s] = (b, np.zeros(1, I64))
+            for s, d, offset in self.dyn:
+                lo = self.dyn_base + offset
+                nel = max(0, (total - lo) // d.itemsize)
+                b = Buf(smem_arr[lo:lo + nel * d.itemsize].view(d.np_dtype),
+                        f"dynamic_smem({d.name}, offset={offset})", "shared", lo, lo)
+                b.id = len(st.bufs)
+                st.bufs.append(b)
+                R[s] = (b, np.zeros(1, I64))
+        st.shadow = Shadow(smem_arr.shape[0], self) if (checking and smem_arr is not None) else None
+        nb = max(1, min(nblocks, BATCH_THREADS // nthreads)) if self.batchable else 1
+        whiches = {w for _, w in self.specials}
+        tcache = {}
+        body_f, _ = self.body
+        with np.errstate(all="ignore"):
+            for base in range(0, nblocks, nb):
+                k = min(nb, nblocks - base)
+                T = k * nthreads
+                st.T, st.block_base = T, base
+                sp = tcache.get(k)
+                if sp is None:
+                    sp = tcache[k] = self._thread_specials(whiches, block, k)
+                vals = dict(sp)
+                vals.update(self._block_specials(whiches, grid, base, k, nthreads))
+                for s, w in self.specials:
+                    R[s] = vals[w]
+                st.mask = None
+                st.alive = None
+                if smem_arr is not None:
+                    smem_arr.fill(POISON)
+                    if st.shadow is not None:
+                        st.shadow.new_block()
+                try:
+                    for f in body_f:
+                        f(st)
+                except InterpError:
+                    raise
+                except Exception as e:
+                    op = _failing_op(e)
+                    raise InterpError(f"{where(op.loc) if op else fn.name}: internal interpreter "
+                                      f"error in op {op.kind if op else '?'}: "
+                                      f"{type(e).__name__}: {e}") from e
+
+    def _thread_specials(self, whiches, block, k):
+        bx, by, bz = block
+        nt = bx * by * bz
+        lin = np.tile(np.arange(nt, dtype=np.int32), k)
+        out = {}
+        for w in whiches:
+            if w == "thread_id.x":
+                out[w] = lin % bx
+            elif w == "thread_id.y":
+                out[w] = lin // bx % by
+            elif w == "thread_id.z":
+                out[w] = lin // (bx * by)
+            elif w == "lane_id":
+                out[w] = lin % self.ws
+            elif w == "warp_id":
+                out[w] = lin // self.ws
+            elif w.startswith("block_dim."):
+                out[w] = np.array([block["xyz".index(w[-1])]], np.int32)
+        return out
+
+    def _block_specials(self, whiches, grid, base, k, nt):
+        gx, gy, gz = grid
+        out = {}
+        if k == 1:
+            b = np.array([base], np.int64)
+        else:
+            b = np.repeat(np.arange(base, base + k, dtype=np.int64), nt)
+        for w in whiches:
+            if w == "block_id.x":
+                out[w] = (b % gx).astype(np.int32)
+            elif w == "block_id.y":
+                out[w] = (b // gx % gy).astype(np.int32)
+            elif w == "block_id.z":
+                out[w] = (b // (gx * gy)).astype(np.int32)
+            elif w.startswith("grid_dim."):
+                out[w] = np.array([grid["xyz".index(w[-1])]], np.int32)
+        return out
+
+
+def _failing_op(e):
+    op = None
+    tb = e.__traceback__
+    while tb is not None:
+        o = tb.tb_frame.f_locals.get("_op")
+        if o is not None:
+            op = o
+        tb = tb.tb_next
+    return op

@@ -1,0 +1,282 @@
+"""HIP source -> AMDGCN assembly / code object (hsaco), device-only, through the disk cache.
+
+Compiler, in order of preference: $OPUS_HIP_CLANG (a clang with the AMDGPU backend), ROCm's
+clang ($ROCM_PATH/llvm/bin/clang, /opt/rocm/llvm/bin/clang), a system ``clang`` >= 20, and the
+``ziglang`` wheel (clang 22 with the AMDGPU backend; its ``ld.lld`` links the code object through
+a small wrapper that clang finds via ``-B``). The flags are pinned, so output is reproducible.
+"""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from ..errors import CompileError, OpusRuntimeError
+
+__all__ = ["build_amd", "assemble_amd", "resources_amd", "hip_compiler", "FLAGS", "last_compile_seconds"]
+
+FLAGS = ("-x", "hip", "-nogpuinc", "-nogpulib", "--cuda-device-only", "--no-gpu-bundle-output",
+         "-fuse-cuid=none", "-mcode-object-version=5", "-O3", "-std=c++17",
+         "-Wno-unused-command-line-argument")
+AMD_BUILD_VERSION = "1"
+
+_lock = threading.Lock()
+_compiler = None
+last_compile_seconds = {}  # (kind, target name) -> wall seconds of the last real compile
+
+
+class _Compiler:
+    def __init__(self, argv, version, lld_dir=None, what=""):
+        self.argv, self.version, self.lld_dir, self.what = list(argv), version, lld_dir, what
+
+    def command(self, *args):
+        extra = [f"-B{self.lld_dir}"] if self.lld_dir else []
+        return self.argv + extra + list(args)
+
+
+def _version_of(argv):
+    try:
+        out = subprocess.run(argv + ["--version"], capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    m = re.search(r"clang version (\d+)\.(\d+)\.(\d+)", out)
+    return tuple(int(x) for x in m.groups()) if m else None
+
+
+def _zig_compiler():
+    try:
+        import ziglang
+    except ImportError:
+        return None
+    zig = os.path.join(os.path.dirname(ziglang.__file__), "zig")
+    if not os.path.exists(zig):
+        return None
+    v = _version_of([zig, "clang"])
+    if v is None:
+        return None
+    # clang's AMDGPU toolchain runs `lld -flavor gnu ...`; zig spells the linker `zig ld.lld`.
+    from .cache import cache_dir
+    d = os.path.join(cache_dir(), "amd-tools", f"zig-{v[0]}.{v[1]}.{v[2]}")
+    lld = os.path.join(d, "lld")
+    script = f'#!/bin/sh\nif [ "$1" = "-flavor" ]; then shift 2; fi\nexec "{zig}" ld.lld "$@"\n'
+    try:
+        cur = open(lld).read() if os.path.exists(lld) else None
+        if cur != script:
+            os.makedirs(d, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=d)
+            with os.fdopen(fd, "w") as f:
+                f.write(script)
+            os.chmod(tmp, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
+            os.replace(tmp, lld)
+    except OSError:
+        d = tempfile.mkdtemp(prefix="opus-amd-lld-")
+        lld = os.path.join(d, "lld")
+        with open(lld, "w") as f:
+            f.write(script)
+        os.chmod(lld, 0o755)
+    return _Compiler([zig, "clang"], ("zig-clang",) + v, d, f"ziglang clang {'.'.join(map(str, v))}")
+
+
+def hip_compiler() -> _Compiler:
+    """The clang used for AMD builds (found once per process)."""
+    global _compiler
+    with _lock:
+        if _compiler is not None:
+            return _compiler
+        cands = []
+        if os.environ.get("OPUS_HIP_CLANG"):
+            cands.append(os.environ["OPUS_HIP_CLANG"])
+        rocm = os.environ.get("ROCM_PATH", "/opt/rocm")
+        cands += [os.path.join(rocm, "llvm", "bin", "clang"), "/opt/rocm/llvm/bin/clang"]
+        sysclang = shutil.which("clang")
+        if sysclang:
+            cands.append(sysclang)
+        for c in cands:
+            if not (c and os.path.exists(c)):
+                continue
+            v = _version_of([c])
+            if v and v[0] >= 20:
+                _compiler = _Compiler([c], ("clang",) + v, None, f"{c} {'.'.join(map(str, v))}")
+                return _compiler
+        z = _zig_compiler()
+        if z is None:
+            raise OpusRuntimeError(
+                "no compiler for AMD targets: install ROCm, a clang >= 20 with the AMDGPU backend "
+                "(set OPUS_HIP_CLANG), or the 'ziglang' Python package")
+        _compiler = z
+        return _compiler
+
+
+def _compile(source: str, target, kind: str) -> bytes:
+    """kind 'asm' (-S) or 'hsaco' (-c, linked code object)."""
+    comp = hip_compiler()
+    with tempfile.TemporaryDirectory(prefix="opus-amd-") as d:
+        src = os.path.join(d, "k.hip")
+        out = os.path.join(d, "k.s" if kind == "asm" else "k.hsaco")
+        with open(src, "w") as f:
+            f.write(source)
+        cmd = comp.command(*FLAGS, f"--offload-arch={target.name}",
+                           "-S" if kind == "asm" else "-c", src, "-o", out)
+        t0 = time.perf_counter()
+        try:
+            r = subprocess.run(cmd, capture_output=True, text=True, cwd=d, timeout=600)
+        except (OSError, subprocess.SubprocessError) as e:
+            raise OpusRuntimeError(f"running {comp.what} failed: {e}") from None
+        last_compile_seconds[(kind, target.name)] = time.perf_counter() - t0
+        if r.returncode != 0 or not os.path.exists(out):
+            numbered = "\n".join(f"{i + 1:4d} {l}" for i, l in enumerate(source.splitlines()))
+            raise CompileError(f"HIP compile for {target.name} failed ({comp.what}):\n"
+                               f"{r.stderr.strip()}\n--- source ---\n{numbered}")
+        with open(out, "rb") as f:
+            return f.read()
+
+
+def _cached(source, target, kind):
+    from .cache import default_cache, make_key
+    comp = hip_compiler()
+    key = make_key("hip", kind, source, comp.version, target.name, FLAGS, AMD_BUILD_VERSION)
+    cache = default_cache()
+    hit = cache.get(key)
+    if hit is not None:
+        return hit, True
+    data = _compile(source, target, kind)
+    cache.put(key, data)
+    return data, False
+
+
+def build_amd(source: str, target):
+    """Code object (ELF hsaco) for ``target``; ``log`` holds the kernels' resource lines."""
+    from .build import Built
+    binary, cached = _cached(source, target, "hsaco")
+    res = resources_amd(binary)
+    log = "\n".join(f"{k}: " + ", ".join(f"{a}={b}" for a, b in v.items()) for k, v in res.items())
+    return Built(binary, log, hip_compiler().version, cached)
+
+
+def assemble_amd(source: str, target) -> str:
+    """AMDGCN assembly text (with the amdhsa metadata block) for ``target``."""
+    data, _ = _cached(source, target, "asm")
+    return data.decode()
+
+
+# -- resources --------------------------------------------------------------------------------
+_FIELDS = {".vgpr_count": "vgprs", ".sgpr_count": "sgprs", ".agpr_count": "agprs",
+           ".group_segment_fixed_size": "smem_bytes", ".private_segment_fixed_size": "scratch_bytes",
+           ".vgpr_spill_count": "vgpr_spills", ".sgpr_spill_count": "sgpr_spills",
+           ".max_flat_workgroup_size": "max_block", ".wavefront_size": "wave"}
+
+
+def resources_amd(obj) -> dict:
+    """{kernel name: {vgprs, sgprs, agprs, smem_bytes, scratch_bytes, vgpr_spills, sgpr_spills,
+    max_block, wave}} from AMDGCN assembly text or a code object (its NT_AMDGPU_METADATA note)."""
+    kernels = _kernels_from_asm(obj) if isinstance(obj, str) else _kernels_from_elf(obj)
+    out = {}
+    for k in kernels:
+        name = k.get(".name")
+        out[name] = {v: k[f] for f, v in _FIELDS.items() if f in k}
+    return out
+
+
+def _kernels_from_asm(text):
+    m = re.search(r"\.amdgpu_metadata(.*?)\.end_amdgpu_metadata", text, re.S)
+    if not m:
+        return []
+    kernels, cur = [], None
+    for line in m.group(1).splitlines():
+        km = re.match(r"^(  - |    )(\.[\w]+):\s*(.*)$", line)  # keys of a kernel entry
+        if not km:
+            if not line.startswith("  "):
+                cur = None  # left amdhsa.kernels
+            continue
+        lead, key, val = km.groups()
+        if lead == "  - ":
+            cur = {}
+            kernels.append(cur)
+        if cur is not None and val:
+            cur[key] = int(val) if re.fullmatch(r"\d+", val) else val.strip("'\"")
+    return [k for k in kernels if ".name" in k]
+
+
+def _kernels_from_elf(data: bytes):
+    import struct
+    if data[:4] != b"\x7fELF":
+        raise OpusRuntimeError("not an ELF code object")
+    shoff, = struct.unpack_from("<Q", data, 0x28)
+    shentsize, shnum = struct.unpack_from("<HH", data, 0x3A)
+    for i in range(shnum):
+        base = shoff + i * shentsize
+        sh_type, = struct.unpack_from("<I", data, base + 4)
+        if sh_type != 7:  # SHT_NOTE
+            continue
+        off, size = struct.unpack_from("<QQ", data, base + 0x18)
+        p, end = off, off + size
+        while p + 12 <= end:
+            namesz, descsz, ntype = struct.unpack_from("<III", data, p)
+            name = data[p + 12:p + 12 + namesz].rstrip(b"\0")
+            dstart = p + 12 + ((namesz + 3) & ~3)
+            desc = data[dstart:dstart + descsz]
+            p = dstart + ((descsz + 3) & ~3)
+            if name == b"AMDGPU" and ntype == 32:  # NT_AMDGPU_METADATA (msgpack)
+                meta, _ = _unpack_msgpack(desc, 0)
+                return meta.get("amdhsa.kernels", [])
+    return []
+
+
+def _unpack_msgpack(b: bytes, i: int):
+    """Minimal msgpack decoder (the subset in AMDGPU metadata)."""
+    import struct
+    t = b[i]
+    if t <= 0x7F:
+        return t, i + 1
+    if t >= 0xE0:
+        return t - 0x100, i + 1
+    if 0x80 <= t <= 0x8F or t in (0xDE, 0xDF):
+        if t <= 0x8F:
+            n, i = t & 0x0F, i + 1
+        elif t == 0xDE:
+            n, i = struct.unpack_from(">H", b, i + 1)[0], i + 3
+        else:
+            n, i = struct.unpack_from(">I", b, i + 1)[0], i + 5
+        d = {}
+        for _ in range(n):
+            k, i = _unpack_msgpack(b, i)
+            v, i = _unpack_msgpack(b, i)
+            d[k] = v
+        return d, i
+    if 0x90 <= t <= 0x9F or t in (0xDC, 0xDD):
+        if t <= 0x9F:
+            n, i = t & 0x0F, i + 1
+        elif t == 0xDC:
+            n, i = struct.unpack_from(">H", b, i + 1)[0], i + 3
+        else:
+            n, i = struct.unpack_from(">I", b, i + 1)[0], i + 5
+        out = []
+        for _ in range(n):
+            v, i = _unpack_msgpack(b, i)
+            out.append(v)
+        return out, i
+    if 0xA0 <= t <= 0xBF or t in (0xD9, 0xDA, 0xDB, 0xC4, 0xC5, 0xC6):
+        if t <= 0xBF:
+            n, i = t & 0x1F, i + 1
+        else:
+            w = {0xD9: 1, 0xC4: 1, 0xDA: 2, 0xC5: 2, 0xDB: 4, 0xC6: 4}[t]
+            n = int.from_bytes(b[i + 1:i + 1 + w], "big")
+            i += 1 + w
+        raw = b[i:i + n]
+        return (raw if t in (0xC4, 0xC5, 0xC6) else raw.decode("utf-8", "replace")), i + n
+    fixed = {0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h",
+             0xD2: ">i", 0xD3: ">q", 0xCA: ">f", 0xCB: ">d"}
+    if t in fixed:
+        v, = struct.unpack_from(fixed[t], b, i + 1)
+        return v, i + 1 + struct.calcsize(fixed[t])
+    if t == 0xC0:
+        return None, i + 1
+    if t in (0xC2, 0xC3):
+        return t == 0xC3, i + 1
+    raise OpusRuntimeError(f"unsupported msgpack byte {t:#x} in AMDGPU metadata")
