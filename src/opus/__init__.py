@@ -23,3 +23,11 @@ from .lang.threads import (thread_id_x, thread_id_y, thread_id_z, block_id_x, bl
                            printf)
 from .lang.mma import make_mma
 from .frontend import Ptr, constexpr, kernel, range, static_ford, set_target, current_target
+
+
+def __getattr__(name):
+    # opus.interp loads on first use (it is only needed without a GPU or in checking mode)
+    if name == "interp":
+        import importlib
+        return importlib.import_module(".interp", __name__)
+    raise AttributeError(f"module 'opus' has no attribute {name!r}")

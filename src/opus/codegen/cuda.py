@@ -41,6 +41,16 @@ class CudaEmitter(CEmitter):
         return self.helper(n, f"{self.device_fn_prefix()} unsigned short {n}(float f) "
                               f'{{ unsigned short h; asm("cvt.{rounding}.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }}')
 
+    def float_to_int(self, f, src, to):
+        """cvt.rzi: toward zero, saturating, NaN -> 0 (a C cast is undefined out of range)."""
+        ptx_to = {"i32": ("s32", "r"), "u32": ("u32", "r"), "i64": ("s64", "l"), "u64": ("u64", "l")}[to.name]
+        ptx_from = ("f64", "d") if src.name == "f64" else ("f32", "f")
+        ct, ft = self.scalar_ctype(to), ("double" if src.name == "f64" else "float")
+        n = f"opus_cvt_{ptx_to[0]}_{ptx_from[0]}"
+        self.helper(n, f"{self.device_fn_prefix()} {ct} {n}({ft} x) {{ {ct} r; "
+                       f'asm("cvt.rzi.{ptx_to[0]}.{ptx_from[0]} %0, %1;" : "={ptx_to[1]}"(r) : "{ptx_from[1]}"(x)); return r; }}')
+        return f"{n}({f})"
+
     def shared_decl(self, ct, name, count, align):
         return f"__shared__ __align__({align}) {ct} {name}[{count}];"
 

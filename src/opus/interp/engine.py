@@ -222,7 +222,10 @@ def mem_load(st, op, buf, idx, vec, bound, m, zero, dtype):
             e, t = _flat_with_tids(st, eidx, None)
             st.shadow.read(st, buf, e, t, op)
         return arr[eidx]
-    eidx_b, valid_b = np.broadcast_arrays(eidx, valid)
+    if eidx.shape == valid.shape:
+        eidx_b, valid_b = eidx, valid
+    else:
+        eidx_b, valid_b = np.broadcast_arrays(eidx, valid)
     bad = valid_b & (eidx_b >= n) if bound is not None else valid_b & ((eidx_b < 0) | (eidx_b >= n))
     if bad.any():
         _fault(st, op, "load", buf, eidx_b, bad, vec, bound is not None)
@@ -249,14 +252,17 @@ def mem_store(st, op, buf, idx, val, vec, bound, m):
             _fault(st, op, "store", buf, eidx, (eidx < 0) | (eidx >= n), vec, bound is not None)
         if vec > 1:
             _check_align(st, op, "store", buf, idx, None, vec)
-        if st.shadow is not None and buf.space == "shared":
-            e, t = _flat_with_tids(st, np.broadcast_to(eidx, val.shape) if eidx.shape != val.shape else eidx, None)
-            st.shadow.write(st, buf, e, t, op)
         if eidx.shape != val.shape:
             eidx, val = np.broadcast_arrays(eidx, val)
+        if st.shadow is not None and buf.space == "shared":
+            e, t = _flat_with_tids(st, eidx, None)
+            st.shadow.write(st, buf, e, t, op)
         arr[eidx] = val
         return
-    eidx_b, val_b, valid_b = np.broadcast_arrays(eidx, val, valid)
+    if eidx.shape == val.shape == valid.shape:
+        eidx_b, val_b, valid_b = eidx, val, valid
+    else:
+        eidx_b, val_b, valid_b = np.broadcast_arrays(eidx, val, valid)
     bad = valid_b & (eidx_b >= n) if bound is not None else valid_b & ((eidx_b < 0) | (eidx_b >= n))
     if bad.any():
         _fault(st, op, "store", buf, eidx_b, bad, vec, bound is not None)

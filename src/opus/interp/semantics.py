@@ -36,7 +36,8 @@ def _via_f32(f, e: DType):
 
 def _int_div(o, e: DType):
     nd = e.np_dtype
-    one, zero, m1 = nd.type(1), nd.type(0), nd.type(-1) if e.kind == "int" else ~nd.type(0)
+    one, zero = nd.type(1), nd.type(0)
+    m1 = nd.type(-1) if e.kind == "int" else ~zero
     if e.kind == "uint":
         def f(a, b):
             bz = b == 0
@@ -67,7 +68,8 @@ def _int_div(o, e: DType):
 
 def _shift(o, e: DType):
     nd, ut, w = e.np_dtype, UNSIGNED[e.bits], e.bits
-    uz, z, m1 = ut.type(0), nd.type(0), nd.type(-1)
+    uz, z = ut.type(0), nd.type(0)
+    m1 = nd.type(-1) if e.kind == "int" else ~z
 
     def f(a, b):
         bu = b.view(ut) if b.dtype != ut else b
