@@ -102,6 +102,12 @@ hx, hy = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=
 x, y = DeviceArray.from_numpy(hx), DeviceArray.from_numpy(hy)
 o = DeviceArray.from_numpy(np.full(n, np.nan, np.float32))
 drv.synchronize()
+import os
+PROFILE = os.environ.get("OPUS_BENCH_PROFILE")
+if PROFILE:
+    import cProfile, pstats, io
+    PR = cProfile.Profile()
+    PR.enable()
 T2 = time.perf_counter()
 
 @opus.kernel
@@ -121,6 +127,11 @@ T6 = time.perf_counter()
 vector_add[(n + 1023) // 1024, 256](x, y, o, n)
 drv.synchronize()
 T7 = time.perf_counter()
+if PROFILE:
+    PR.disable()
+    S = io.StringIO()
+    pstats.Stats(PR, stream=S).sort_stats("cumulative").print_stats(45)
+    print("PROFILE " + json.dumps(S.getvalue()))
 ok = bool(np.array_equal(o.to_numpy(), hx + hy))
 ms = lambda a, b: (b - a) * 1e3
 print("RESULT " + json.dumps({
@@ -234,7 +245,39 @@ def fresh_runs(script_text, cache_var, reps, hit):
 def opus_fresh(reps):
     s = OPUS_FRESH % {"n": N}
     return {"fresh_cold": fresh_runs(s, "OPUS_CACHE_DIR", reps, hit=False),
-            "fresh_hit": fresh_runs(s, "OPUS_CACHE_DIR", reps, hit=True)}
+            "fresh_hit": fresh_runs(s, "OPUS_CACHE_DIR", reps, hit=True),
+            "profile": opus_fresh_profile(s)}
+
+
+def opus_fresh_profile(script_text):
+    """Where a fresh process's time goes: ``-X importtime`` of ``import opus`` (top modules by
+    cumulative time) and a cProfile of define -> first launch done on a cache hit."""
+    out = {}
+    env = dict(os.environ)
+    env.pop("OPUS_CACHE_DISABLE", None)
+    env["PYTHONPATH"] = common.SRC + os.pathsep + env.get("PYTHONPATH", "")
+    p = subprocess.run([sys.executable, "-X", "importtime", "-c", "import opus"], env=env,
+                       capture_output=True, text=True, timeout=120)
+    rows = []
+    for line in p.stderr.splitlines():
+        parts = line.split("|")
+        if len(parts) == 3 and parts[1].strip().isdigit():
+            rows.append((int(parts[1]), int(parts[0].split(":")[1]), parts[2].rstrip()))
+    rows.sort(reverse=True)
+    out["import_opus_top_cumulative_us"] = [f"{c:8d} {s:8d} {name}" for c, s, name in rows[:40]]
+    work = tempfile.mkdtemp(prefix="opus-prof-")
+    path = os.path.join(work, "fresh_script.py")
+    with open(path, "w") as f:
+        f.write(script_text)
+    env["OPUS_CACHE_DIR"] = os.path.join(work, "cache")
+    subprocess.run([sys.executable, path], env=env, capture_output=True, timeout=120, cwd=work)
+    env["OPUS_BENCH_PROFILE"] = "1"
+    p = subprocess.run([sys.executable, path], env=env, capture_output=True, text=True,
+                       timeout=120, cwd=work)
+    prof = [l for l in p.stdout.splitlines() if l.startswith("PROFILE ")]
+    out["cache_hit_define_to_launch_cprofile"] = json.loads(prof[0][8:]) if prof else p.stderr[-2000:]
+    shutil.rmtree(work, ignore_errors=True)
+    return out
 
 
 # -- CuPy ---------------------------------------------------------------------------------------
@@ -283,9 +326,17 @@ def triton_all(reps=10, fresh_reps=3):
     x = torch.randn(N, device="cuda")
     y = torch.randn(N, device="cuda")
     o = torch.full((N,), float("nan"), device="cuda")
-    first = []
+    first, entries = [], []
     for r in range(reps + 2):
         tag = uuid.uuid4().hex
+        cdir = os.path.join(work, f"cache-{r}")
+        os.environ["TRITON_CACHE_DIR"] = cdir
+        knobs = getattr(triton, "knobs", None)
+        if knobs is not None and hasattr(knobs, "cache"):
+            try:
+                knobs.cache.dir = cdir
+            except Exception:
+                pass
         mod = common.import_module_from_text(common.TRITON_VECTOR_ADD.replace("TAG", tag),
                                              os.path.join(work, f"tk_{tag}.py"), f"tk_{tag}")
         torch.cuda.synchronize()
@@ -295,7 +346,9 @@ def triton_all(reps=10, fresh_reps=3):
         t1 = time.perf_counter()
         if r >= 2:
             first.append((t1 - t0) * 1e3)
+            entries.append(sum(len(f) for _, _, f in os.walk(cdir)))
     out = {"warm_new_kernel": {"total_ms": summary(first, "ms"),
+                               "files_written_to_cache_per_rep": entries,
                                "what": "first call of a new @triton.jit function + sync "
                                        "(compile + load + launch), empty cache",
                                "correct": bool(torch.equal(o, x + y))}}

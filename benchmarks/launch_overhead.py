@@ -79,6 +79,15 @@ def launch_overhead(count, repeats):
     sync()
     checks["cupy_rawkernel"] = bool(cp.array_equal(co, cx + cy))
 
+    raw_stream = torch._C._cuda_getCurrentRawStream
+
+    def sketch():
+        # What a lean opus path could do per call: cached launcher for (grid, block), pointer
+        # extraction specialised to torch, no per-call type dispatch (dtype checked by identity).
+        if x.dtype is f32t and y.dtype is f32t and o.dtype is f32t:
+            launch(g3, b3, 0, raw_stream(0), (x.data_ptr(), y.data_ptr(), o.data_ptr(), n))
+    f32t = torch.float32
+
     variants = [
         ("opus_torch", lambda: k[1, 256](x, y, o, n)),
         ("opus_cupy", lambda: k[1, 256](cx, cy, co, n)),
@@ -90,10 +99,27 @@ def launch_overhead(count, repeats):
         ("cupy_rawkernel", lambda: ck((1,), (256,), (cx, cy, co, np.int32(n)))),
         ("triton_torch", lambda: tk[(1,)](x, y, o, n, BLOCK=1024)),
         ("torch_add_out", lambda: torch.add(x, y, out=o)),
+        ("sketch_lean_python_path", sketch),
     ]
+    burst = {}
     for name, fn in variants:
         res[name] = common.host_loop_us(fn, count=count, warmup=2000, repeats=repeats, sync=sync)
-        print(f"[launch] {name:32s} {res[name]['median']:.2f} us", file=sys.stderr)
+        burst[name] = common.host_burst_us(fn, sync=sync)
+        print(f"[launch] {name:32s} {res[name]['median']:.2f} us, burst "
+              f"{burst[name]['median']:.2f} us", file=sys.stderr)
+    # GPU time per launch in the long loop: if it is close to the host time, the loop was
+    # limited by the GPU (or the driver's queue), not by the host.
+    gpu = {}
+    for name in ("bare_ctypes_cuLaunchKernel", "opus_torch", "cupy_rawkernel"):
+        fn = dict(variants)[name]
+        s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        sync()
+        s0.record()
+        for _ in range(count):
+            fn()
+        s1.record()
+        sync()
+        gpu[name] = s0.elapsed_time(s1) * 1e3 / count
 
     # Costs of the pieces of the opus torch path, measured alone.
     micro = {}
@@ -117,7 +143,8 @@ def launch_overhead(count, repeats):
     sync()
     s = io.StringIO()
     pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(14)
-    return {"launch": res, "launch_checks": checks, "launch_micro_us": micro,
+    return {"launch": res, "launch_burst_host_only": burst, "launch_gpu_us_per_launch": gpu,
+            "launch_checks": checks, "launch_micro_us": micro,
             "launch_profile": s.getvalue()[-6000:],
             "launch_config": {"n": n, "grid": 1, "block": 256, "count": count,
                               "repeats": repeats}}
@@ -206,7 +233,9 @@ def main():
     if a.out:
         common.write_json(out, a.out)
     for k, v in res.get("launch", {}).items():
-        print(f"launch {k:32s} {v['median']:7.2f} us")
+        print(f"launch {k:32s} {v['median']:7.2f} us   burst(host only) "
+              f"{res['launch_burst_host_only'][k]['median']:7.2f} us")
+    print("gpu us/launch in loop", res.get("launch_gpu_us_per_launch"))
     for k, v in res.get("launch_micro_us", {}).items():
         print(f"micro  {k:40s} {v:7.3f} us")
     bw = res.get("bandwidth", {})

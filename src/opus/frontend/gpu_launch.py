@@ -80,24 +80,28 @@ class GpuEntry:
             else:
                 ctypes_.append(scalar_ctype(p.type))
                 steps.append(("scalar", ip.index, p.name, scalar_checker(p.name, p.type), None))
-        self.steps = steps
         self.launch = make_launcher(self.function, ctypes_)
-        self.device_pointer = device_pointer
+        # one converter per parameter, built once: the launch loop only calls them
+        self.converters = [self._converter(device_pointer, *st) for st in steps]
+
+    @staticmethod
+    def _converter(dp, kind, i, name, x, align):
+        if kind != "ptr":
+            return lambda args: x(args[i])
+        if align == 1:
+            return lambda args: dp(args[i], param=name, dtype=x)
+
+        def ptr(args):
+            p = dp(args[i], param=name, dtype=x)
+            if p % align:
+                raise ArgumentError(f"parameter {name!r}: address {hex(p)} is not aligned to "
+                                    f"{align} bytes, which the kernel's {align}-byte vector "
+                                    f"accesses need")
+            return p
+        return ptr
 
     def __call__(self, grid, block, args, smem, stream):
-        vals = []
-        dp = self.device_pointer
-        for kind, i, name, x, align in self.steps:
-            a = args[i]
-            if kind == "ptr":
-                p = dp(a, param=name, dtype=x)
-                if p % align:
-                    raise ArgumentError(f"parameter {name!r}: address {hex(p)} is not aligned to "
-                                        f"{align} bytes, which the kernel's {align}-byte vector "
-                                        f"accesses need")
-                vals.append(p)
-            else:
-                vals.append(x(a))
+        vals = [c(args) for c in self.converters]
         if smem:
             if not isinstance(smem, numbers.Integral) or smem < 0:
                 raise ArgumentError(f"smem must be a non-negative int of bytes, got {smem!r}")

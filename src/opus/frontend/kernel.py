@@ -93,6 +93,7 @@ class Kernel:
         self._rewritten = None
         self._specs = {}     # (target key, constexpr values) -> Specialization
         self._launch = {}    # (selection key, constexpr values) -> launch entry
+        self._launchers = {}  # launch configuration -> Launcher
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -104,8 +105,18 @@ class Kernel:
                         f"{self.name}[grid, block](...)")
 
     def __getitem__(self, cfg):
-        from .launch import Launcher
-        return Launcher(self, cfg)
+        # Launchers are cached per configuration: k[grid, block] in a hot loop builds nothing.
+        try:
+            return self._launchers[cfg]
+        except (KeyError, TypeError):
+            from .launch import Launcher
+            la = Launcher(self, cfg)
+            try:
+                if len(self._launchers) < 4096:
+                    self._launchers[cfg] = la
+            except TypeError:
+                pass  # unhashable configuration (lists): not cached
+            return la
 
     # -- arguments ------------------------------------------------------------------------------
     def bind(self, args, kwargs):
