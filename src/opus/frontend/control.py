@@ -234,10 +234,8 @@ class Runtime:
                 b.pop()
             blocks.append(blk)
             outs.append(res)
-        results = []       # per name: structure and leaves of the merged value
         yields = ([], [])  # values each branch yields
-        merged_slots = []  # (name_idx, leaf_idx or None for whole-undefined) placeholders
-        final = []
+        final = []         # per name: a value, or (structure, merged leaves)
         for i, name in enumerate(names):
             lt, le = [], []
             tt, te = flatten(outs[0][i], lt), flatten(outs[1][i], le)
