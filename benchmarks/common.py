@@ -39,18 +39,11 @@ def vector_add(x: opus.Ptr[f32], y: opus.Ptr[f32], out: opus.Ptr[f32], n: opus.i
 
 
 def make_opus_vector_add():
-    """A fresh ``Kernel`` object each call (nothing traced or compiled yet): the same body as
+    """A fresh ``Kernel`` object each call (nothing traced or compiled yet) around the body of
     ``opus.examples.vector_add`` (f32, VEC=4 -> 16-byte accesses, masked tail)."""
-    import opus
-    from opus import f32
-
-    @opus.kernel
-    def vector_add(x: opus.Ptr[f32], y: opus.Ptr[f32], out: opus.Ptr[f32], n: opus.i32,
-                   VEC: opus.constexpr = 4):
-        i = (opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()) * VEC
-        gx, gy, go = opus.make_gmem(x, n), opus.make_gmem(y, n), opus.make_gmem(out, n)
-        go.store(gx.load(i, vec=VEC) + gy.load(i, vec=VEC), i)
-    return vector_add
+    from opus.examples import vector_add
+    from opus.frontend.kernel import Kernel
+    return Kernel(vector_add.fn, vector_add.block)
 
 
 def make_opus_vector_copy():

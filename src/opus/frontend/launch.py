@@ -8,7 +8,7 @@ from __future__ import annotations
 import numbers
 
 from ..errors import ArgumentError, OpusError
-from .targeting import current_target, _stack, _auto
+from .targeting import current_target
 
 __all__ = ["Launcher"]
 
@@ -54,7 +54,7 @@ class Launcher:
         k = self.kernel
         if kwargs or len(args) != k.nparams:
             args = k.bind(args, kwargs)
-        sel = _stack[-1] if _stack else (_auto[0] if _auto else current_target())
+        sel = current_target()
         key = (sel.key, tuple(args[i] for i in k.const_idx)) if k.const_idx else sel.key
         entry = k._launch.get(key)
         if entry is None:

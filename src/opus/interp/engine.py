@@ -101,6 +101,18 @@ class Shadow:
     def _elem(self, buf, byte):
         return f"{buf.name}[{(int(byte) - buf.byte0) // buf.isz}]"
 
+    def _check_prior_write(self, st, buf, b, t, op, verb):
+        """Another thread wrote one of bytes ``b`` since the last barrier: a race."""
+        w = self.wtid[b]
+        bad = (w >= 0) & (w != t)
+        if bad.any():
+            k = int(np.argmax(bad))
+            other = self.prog.ops[self.wop[b[k]]]
+            raise SharedRaceError(
+                f"{where(op.loc)}: shared-memory race on {self._elem(buf, b[k])}: {st.who(t[k])} "
+                f"{verb} it after {st.who(w[k])} wrote it at {where(other.loc)} with no barrier "
+                f"in between")
+
     def read(self, st, buf, eidx, tids, op):
         b, t = self._bytes(buf, eidx, tids)
         un = ~self.written[b]
@@ -109,15 +121,7 @@ class Shadow:
             raise UninitializedReadError(
                 f"{where(op.loc)}: {st.who(t[k])} reads shared memory {self._elem(buf, b[k])}, "
                 f"which nothing wrote (it holds garbage on the GPU)")
-        w = self.wtid[b]
-        bad = (w >= 0) & (w != t)
-        if bad.any():
-            k = int(np.argmax(bad))
-            other = self.prog.ops[self.wop[b[k]]]
-            raise SharedRaceError(
-                f"{where(op.loc)}: shared-memory race on {self._elem(buf, b[k])}: {st.who(t[k])} "
-                f"reads it after {st.who(w[k])} wrote it at {where(other.loc)} with no barrier "
-                f"in between")
+        self._check_prior_write(st, buf, b, t, op, "reads")
         r = self.rtid[b]
         new = np.where((r == -1) | (r == t), t, -2)
         self.rtid[b] = new
@@ -140,15 +144,7 @@ class Shadow:
                 raise SharedRaceError(
                     f"{where(op.loc)}: shared-memory race on {self._elem(buf, bs[k])}: "
                     f"{st.who(ts[k])} and {st.who(ts[k + 1])} write it at once")
-        w = self.wtid[b]
-        bad = (w >= 0) & (w != t)
-        if bad.any():
-            k = int(np.argmax(bad))
-            other = self.prog.ops[self.wop[b[k]]]
-            raise SharedRaceError(
-                f"{where(op.loc)}: shared-memory race on {self._elem(buf, b[k])}: {st.who(t[k])} "
-                f"writes it after {st.who(w[k])} wrote it at {where(other.loc)} with no barrier "
-                f"in between")
+        self._check_prior_write(st, buf, b, t, op, "writes")
         r = self.rtid[b]
         bad = (r == -2) | ((r >= 0) & (r != t))
         if bad.any():

@@ -139,8 +139,7 @@ def make_gmem(ptr, size=None, *, nbytes=None):
     if size is not None and nbytes is not None:
         _err("give make_gmem either size (elements) or nbytes, not both")
     if nbytes is not None:
-        isz = ptr.type.elem.itemsize
-        size = nbytes // isz if is_static(nbytes) else nbytes // isz
+        size = nbytes // ptr.type.elem.itemsize
     if size is not None:
         size = _offset(size, "size")
     return Gmem(ptr, size)
