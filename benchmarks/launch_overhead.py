@@ -7,8 +7,9 @@ launch     host time per launch of the vector add on n=1024 f32 (1 block of 256 
            warm-up, synchronizing before starting and before stopping the clock; median of 5.
            opus is launched as users write it (``k[grid, block](x, y, out, n)``) with torch
            tensors, CuPy arrays and raw int addresses; the lower layers of the same call are
-           timed too (pre-built launcher, the launch entry, make_launcher's closure, a bare
-           ctypes cuLaunchKernel), so differences give the cost of each layer.
+           timed too (pre-built launcher, the launch entry's generated function,
+           make_launcher's closure, bare ctypes cuLaunchKernelEx and cuLaunchKernel calls), so
+           differences give the cost of each layer.
            CuPy RawKernel takes CuPy arrays, Triton torch tensors; torch.add(out=) for scale.
 profile    cProfile of opus launches with torch tensors (top functions by own time).
 bandwidth  1 GiB per array: opus vector_add and an opus copy (16-byte accesses) against
@@ -55,13 +56,19 @@ def launch_overhead(count, repeats):
     entry = next(iter(k._launch.values()))
     pre = k[1, 256]
     xp, yp, op = x.data_ptr(), y.data_ptr(), o.data_ptr()
-    launch = entry.launch
+    from opus.runtime.launcher import LaunchConfig, ParamBlock, launch_ex, make_launcher
+    launch = make_launcher(entry.function, entry.param_ctypes)
     args = (x, y, o, n, 4)
     g3, b3 = (1, 1, 1), (256, 1, 1)
     vals = (xp, yp, op, n)
+    block = ParamBlock(entry.param_ctypes)
+    block.pack(block.buffer, 0, *vals)
     fh = entry.function.handle
     cu = drv._lib.cuLaunchKernel
-    params = ctypes.addressof(launch._keepalive[1])
+    cu_ex = launch_ex()
+    cfg = LaunchConfig()
+    cfg.set(g3, b3, 0, 0)
+    cfg_ptr, fh_ptr = ctypes.c_void_p(ctypes.addressof(cfg)), ctypes.c_void_p(fh)
 
     ck = cp.RawKernel(common.CUDA_VECTOR_ADD, "vadd")
     co.fill(cp.nan)
@@ -79,27 +86,19 @@ def launch_overhead(count, repeats):
     sync()
     checks["cupy_rawkernel"] = bool(cp.array_equal(co, cx + cy))
 
-    raw_stream = torch._C._cuda_getCurrentRawStream
-
-    def sketch():
-        # What a lean opus path could do per call: cached launcher for (grid, block), pointer
-        # extraction specialised to torch, no per-call type dispatch (dtype checked by identity).
-        if x.dtype is f32t and y.dtype is f32t and o.dtype is f32t:
-            launch(g3, b3, 0, raw_stream(0), (x.data_ptr(), y.data_ptr(), o.data_ptr(), n))
-    f32t = torch.float32
-
     variants = [
         ("opus_torch", lambda: k[1, 256](x, y, o, n)),
         ("opus_cupy", lambda: k[1, 256](cx, cy, co, n)),
         ("opus_int_ptrs", lambda: k[1, 256](xp, yp, op, n)),
         ("opus_torch_prebuilt_launcher", lambda: pre(x, y, o, n)),
-        ("opus_torch_entry_direct", lambda: entry(g3, b3, args, 0, None)),
+        ("opus_torch_entry_run", lambda: entry.run(pre, args, 0, None)),
         ("opus_make_launcher_closure", lambda: launch(g3, b3, 0, 0, vals)),
-        ("bare_ctypes_cuLaunchKernel", lambda: cu(fh, 1, 1, 1, 256, 1, 1, 0, 0, params, None)),
+        ("bare_ctypes_cuLaunchKernelEx", lambda: cu_ex(cfg_ptr, fh_ptr, block.params, None)),
+        ("bare_ctypes_cuLaunchKernel", lambda: cu(fh, 1, 1, 1, 256, 1, 1, 0, 0, block.params,
+                                                  None)),
         ("cupy_rawkernel", lambda: ck((1,), (256,), (cx, cy, co, np.int32(n)))),
         ("triton_torch", lambda: tk[(1,)](x, y, o, n, BLOCK=1024)),
         ("torch_add_out", lambda: torch.add(x, y, out=o)),
-        ("sketch_lean_python_path", sketch),
     ]
     burst = {}
     for name, fn in variants:
@@ -110,7 +109,7 @@ def launch_overhead(count, repeats):
     # GPU time per launch in the long loop: if it is close to the host time, the loop was
     # limited by the GPU (or the driver's queue), not by the host.
     gpu = {}
-    for name in ("bare_ctypes_cuLaunchKernel", "opus_torch", "cupy_rawkernel"):
+    for name in ("bare_ctypes_cuLaunchKernelEx", "opus_torch", "cupy_rawkernel"):
         fn = dict(variants)[name]
         s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         sync()

@@ -11,9 +11,6 @@ time, so the IR only ever holds concrete types.
 """
 from __future__ import annotations
 
-import numpy as np
-import ml_dtypes
-
 __all__ = [
     "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
     "f16", "bf16", "f32", "f64", "fp16", "fp32", "fp64",
@@ -29,16 +26,31 @@ class DType:
     flavour: for target-flavoured fp8 names, the key the Target resolves ('fp8' or 'bf8').
     """
 
-    __slots__ = ("name", "bits", "kind", "np_dtype", "storage_only", "flavour", "c_name")
+    __slots__ = ("name", "bits", "kind", "host", "_np_dtype", "storage_only", "flavour", "c_name")
 
-    def __init__(self, name, bits, kind, np_dtype, *, storage_only=False, flavour=None, c_name=None):
+    def __init__(self, name, bits, kind, host, *, storage_only=False, flavour=None, c_name=None):
         self.name = name
         self.bits = bits
         self.kind = kind
-        self.np_dtype = np.dtype(np_dtype) if np_dtype is not None else None
+        self.host = host  # "numpy.<name>" or "ml_dtypes.<name>": the host twin, imported lazily
+        self._np_dtype = None
         self.storage_only = storage_only
         self.flavour = flavour
         self.c_name = c_name or name
+
+    @property
+    def np_dtype(self):
+        """The numpy dtype holding this type on the host (None for flavoured fp8/bf8 names).
+
+        Resolved on first use: numpy and ml_dtypes cost ~100 ms of import, which a process that
+        only compiles and launches on the GPU never needs to pay.
+        """
+        if self._np_dtype is None and self.host is not None:
+            import importlib
+            import numpy as np
+            module, attr = self.host.split(".")
+            self._np_dtype = np.dtype(getattr(importlib.import_module(module), attr))
+        return self._np_dtype
 
     # -- classification -------------------------------------------------------------------
     @property
@@ -90,31 +102,31 @@ class DType:
 _cast_hook = None  # set by opus.lang: DType.__call__ delegates to it
 
 
-def _make(name, bits, kind, np_dtype, **kw):
-    return DType(name, bits, kind, np_dtype, **kw)
+def _make(name, bits, kind, host, **kw):
+    return DType(name, bits, kind, host, **kw)
 
 
-bool_ = _make("bool", 1, "bool", np.bool_)
-i8 = _make("i8", 8, "int", np.int8)
-i16 = _make("i16", 16, "int", np.int16)
-i32 = _make("i32", 32, "int", np.int32)
-i64 = _make("i64", 64, "int", np.int64)
-u8 = _make("u8", 8, "uint", np.uint8)
-u16 = _make("u16", 16, "uint", np.uint16)
-u32 = _make("u32", 32, "uint", np.uint32)
-u64 = _make("u64", 64, "uint", np.uint64)
-f16 = _make("f16", 16, "float", np.float16)
-bf16 = _make("bf16", 16, "float", ml_dtypes.bfloat16)
-f32 = _make("f32", 32, "float", np.float32)
-f64 = _make("f64", 64, "float", np.float64)
-fp8_e4m3 = _make("fp8_e4m3", 8, "float", ml_dtypes.float8_e4m3fn, storage_only=True)
-fp8_e4m3fnuz = _make("fp8_e4m3fnuz", 8, "float", ml_dtypes.float8_e4m3fnuz, storage_only=True)
-fp8_e5m2 = _make("fp8_e5m2", 8, "float", ml_dtypes.float8_e5m2, storage_only=True)
-fp8_e5m2fnuz = _make("fp8_e5m2fnuz", 8, "float", ml_dtypes.float8_e5m2fnuz, storage_only=True)
-fp4_e2m1 = _make("fp4_e2m1", 4, "float", ml_dtypes.float4_e2m1fn, storage_only=True)
-e8m0 = _make("e8m0", 8, "float", ml_dtypes.float8_e8m0fnu, storage_only=True)
-int4 = _make("int4", 4, "int", ml_dtypes.int4, storage_only=True)
-uint4 = _make("uint4", 4, "uint", ml_dtypes.uint4, storage_only=True)
+bool_ = _make("bool", 1, "bool", "numpy.bool_")
+i8 = _make("i8", 8, "int", "numpy.int8")
+i16 = _make("i16", 16, "int", "numpy.int16")
+i32 = _make("i32", 32, "int", "numpy.int32")
+i64 = _make("i64", 64, "int", "numpy.int64")
+u8 = _make("u8", 8, "uint", "numpy.uint8")
+u16 = _make("u16", 16, "uint", "numpy.uint16")
+u32 = _make("u32", 32, "uint", "numpy.uint32")
+u64 = _make("u64", 64, "uint", "numpy.uint64")
+f16 = _make("f16", 16, "float", "numpy.float16")
+bf16 = _make("bf16", 16, "float", "ml_dtypes.bfloat16")
+f32 = _make("f32", 32, "float", "numpy.float32")
+f64 = _make("f64", 64, "float", "numpy.float64")
+fp8_e4m3 = _make("fp8_e4m3", 8, "float", "ml_dtypes.float8_e4m3fn", storage_only=True)
+fp8_e4m3fnuz = _make("fp8_e4m3fnuz", 8, "float", "ml_dtypes.float8_e4m3fnuz", storage_only=True)
+fp8_e5m2 = _make("fp8_e5m2", 8, "float", "ml_dtypes.float8_e5m2", storage_only=True)
+fp8_e5m2fnuz = _make("fp8_e5m2fnuz", 8, "float", "ml_dtypes.float8_e5m2fnuz", storage_only=True)
+fp4_e2m1 = _make("fp4_e2m1", 4, "float", "ml_dtypes.float4_e2m1fn", storage_only=True)
+e8m0 = _make("e8m0", 8, "float", "ml_dtypes.float8_e8m0fnu", storage_only=True)
+int4 = _make("int4", 4, "int", "ml_dtypes.int4", storage_only=True)
+uint4 = _make("uint4", 4, "uint", "ml_dtypes.uint4", storage_only=True)
 
 # Target-flavoured names (resolved by the Target at trace time; never reach the IR).
 fp8 = _make("fp8", 8, "float", None, storage_only=True, flavour="fp8")
@@ -128,7 +140,7 @@ ALL_DTYPES = (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64,
               fp8_e4m3, fp8_e4m3fnuz, fp8_e5m2, fp8_e5m2fnuz, fp4_e2m1, e8m0, int4, uint4)
 _BY_NAME = {d.name: d for d in ALL_DTYPES + (fp8, bf8)}
 _BY_NAME.update({"fp16": f16, "fp32": f32, "fp64": f64, "fp4": fp4_e2m1})
-_BY_NUMPY = {d.np_dtype: d for d in ALL_DTYPES}
+_by_numpy = None  # numpy dtype -> DType, built on first use (see DType.np_dtype)
 
 
 def dtype_from_name(name: str) -> DType:
@@ -140,4 +152,8 @@ def dtype_from_name(name: str) -> DType:
 
 def dtype_of_numpy(np_dtype) -> DType | None:
     """The opus dtype whose host twin is ``np_dtype`` (None if there is none)."""
-    return _BY_NUMPY.get(np.dtype(np_dtype))
+    global _by_numpy
+    import numpy as np
+    if _by_numpy is None:
+        _by_numpy = {d.np_dtype: d for d in ALL_DTYPES}
+    return _by_numpy.get(np.dtype(np_dtype))

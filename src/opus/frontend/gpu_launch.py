@@ -1,9 +1,19 @@
-"""Launch entries for NVIDIA GPUs: argument checks and packing, then cuLaunchKernel."""
+"""Launch entries for NVIDIA GPUs: argument checks and packing, then cuLaunchKernelEx.
+
+A launch has a budget of a few microseconds, most of it taken by the driver call itself, so
+each entry generates (once) a Python function specialised to its kernel's parameters, the way
+Triton generates its launchers. The common case runs inline with no per-parameter calls or
+dispatch: a torch tensor of the right dtype on the kernel's device gives its pointer after
+three attribute reads; an int in range passes as is. Everything else (CuPy arrays, DLPack,
+raw addresses, wrong types, wrong devices) takes the general path of tensor_args and
+scalar_checker, which accepts it or raises an error naming the parameter.
+"""
 from __future__ import annotations
 
+import ctypes
 import numbers
-
-import numpy as np
+import sys
+from threading import get_ident
 
 from .. import dtypes as dt
 from ..errors import ArgumentError
@@ -11,6 +21,12 @@ from ..errors import ArgumentError
 __all__ = ["GpuEntry", "scalar_checker"]
 
 _DEFAULT_SMEM = 48 * 1024
+_F32_MAX = 3.4028234663852886e38
+
+
+def _is_bool(x):
+    # numpy.bool_ is not a bool subclass, and checking by name avoids importing numpy
+    return isinstance(x, bool) or type(x).__name__ in ("bool_", "bool")
 
 
 def scalar_checker(name, dtype):
@@ -20,9 +36,11 @@ def scalar_checker(name, dtype):
         lo, hi = dtype.int_range()
 
         def check_int(x):
-            if isinstance(x, (bool, np.bool_)) and not dtype.is_bool:
+            if _is_bool(x):
+                if dtype.is_bool:
+                    return int(bool(x))
                 raise ArgumentError(f"parameter {name!r} expects {dtype.name}, got a bool")
-            if not isinstance(x, (numbers.Integral, np.integer)):
+            if not isinstance(x, numbers.Integral):  # numpy's integers register as Integral
                 raise ArgumentError(f"parameter {name!r} expects an integer ({dtype.name}), got "
                                     f"{type(x).__name__} {x!r}")
             x = int(x)
@@ -33,18 +51,19 @@ def scalar_checker(name, dtype):
         return check_int
     if dtype in (dt.f32, dt.f64):
         def check_float(x):
-            if not isinstance(x, (numbers.Real, np.floating, np.integer)) or isinstance(x, bool):
+            if not isinstance(x, numbers.Real) or _is_bool(x):
                 raise ArgumentError(f"parameter {name!r} expects a number ({dtype.name}), got "
                                     f"{type(x).__name__} {x!r}")
-            return float(x)
+            x = float(x)
+            if dtype is dt.f32 and abs(x) > _F32_MAX and abs(x) != float("inf"):
+                raise ArgumentError(f"parameter {name!r} is f32: {x!r} is outside its range")
+            return x
         return check_float
     raise ArgumentError(f"parameter {name!r}: {dtype.name} scalars cannot be kernel parameters yet "
                         f"(pass f32 and convert inside the kernel)")
 
 
 def _stream_handle(stream):
-    if stream is None:
-        return None
     if isinstance(stream, numbers.Integral):
         return int(stream)
     for attr in ("cuda_stream", "ptr", "handle"):
@@ -55,65 +74,214 @@ def _stream_handle(stream):
                         f"got {type(stream).__name__}")
 
 
+class _NoTensor:
+    """Stands in for torch.Tensor until torch is imported: no argument is ever of this type."""
+
+
+# The generated code, in pieces. It is a closure factory: constants and the state of the
+# previous launch live in closure cells, the fastest variables Python has.
+_HEAD = """\
+def make({names}):
+    last_launcher, last_h, last_smem = None, 0, 0
+
+    def run(launcher, args, smem, stream):
+        nonlocal last_launcher, last_h, last_smem
+"""
+# a pointer argument: {i} its parameter position, {k} its position among the arguments
+_PTR_FAST = """\
+        a{i} = args[{k}]
+        if type(a{i}) is T and a{i}.dtype is D{i} and a{i}.get_device() == DEV:
+            v{i} = a{i}.data_ptr()
+        else:
+            v{i} = slow_pointer({i}, a{i})
+"""
+_ALIGN = """\
+        if v{i} & {mask}:
+            misaligned({i}, v{i})
+"""
+_SCALAR_FAST = """\
+        v{i} = args[{k}]
+        if type(v{i}) is not {pytype} or not {lo!r} <= v{i} <= {hi!r}:
+            v{i} = slow_scalar({i}, v{i})
+"""
+_SCALAR_ANY = """\
+        v{i} = slow_scalar({i}, args[{k}])
+"""
+_TAIL = """\
+        if stream is None:
+            h = {first_stream}
+        else:
+            h = stream_handle(stream)
+        if smem:
+            smem = check_smem(smem)
+        if get_ident() != OWNER:
+            return launch_elsewhere(launcher, smem, h, ({values},))
+        pack(buffer, 0, {values})
+        if launcher is not last_launcher:
+            config.gridDimX, config.gridDimY, config.gridDimZ = launcher.grid
+            config.blockDimX, config.blockDimY, config.blockDimZ = launcher.block
+            last_launcher = launcher
+        if h != last_h:
+            config.hStream = h or None
+            last_h = h
+        if smem != last_smem:
+            config.sharedMemBytes = smem
+            last_smem = smem
+        code = cu_launch(config_ptr, handle, params, None)
+        if code:
+            check_launch(code, function, config_ptr, params, config)
+
+    def adopt_torch(tensor_type, dtypes, stream_of_device):
+        nonlocal T, raw_stream{dtype_names}
+        T, raw_stream = tensor_type, stream_of_device
+        {dtype_assign}
+
+    return run, adopt_torch
+"""
+
+
 class GpuEntry:
-    """Compiled, loaded kernel plus its prepared argument handling."""
+    """Compiled, loaded kernel plus its generated launch function ``run``."""
 
     def __init__(self, kernel, spec):
         from ..runtime import cuda_driver as drv
-        from ..runtime.launcher import POINTER_CTYPE, make_launcher, scalar_ctype
-        from ..runtime.tensor_args import device_pointer, stream_of
+        from ..runtime.launcher import POINTER_CTYPE, scalar_ctype
         self.name = kernel.name
         built = spec.compiled
         drv.ensure_context()
         self.module = drv.load_module(built.binary, nvrtc_version=built.compiler_version)
         self.function = self.module.get_function(spec.function.name)
-        props = drv.device_properties(self.function.device)
+        self.device = self.function.device
+        props = drv.device_properties(self.device)
         self.max_smem = props.max_shared_memory_per_block_optin
         self.static_smem = spec.static_smem
         self.smem_limit_set = _DEFAULT_SMEM - self.static_smem
-        self._stream_of = stream_of
-        ctypes_, steps = [], []
-        for p, ip in zip(spec.function.params, [q for q in kernel.params if q.kind != "constexpr"]):
+        self.params = []  # (kernel argument index, name, 'ptr' | 'scalar', dtype, alignment)
+        ctypes_ = []
+        run_params = [q for q in kernel.params if q.kind != "constexpr"]
+        for p, ip in zip(spec.function.params, run_params):
             if p.type.__class__.__name__ == "PointerType":
                 ctypes_.append(POINTER_CTYPE)
-                steps.append(("ptr", ip.index, p.name, p.type.elem, spec.align.get(p.name, 1)))
+                self.params.append((ip.index, p.name, "ptr", p.type.elem, spec.align.get(p.name, 1)))
             else:
                 ctypes_.append(scalar_ctype(p.type))
-                steps.append(("scalar", ip.index, p.name, scalar_checker(p.name, p.type), None))
-        self.launch = make_launcher(self.function, ctypes_)
-        # one converter per parameter, built once: the launch loop only calls them
-        self.converters = [self._converter(device_pointer, *st) for st in steps]
+                self.params.append((ip.index, p.name, "scalar", p.type, None))
+        self.param_ctypes = ctypes_
+        self.checkers = [scalar_checker(name, d) if kind == "scalar" else None
+                         for _, name, kind, d, _ in self.params]
+        self.run = self._generate()
 
-    @staticmethod
-    def _converter(dp, kind, i, name, x, align):
-        if kind != "ptr":
-            return lambda args: x(args[i])
-        if align == 1:
-            return lambda args: dp(args[i], param=name, dtype=x)
+    # -- the generated fast path ------------------------------------------------------------
+    def _generate(self):
+        from ..runtime.launcher import LaunchConfig, ParamBlock, check_launch, launch_ex
+        block = ParamBlock(self.param_ctypes)
+        config = LaunchConfig()
+        self._keepalive = (block, config)
+        env = {
+            "T": _NoTensor, "raw_stream": None, "DEV": self.device, "OWNER": get_ident(),
+            "get_ident": get_ident, "slow_pointer": self.slow_pointer,
+            "slow_scalar": self.slow_scalar, "misaligned": self.misaligned,
+            "stream_handle": _stream_handle, "check_smem": self.check_smem,
+            "launch_elsewhere": self.launch_elsewhere, "default_stream": self.default_stream,
+            "pack": block.pack, "buffer": block.buffer, "params": block.params,
+            "config": config, "config_ptr": ctypes.c_void_p(ctypes.addressof(config)),
+            "handle": ctypes.c_void_p(self.function.handle), "function": self.function,
+            "cu_launch": launch_ex(), "check_launch": check_launch,
+        }
+        body, dtypes, first_ptr = [], [], None
+        for i, (k, name, kind, d, align) in enumerate(self.params):
+            if kind == "ptr":
+                first_ptr = i if first_ptr is None else first_ptr
+                env[f"D{i}"] = None  # the torch dtype, set by adopt_torch
+                dtypes.append(f"D{i}")
+                body.append(_PTR_FAST.format(i=i, k=k))
+                if align > 1:
+                    body.append(_ALIGN.format(i=i, mask=align - 1))
+            elif d.is_int:
+                lo, hi = d.int_range()
+                body.append(_SCALAR_FAST.format(i=i, k=k, pytype="int", lo=lo, hi=hi))
+            elif d is dt.f32:
+                body.append(_SCALAR_FAST.format(i=i, k=k, pytype="float", lo=-_F32_MAX,
+                                                hi=_F32_MAX))
+            else:
+                body.append(_SCALAR_ANY.format(i=i, k=k))
+        # torch's current stream, from the first torch tensor argument (as stream_of does)
+        first_stream = ("raw_stream(DEV) if type(a{0}) is T else default_stream(args)"
+                        .format(first_ptr) if first_ptr is not None else "0")
+        values = ", ".join(f"v{i}" for i in range(len(self.params))) or "*()"
+        tail = _TAIL.format(
+            first_stream=first_stream, values=values,
+            dtype_names="".join(", " + d for d in dtypes),
+            dtype_assign=(", ".join(dtypes) + (" = dtypes" if len(dtypes) != 1 else ", = dtypes"))
+            if dtypes else "pass")
+        text = _HEAD.format(names=", ".join(env)) + "".join(body) + tail
+        scope = {}
+        exec(compile(text, f"<opus launch {self.name}>", "exec"), scope)
+        run, self._adopt = scope["make"](**env)
+        self._dtypes_needed = [d for _, _, kind, d, _ in self.params if kind == "ptr"]
+        self._torch_adopted = False
+        if "torch" in sys.modules:
+            self._adopt_torch()
+        return run
 
-        def ptr(args):
-            p = dp(args[i], param=name, dtype=x)
-            if p % align:
-                raise ArgumentError(f"parameter {name!r}: address {hex(p)} is not aligned to "
-                                    f"{align} bytes, which the kernel's {align}-byte vector "
-                                    f"accesses need")
-            return p
-        return ptr
+    def _adopt_torch(self):
+        """Point the fast path at torch's Tensor type and dtypes (torch is imported by now)."""
+        from ..runtime import tensor_args
+        tensor_args.init_torch()
+        self._adopt(sys.modules["torch"].Tensor,
+                    [tensor_args.torch_dtype(d) for d in self._dtypes_needed],
+                    tensor_args.torch_raw_stream())
+        self._torch_adopted = True
 
-    def __call__(self, grid, block, args, smem, stream):
-        vals = [c(args) for c in self.converters]
-        if smem:
-            if not isinstance(smem, numbers.Integral) or smem < 0:
-                raise ArgumentError(f"smem must be a non-negative int of bytes, got {smem!r}")
-            if smem > self.smem_limit_set:
-                total = smem + self.static_smem
-                if total > self.max_smem:
-                    raise ArgumentError(f"kernel {self.name!r} needs {total} bytes of shared memory "
-                                        f"({self.static_smem} static + {smem} dynamic); the device "
-                                        f"allows {self.max_smem}")
-                self.function.set_max_dynamic_smem(smem)
-                self.smem_limit_set = smem
-        h = _stream_handle(stream)
-        if h is None:
-            h = self._stream_of(args) or 0
-        self.launch(grid, block, smem, h, vals)
+    # -- the general path ---------------------------------------------------------------------
+    def slow_pointer(self, i, arg):
+        from ..runtime.tensor_args import device_pointer, torch_device_index
+        _, name, _, d, _ = self.params[i]
+        p = device_pointer(arg, param=name, dtype=d)
+        index = torch_device_index(arg)
+        if index is not None:
+            if index != self.device:
+                raise ArgumentError(f"parameter {name!r} is a tensor on cuda:{index}, but kernel "
+                                    f"{self.name!r} was loaded on cuda:{self.device} (the device "
+                                    f"current when it was first launched)")
+            if not self._torch_adopted:
+                self._adopt_torch()  # torch arrived after this entry was made
+        return p
+
+    def slow_scalar(self, i, arg):
+        return self.checkers[i](arg)
+
+    def misaligned(self, i, p):
+        _, name, _, _, align = self.params[i]
+        raise ArgumentError(f"parameter {name!r}: address {hex(p)} is not aligned to {align} "
+                            f"bytes, which the kernel's {align}-byte vector accesses need")
+
+    def default_stream(self, args):
+        from ..runtime.tensor_args import stream_of
+        return stream_of(args) or 0
+
+    def check_smem(self, smem):
+        if not isinstance(smem, numbers.Integral) or isinstance(smem, bool) or smem < 0:
+            raise ArgumentError(f"smem must be a non-negative int of bytes, got {smem!r}")
+        smem = int(smem)
+        if smem > self.smem_limit_set:
+            total = smem + self.static_smem
+            if total > self.max_smem:
+                raise ArgumentError(f"kernel {self.name!r} needs {total} bytes of shared memory "
+                                    f"({self.static_smem} static + {smem} dynamic); the device "
+                                    f"allows {self.max_smem}")
+            self.function.set_max_dynamic_smem(smem)
+            self.smem_limit_set = smem
+        return smem
+
+    def launch_elsewhere(self, launcher, smem, stream, values):
+        """A launch from a thread other than the entry's creator: own buffers, no sharing."""
+        from ..runtime.launcher import LaunchConfig, ParamBlock, check_launch, launch_ex
+        block = ParamBlock(self.param_ctypes)
+        block.pack(block.buffer, 0, *values)
+        config = LaunchConfig()
+        config.set(launcher.grid, launcher.block, smem, stream)
+        config_ptr = ctypes.c_void_p(ctypes.addressof(config))
+        code = launch_ex()(config_ptr, self.function.handle, block.params, None)
+        if code:
+            check_launch(code, self.function, config_ptr, block.params, config)

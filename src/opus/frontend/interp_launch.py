@@ -13,7 +13,7 @@ class InterpEntry:
         except ImportError as e:
             raise OpusError(f"no NVIDIA GPU was found and the CPU interpreter is not available "
                             f"({e})") from None
-        self.run = make_runner(kernel, spec)
+        self.runner = make_runner(kernel, spec)
 
-    def __call__(self, grid, block, args, smem, stream):
-        self.run(grid, block, args, smem)
+    def run(self, launcher, args, smem, stream):
+        self.runner(launcher.grid, launcher.block, args, smem)

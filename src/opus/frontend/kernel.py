@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import linecache
+import operator
 import sys
 import traceback
 
@@ -78,6 +79,28 @@ def _parse_params(fn):
     return params
 
 
+def _default(p):
+    """The value bind() fills in for a parameter left out, or inspect.Parameter.empty."""
+    if p.kind == "constexpr":
+        return p.default
+    if p.kind == "scalar" and p.default is not None:
+        return p.default
+    return inspect.Parameter.empty
+
+
+def _default_tails(params):
+    """{number of positional arguments given: the defaults completing them}, for every count
+    from which all remaining parameters have defaults."""
+    tails, tail = {}, ()
+    for n in range(len(params), 0, -1):
+        d = _default(params[n - 1])
+        if d is inspect.Parameter.empty:
+            break
+        tail = (d,) + tail
+        tails[n - 1] = tail
+    return tails
+
+
 class Kernel:
     """A decorated kernel. Index it with a launch configuration to launch it."""
 
@@ -90,6 +113,14 @@ class Kernel:
         self.params = _parse_params(fn)
         self.nparams = len(self.params)
         self.const_idx = tuple(p.index for p in self.params if p.kind == "constexpr")
+        # the launch path's key part for constexpr values: one C call instead of a genexpr
+        self.const_values = operator.itemgetter(*self.const_idx) if self.const_idx else None
+        self._default_tails = _default_tails(self.params)
+        # argument counts that give no constexpr (all left to their defaults): see Launcher
+        self._constexpr_free_counts = frozenset(
+            n for n in range(self.nparams + 1)
+            if all(i >= n for i in self.const_idx)
+            and all(p.kind == "constexpr" for p in self.params[n:]))
         self._rewritten = None
         self._specs = {}     # (target key, constexpr values) -> Specialization
         self._launch = {}    # (selection key, constexpr values) -> launch entry
@@ -121,16 +152,18 @@ class Kernel:
     # -- arguments ------------------------------------------------------------------------------
     def bind(self, args, kwargs):
         """Full positional argument tuple from a call's args/kwargs (defaults filled in)."""
+        if not kwargs:
+            tail = self._default_tails.get(len(args))
+            if tail is not None:
+                return args + tail
         if len(args) > self.nparams:
             raise ArgumentError(f"kernel {self.name!r} takes {self.nparams} arguments, got {len(args)}")
         out = list(args)
         for p in self.params[len(args):]:
             if p.name in kwargs:
                 out.append(kwargs.pop(p.name))
-            elif p.kind == "constexpr" and p.default is not inspect.Parameter.empty:
-                out.append(p.default)
-            elif p.kind == "scalar" and p.default is not None:
-                out.append(p.default)
+            elif _default(p) is not inspect.Parameter.empty:
+                out.append(_default(p))
             else:
                 raise ArgumentError(f"kernel {self.name!r}: missing argument for parameter {p.name!r}")
         if kwargs:

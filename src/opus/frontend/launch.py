@@ -31,7 +31,7 @@ def _dim3(x, what):
 class Launcher:
     """A kernel with its launch configuration; call it with the kernel's arguments."""
 
-    __slots__ = ("kernel", "grid", "block")
+    __slots__ = ("kernel", "grid", "block", "_memo")
 
     def __init__(self, kernel, cfg):
         if not isinstance(cfg, tuple) or len(cfg) != 2:
@@ -49,17 +49,41 @@ class Launcher:
                                     f"launched with block={cfg[1]!r}")
         elif nthreads > 1024:
             raise ArgumentError(f"block {cfg[1]!r} has {nthreads} threads; at most 1024")
+        # number of positional arguments -> (selection, entry.run) of the last launch with that
+        # many; only for counts that leave every constexpr to its default, so that the
+        # entry depends on the selected target alone
+        self._memo = {}
 
     def __call__(self, *args, smem=0, stream=None, **kwargs):
+        if not kwargs:
+            m = self._memo.get(len(args))
+            if m is not None and m[0] is current_target():
+                return m[1](self, args, smem, stream)  # the entry reads no defaulted constexpr
+        self._call(args, kwargs, smem, stream)
+
+    def _call(self, given, kwargs, smem, stream):
         k = self.kernel
+        args, memoizable = given, not kwargs and len(given) in k._constexpr_free_counts
         if kwargs or len(args) != k.nparams:
-            args = k.bind(args, kwargs)
+            tail = None if kwargs else k._default_tails.get(len(args))
+            args = args + tail if tail is not None else k.bind(args, kwargs)
         sel = current_target()
-        key = (sel.key, tuple(args[i] for i in k.const_idx)) if k.const_idx else sel.key
-        entry = k._launch.get(key)
-        if entry is None:
-            entry = k._launch[key] = _make_entry(k, sel, k.const_key(args))
-        entry(self.grid, self.block, args, smem, stream)
+        try:
+            entry = k._launch[(sel.key, k.const_values(args)) if k.const_idx else sel.key]
+        except (KeyError, TypeError):  # first launch here, or an unhashable constexpr
+            entry = _entry_for(k, sel, args)
+        entry.run(self, args, smem, stream)
+        if memoizable:  # (bind empties kwargs: decided before it ran)
+            self._memo[len(given)] = (sel, entry.run)
+
+
+def _entry_for(k, sel, args):
+    cvals = k.const_key(args)  # raises a clear error for unhashable constexpr values
+    key = (sel.key, k.const_values(args)) if k.const_idx else sel.key
+    entry = k._launch.get(key)
+    if entry is None:
+        entry = k._launch[key] = _make_entry(k, sel, cvals)
+    return entry
 
 
 def _make_entry(k, sel, cvals):

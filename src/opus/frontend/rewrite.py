@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import inspect
 import itertools
+import linecache
 import textwrap
 import types
 
@@ -359,9 +360,11 @@ def _code_objects(code):
     return out
 
 
-def rewrite_kernel(fn):
-    """Return (factory, code_objects): ``factory(rt, *freevar_values)`` builds the rewritten
-    kernel function; ``code_objects`` are all its code objects (used to find kernel frames)."""
+def _parse_definition(fn):
+    """(module AST holding only ``fn``'s definition, file name, first line of the definition)."""
+    tree = _parse_definition_fast(fn)
+    if tree is not None:
+        return tree, fn.__code__.co_filename, fn.__code__.co_firstlineno
     try:
         src = inspect.getsource(fn)
         filename = inspect.getsourcefile(fn) or "<kernel>"
@@ -369,7 +372,47 @@ def rewrite_kernel(fn):
     except (OSError, TypeError) as e:
         raise RewriteError(f"cannot read the source of kernel {fn.__name__!r}: {e}. "
                            "Kernels must be defined in a file (not exec'd strings or the REPL).")
-    tree = ast.parse(textwrap.dedent(src))
+    return ast.parse(textwrap.dedent(src)), filename, first_line
+
+
+def _parse_definition_fast(fn):
+    """The common case without inspect.getsource, whose tokenizer costs milliseconds in a fresh
+    process: the definition is the decorators and ``def`` line at one indentation, then the
+    lines indented deeper. Anything unusual (a header spread over lines that end at that same
+    indentation, a string literal at column 0 inside the body) fails the parse or the name
+    check, and the caller falls back to inspect."""
+    code = fn.__code__
+    lines = linecache.getlines(code.co_filename, fn.__globals__)
+    start = code.co_firstlineno - 1  # the first decorator's line
+    if not 0 <= start < len(lines):
+        return None
+    head = lines[start]
+    prefix = head[:len(head) - len(head.lstrip())]
+    block, seen_def = [], False
+    for line in lines[start:]:
+        text = line.strip()
+        if text and not text.startswith("#"):
+            if not line.startswith(prefix):
+                break
+            deeper = line[len(prefix):len(prefix) + 1] in (" ", "\t")
+            if not deeper:
+                if seen_def:
+                    break
+                seen_def = text.startswith(("def ", "async def "))
+        block.append(line[len(prefix):] if line.startswith(prefix) else "\n")
+    try:
+        tree = ast.parse("".join(block))
+    except SyntaxError:
+        return None
+    ok = (len(tree.body) == 1 and isinstance(tree.body[0], ast.FunctionDef)
+          and tree.body[0].name == fn.__name__)
+    return tree if ok else None
+
+
+def rewrite_kernel(fn):
+    """Return (factory, code_objects): ``factory(rt, *freevar_values)`` builds the rewritten
+    kernel function; ``code_objects`` are all its code objects (used to find kernel frames)."""
+    tree, filename, first_line = _parse_definition(fn)
     fdef = tree.body[0]
     if not isinstance(fdef, ast.FunctionDef):
         raise RewriteError(f"{fn.__name__!r} is not a plain function definition")

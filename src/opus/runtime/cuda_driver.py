@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
-from dataclasses import dataclass
+from collections import namedtuple
 
 from opus.errors import CudaError, OpusRuntimeError
 
@@ -155,19 +155,10 @@ def device_arch(dev: int = 0) -> str:
     return f"sm_{major}{minor}" + ("a" if major >= 9 else "")
 
 
-@dataclass(frozen=True)
-class DeviceProperties:
-    name: str
-    arch: str
-    compute_capability: tuple
-    sm_count: int
-    max_shared_memory_per_block: int
-    max_shared_memory_per_block_optin: int
-    max_threads_per_block: int
-    max_grid_dims: tuple
-    max_block_dims: tuple
-    warp_size: int
-    total_memory: int
+DeviceProperties = namedtuple("DeviceProperties", [
+    "name", "arch", "compute_capability", "sm_count", "max_shared_memory_per_block",
+    "max_shared_memory_per_block_optin", "max_threads_per_block", "max_grid_dims",
+    "max_block_dims", "warp_size", "total_memory"])
 
 
 def device_properties(dev: int = 0) -> DeviceProperties:

@@ -1,21 +1,28 @@
-"""The launch hot path: one prepared cuLaunchKernel call per kernel.
+"""The driver end of a launch: cuLaunchKernelEx with a prepared parameter block and config.
 
-cuLaunchKernel takes ``void** kernelParams``: one pointer per parameter, to that parameter's
-value. make_launcher allocates the ctypes value slots and that pointer array once; a launch
-only assigns ``slot.value``s and makes a single ctypes call, with no per-launch allocation.
+cuLaunchKernelEx takes four pointers (config, function, kernelParams, extra) where
+cuLaunchKernel takes eleven scalars; through ctypes that difference is ~1 us per launch,
+a quarter of the whole launch budget (benchmarks/launch_paths.py measures it). So:
 
-Not thread-safe: two threads launching through the same launcher at once can mix up argument
-values (make one launcher per thread if you need that).
+  * ParamBlock packs every parameter value into one buffer with a single struct.pack_into;
+    its ``kernelParams`` array (one pointer per parameter, into that buffer) is built once.
+  * LaunchConfig is CUlaunchConfig: grid, block, shared bytes and stream, rewritten only
+    where a launch differs from the previous one.
+
+The buffers are reused, so one ParamBlock/LaunchConfig pair must not be used by two threads at
+once: the kernel launch path (frontend/gpu_launch.py) gives other threads fresh ones.
 """
 from __future__ import annotations
 
 import ctypes
+import struct
 
 from opus import dtypes as _dt
 from opus.errors import ArgumentError
 from opus.runtime import cuda_driver as _drv
 
-__all__ = ["make_launcher", "scalar_ctype", "POINTER_CTYPE"]
+__all__ = ["make_launcher", "scalar_ctype", "POINTER_CTYPE", "LaunchConfig", "ParamBlock",
+           "launch_ex", "check_launch"]
 
 POINTER_CTYPE = ctypes.c_uint64  # device addresses are 64-bit on every CUDA target
 
@@ -24,6 +31,12 @@ _SCALAR_CTYPES = {
     _dt.i32: ctypes.c_int32, _dt.i64: ctypes.c_int64, _dt.u8: ctypes.c_uint8,
     _dt.u16: ctypes.c_uint16, _dt.u32: ctypes.c_uint32, _dt.u64: ctypes.c_uint64,
     _dt.f32: ctypes.c_float, _dt.f64: ctypes.c_double,
+}
+# struct codes with native size and alignment, matching the C parameter types
+_STRUCT_CODES = {
+    ctypes.c_bool: "?", ctypes.c_int8: "b", ctypes.c_int16: "h", ctypes.c_int32: "i",
+    ctypes.c_int64: "q", ctypes.c_uint8: "B", ctypes.c_uint16: "H", ctypes.c_uint32: "I",
+    ctypes.c_uint64: "Q", ctypes.c_float: "f", ctypes.c_double: "d",
 }
 
 
@@ -40,43 +53,102 @@ def scalar_ctype(dtype) -> type:
                         "as an unsigned integer of the same width") from None
 
 
+class LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig (cuda.h, CUDA >= 12.0); no launch attributes."""
+    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint),
+                ("gridDimZ", ctypes.c_uint), ("blockDimX", ctypes.c_uint),
+                ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
+                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
+                ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
+
+    def set(self, grid, block, smem, stream):
+        self.gridDimX, self.gridDimY, self.gridDimZ = grid
+        self.blockDimX, self.blockDimY, self.blockDimZ = block
+        self.sharedMemBytes = smem
+        self.hStream = stream or None
+
+
+class ParamBlock:
+    """One buffer holding all parameter values, and the kernelParams array pointing into it.
+
+    ``pack(buffer, 0, *values)`` stores the values (plain ints/floats, in parameter order);
+    ``params`` is the ``void**`` to hand to the launch.
+    """
+
+    def __init__(self, param_ctypes):
+        codes = []
+        for t in param_ctypes:
+            try:
+                codes.append(_STRUCT_CODES[t])
+            except KeyError:
+                raise TypeError(f"unsupported kernel parameter type {t!r}") from None
+        layout = struct.Struct("@" + "".join(codes))
+        # native alignment: field i starts where a struct of fields 0..i ends, minus its size
+        offsets = [struct.calcsize("@" + "".join(codes[:i + 1])) - struct.calcsize(codes[i])
+                   for i in range(len(codes))]
+        self.n = len(codes)
+        self.buffer = ctypes.create_string_buffer(max(layout.size, 8))
+        base = ctypes.addressof(self.buffer)
+        self.array = (ctypes.c_void_p * max(self.n, 1))(*[base + o for o in offsets])
+        self.params = ctypes.c_void_p(ctypes.addressof(self.array) if self.n else None)
+        self.pack = layout.pack_into
+
+
+def _cu_launch_kernel_ex():
+    fn = _drv._load().cuLaunchKernelEx
+    fn.argtypes = [ctypes.c_void_p] * 4
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_launch_ex = None
+
+
+def launch_ex():
+    """The cuLaunchKernelEx entry point: (config*, CUfunction, void** params, void** extra)."""
+    global _launch_ex
+    if _launch_ex is None:
+        _launch_ex = _cu_launch_kernel_ex()
+    return _launch_ex
+
+
+def check_launch(code, function, config_ptr, params, config):
+    """Handle a failed launch: retry once after binding a context (first launch from a thread
+    with none, e.g. a worker thread), else raise CudaError naming the launch."""
+    if code == _drv.CUDA_ERROR_INVALID_CONTEXT:
+        _drv.ensure_context(function.device)
+        code = launch_ex()(config_ptr, function.handle, params, None)
+        if not code:
+            return
+    grid = (config.gridDimX, config.gridDimY, config.gridDimZ)
+    block = (config.blockDimX, config.blockDimY, config.blockDimZ)
+    _drv._check(code, f"cuLaunchKernelEx({function.name}, grid={grid}, block={block}, "
+                      f"smem={config.sharedMemBytes}, stream={config.hStream or 0})")
+
+
 def make_launcher(function, param_ctypes):
     """Return ``launch(grid3, block3, smem, stream_handle, values)`` for ``function``.
 
     ``param_ctypes`` lists each kernel parameter's ctypes type (POINTER_CTYPE for pointers,
     scalar_ctype(dtype) for scalars) in declaration order; ``values`` are plain ints/floats in
     the same order. ``stream_handle`` is a CUstream as int (0 = legacy default stream).
+    Not thread-safe (one parameter block per launcher; see the module docstring).
     """
-    lib = _drv._load()
-    cu_launch = lib.cuLaunchKernel  # argtypes set once in cuda_driver
-    handle = function.handle
-    slots = tuple(t() for t in param_ctypes)
-    n = len(slots)
-    pointers = (ctypes.c_void_p * max(n, 1))(*[ctypes.addressof(s) for s in slots])
-    params = ctypes.addressof(pointers) if n else None
+    block = ParamBlock(param_ctypes)
+    config = LaunchConfig()
+    config_ptr = ctypes.c_void_p(ctypes.addressof(config))
+    handle = ctypes.c_void_p(function.handle)
+    cu_launch = launch_ex()
 
-    def failed(code, grid, block, smem, stream):
-        if code == _drv.CUDA_ERROR_INVALID_CONTEXT:
-            # First launch from a thread with no context (e.g. a worker thread): bind the
-            # module's context and try once more.
-            _drv.ensure_context(function.device)
-            code = cu_launch(handle, *grid, *block, smem, stream, params, None)
-            if not code:
-                return
-        _drv._check(code, f"cuLaunchKernel({function.name}, grid={tuple(grid)}, "
-                          f"block={tuple(block)}, smem={smem}, stream={stream})")
-
-    def launch(grid, block, smem, stream, values):
-        if len(values) != n:
-            raise ArgumentError(f"{function.name} takes {n} arguments, got {len(values)}")
-        for slot, value in zip(slots, values):
-            slot.value = value
-        gx, gy, gz = grid
-        bx, by, bz = block
-        code = cu_launch(handle, gx, gy, gz, bx, by, bz, smem, stream, params, None)
+    def launch(grid, block3, smem, stream, values):
+        if len(values) != block.n:
+            raise ArgumentError(f"{function.name} takes {block.n} arguments, got {len(values)}")
+        block.pack(block.buffer, 0, *values)
+        config.set(grid, block3, smem, stream)
+        code = cu_launch(config_ptr, handle, block.params, None)
         if code:
-            failed(code, grid, block, smem, stream)
+            check_launch(code, function, config_ptr, block.params, config)
 
     launch.function = function
-    launch._keepalive = (slots, pointers)  # the pointer array points into these
+    launch._keepalive = (block, config)
     return launch

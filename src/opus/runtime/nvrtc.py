@@ -12,7 +12,7 @@ import _thread  # not threading: that pulls in functools+collections (~3 ms)
 
 from opus.errors import CompileError, OpusRuntimeError
 
-__all__ = ["CompileResult", "compile_cuda", "nvrtc_version", "nvrtc_path"]
+__all__ = ["CompileResult", "compile_cuda", "nvrtc_version", "nvrtc_path", "compiler_identity"]
 
 _INSTALL_HINT = 'install it with: pip install "opus[cuda]" (the nvidia-cuda-nvrtc 13.0 wheel)'
 
@@ -167,9 +167,25 @@ def nvrtc_version() -> tuple[int, int]:
     return _version
 
 
+def compiler_identity() -> tuple:
+    """What identifies the compiler for cache keys, without opening it when possible.
+
+    Opening libnvrtc costs milliseconds, more than a whole cache hit, so when the library
+    that _load would pick is a plain file we identify it by path, size and modification time
+    (a different NVRTC is a different file). Otherwise (a soname the loader resolves) we open
+    it and use its version.
+    """
+    if _lib is None:
+        for cand in filter(os.path.isabs, _lib_candidates()):
+            try:
+                st = os.stat(cand)
+            except OSError:
+                continue
+            return ("file", cand, st.st_size, st.st_mtime_ns)
+    return ("version", nvrtc_path(), nvrtc_version())
+
+
 # -- compiling ---------------------------------------------------------------------------------
-
-
 
 def _default_options(arch: str) -> list[str]:
     # sm_XX gives a CUBIN (SASS); -Xptxas -v puts register/spill/smem lines in the log

@@ -18,12 +18,11 @@ from __future__ import annotations
 
 import ctypes
 
-import numpy as np
-
 from opus import dtypes as _dt
 from opus.errors import ArgumentError
 
-__all__ = ["device_pointer", "is_contiguous", "stream_of"]
+__all__ = ["device_pointer", "is_contiguous", "stream_of", "init_torch", "torch_dtype",
+           "torch_raw_stream", "torch_device_index"]
 
 _WHERE = "opus needs CUDA memory on the GPU (or run in the interpreter)"
 
@@ -42,7 +41,7 @@ _TORCH_OF_OPUS: dict = {}  # opus DType -> torch.dtype, filled on first torch te
 _torch_stream = None
 
 
-def _init_torch():
+def init_torch():
     global _torch_stream
     import torch
     names = {
@@ -61,6 +60,25 @@ def _init_torch():
         lambda index: torch.cuda.current_stream(index).cuda_stream)
 
 
+def torch_dtype(dtype):
+    """The torch dtype twin of opus ``dtype`` (None if torch has none); call init_torch first."""
+    return _TORCH_OF_OPUS.get(dtype)
+
+
+def torch_raw_stream():
+    """``f(device_index) -> int``: torch's current stream there, as a raw handle."""
+    if _torch_stream is None:
+        init_torch()
+    return _torch_stream
+
+
+def torch_device_index(arg):
+    """The CUDA device index of a torch tensor (-1 on the CPU); None for anything else."""
+    if _EXTRACTORS.get(type(arg)) is _from_torch or _classify(arg) is _from_torch:
+        return arg.get_device()
+    return None
+
+
 def _from_torch(t, param, dtype):
     if not t.is_cuda:
         raise _wrong_device(param, t.device.type)
@@ -71,21 +89,22 @@ def _from_torch(t, param, dtype):
 
 # -- __cuda_array_interface__ ------------------------------------------------------------------
 
-def _np_dtype_of(obj, cai) -> np.dtype:
+def _np_dtype_of(obj, cai):
+    import numpy as np  # objects with this interface come from numpy-based libraries
     d = getattr(obj, "dtype", None)
     return d if isinstance(d, np.dtype) else np.dtype(cai["typestr"])
 
 
-def _dtype_matches(got: np.dtype, dtype) -> bool:
+def _dtype_matches(got, dtype) -> bool:
     if _dt.dtype_of_numpy(got) is dtype:
         return True
     want = dtype.np_dtype
     # A bare 'V<n>' typestr (ml_dtypes lost in transit): accept by width (see module docstring).
     return (got.kind == "V" and got.fields is None and want is not None and want.kind == "V"
-            and got.itemsize == want.itemsize and got.type is np.void)
+            and got.itemsize == want.itemsize and got.type.__name__ == "void")
 
 
-def _describe(got: np.dtype) -> str:
+def _describe(got) -> str:
     od = _dt.dtype_of_numpy(got)
     return od.name if od is not None else str(got)
 
@@ -188,7 +207,7 @@ def _classify(arg):
     tp = type(arg)
     if tp.__module__.startswith("torch") and hasattr(arg, "data_ptr"):
         if not _TORCH_OF_OPUS:
-            _init_torch()
+            init_torch()
         return _from_torch
     if arg is None:
         return _from_none
@@ -235,7 +254,7 @@ def is_contiguous(arg) -> bool:
         cai = arg.__cuda_array_interface__
         if cai.get("strides") is None:
             return True
-        return _c_contiguous(cai["shape"], cai["strides"], np.dtype(cai["typestr"]).itemsize)
+        return _c_contiguous(cai["shape"], cai["strides"], _np_dtype_of(None, cai).itemsize)
     flags = getattr(arg, "flags", None)  # host numpy arrays
     if hasattr(flags, "c_contiguous"):
         return bool(flags.c_contiguous)
@@ -253,7 +272,7 @@ def stream_of(args) -> int | None:
         if _EXTRACTORS.get(type(a)) is _from_torch or (
                 type(a).__module__.startswith("torch") and hasattr(a, "data_ptr")):
             if _torch_stream is None:
-                _init_torch()
+                init_torch()
             if a.is_cuda:
                 return _torch_stream(a.get_device())
     return None

@@ -18,8 +18,6 @@ C[8r + 4*(l//32) + j][l%32] (c register 4r + j).
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .. import dtypes as dt
 from .base import Instruction
 from .nv_mma import MmaSpec, _mma_types
@@ -77,9 +75,9 @@ def _lower_hip(spec, builtin, in_elem_ctype):
 
 # -- emulation (numpy, whole waves) --------------------------------------------------------------
 def _emulate(spec, name):
-    (ar, ac), (br, bc), (cr, cc) = spec.index_maps()
-
     def emulate(operands, attrs, warp_size):
+        import numpy as np
+        (ar, ac), (br, bc), (cr, cc) = spec.index_maps()
         a, b, c = operands  # [threads, elems]
         T = a.shape[0]
         if T % spec.warp:

@@ -10,8 +10,6 @@ The coordinate functions work on Python ints and on traced values alike.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from .. import dtypes as dt
 from ..ir import VectorType
 from .base import Instruction
@@ -28,9 +26,15 @@ class MmaSpec:
         self.warp = warp
         self.elem_a, self.elem_b, self.elem_c = m * k // warp, n * k // warp, m * n // warp
         self.coords_a, self.coords_b, self.coords_c = coords_a, coords_b, coords_c
+        self._maps = None
 
     def index_maps(self):
-        """numpy (rows, cols) arrays of shape [warp, elems] for A, B and C (used by emulation)."""
+        """numpy (rows, cols) arrays of shape [warp, elems] for A, B and C (used by emulation),
+        built on first use: kernels that are only compiled never need them (nor numpy)."""
+        if self._maps is not None:
+            return self._maps
+        import numpy as np
+
         def maps(fn, elems):
             r = np.empty((self.warp, elems), np.int64)
             c = np.empty((self.warp, elems), np.int64)
@@ -38,8 +42,9 @@ class MmaSpec:
                 for i in range(elems):
                     r[lane, i], c[lane, i] = fn(lane, i)
             return r, c
-        return (maps(self.coords_a, self.elem_a), maps(self.coords_b, self.elem_b),
-                maps(self.coords_c, self.elem_c))
+        self._maps = (maps(self.coords_a, self.elem_a), maps(self.coords_b, self.elem_b),
+                      maps(self.coords_c, self.elem_c))
+        return self._maps
 
 
 def _a16816(lane, i):
@@ -101,9 +106,9 @@ def _lower_mma_sync(spec, ptx_types):
 
 
 def _emulate_mma(spec):
-    (ar, ac), (br, bc), (cr, cc) = spec.index_maps()
-
     def emulate(operands, attrs, warp_size):
+        import numpy as np
+        (ar, ac), (br, bc), (cr, cc) = spec.index_maps()
         a, b, c = operands  # [threads, elems]
         T = a.shape[0]
         if T % spec.warp:
