@@ -18,7 +18,7 @@ from threading import get_ident
 from .. import dtypes as dt
 from ..errors import ArgumentError
 
-__all__ = ["GpuEntry", "scalar_checker"]
+__all__ = ["GpuEntry", "EntryParams", "scalar_checker"]
 
 _DEFAULT_SMEM = 48 * 1024
 _F32_MAX = 3.4028234663852886e38
@@ -140,22 +140,14 @@ _TAIL = """\
 """
 
 
-class GpuEntry:
-    """Compiled, loaded kernel plus its generated launch function ``run``."""
+class EntryParams:
+    """A loaded kernel's run-time parameters and their general-path argument handling, shared
+    by the NVIDIA entry (below) and the AMD one (hip_launch.py)."""
 
     def __init__(self, kernel, spec):
-        from ..runtime import cuda_driver as drv
         from ..runtime.launcher import POINTER_CTYPE, scalar_ctype
         self.name = kernel.name
-        built = spec.compiled
-        drv.ensure_context()
-        self.module = drv.load_module(built.binary, nvrtc_version=built.compiler_version)
-        self.function = self.module.get_function(spec.function.name)
-        self.device = self.function.device
-        props = drv.device_properties(self.device)
-        self.max_smem = props.max_shared_memory_per_block_optin
         self.static_smem = spec.static_smem
-        self.smem_limit_set = _DEFAULT_SMEM - self.static_smem
         self.params = []  # (kernel argument index, name, 'ptr' | 'scalar', dtype, alignment)
         ctypes_ = []
         run_params = [q for q in kernel.params if q.kind != "constexpr"]
@@ -169,6 +161,78 @@ class GpuEntry:
         self.param_ctypes = ctypes_
         self.checkers = [scalar_checker(name, d) if kind == "scalar" else None
                          for _, name, kind, d, _ in self.params]
+
+    def values(self, args):
+        """Every parameter's value through the general path (checked, in parameter order)."""
+        out = []
+        for i, (k, _, kind, _, align) in enumerate(self.params):
+            if kind == "ptr":
+                v = self.slow_pointer(i, args[k])
+                if v % align:
+                    self.misaligned(i, v)
+            else:
+                v = self.slow_scalar(i, args[k])
+            out.append(v)
+        return out
+
+    def slow_pointer(self, i, arg):
+        from ..runtime.tensor_args import device_pointer, torch_device_index
+        _, name, _, d, _ = self.params[i]
+        p = device_pointer(arg, param=name, dtype=d)
+        index = torch_device_index(arg)
+        if index is not None:
+            if index != self.device:
+                raise ArgumentError(f"parameter {name!r} is a tensor on cuda:{index}, but kernel "
+                                    f"{self.name!r} was loaded on cuda:{self.device} (the device "
+                                    f"current when it was first launched)")
+            self.torch_seen()
+        return p
+
+    def torch_seen(self):
+        """Hook: a torch tensor went through the general path."""
+
+    def slow_scalar(self, i, arg):
+        return self.checkers[i](arg)
+
+    def misaligned(self, i, p):
+        _, name, _, _, align = self.params[i]
+        raise ArgumentError(f"parameter {name!r}: address {hex(p)} is not aligned to {align} "
+                            f"bytes, which the kernel's {align}-byte vector accesses need")
+
+    def stream(self, stream, args):
+        """The stream handle: the one given, else torch's current one for the first torch
+        tensor among the arguments, else 0 (the default stream)."""
+        if stream is not None:
+            return _stream_handle(stream)
+        from ..runtime.tensor_args import stream_of
+        return stream_of(args) or 0
+
+    def check_smem_size(self, smem):
+        if not isinstance(smem, numbers.Integral) or isinstance(smem, bool) or smem < 0:
+            raise ArgumentError(f"smem must be a non-negative int of bytes, got {smem!r}")
+        smem = int(smem)
+        total = smem + self.static_smem
+        if total > self.max_smem:
+            raise ArgumentError(f"kernel {self.name!r} needs {total} bytes of shared memory "
+                                f"({self.static_smem} static + {smem} dynamic); the device "
+                                f"allows {self.max_smem}")
+        return smem
+
+
+class GpuEntry(EntryParams):
+    """Compiled, loaded kernel plus its generated launch function ``run``."""
+
+    def __init__(self, kernel, spec):
+        from ..runtime import cuda_driver as drv
+        super().__init__(kernel, spec)
+        built = spec.compiled
+        drv.ensure_context()
+        self.module = drv.load_module(built.binary, nvrtc_version=built.compiler_version)
+        self.function = self.module.get_function(spec.function.name)
+        self.device = self.function.device
+        props = drv.device_properties(self.device)
+        self.max_smem = props.max_shared_memory_per_block_optin
+        self.smem_limit_set = _DEFAULT_SMEM - self.static_smem
         self.run = self._generate()
 
     # -- the generated fast path ------------------------------------------------------------
@@ -234,43 +298,18 @@ class GpuEntry:
         self._torch_adopted = True
 
     # -- the general path ---------------------------------------------------------------------
-    def slow_pointer(self, i, arg):
-        from ..runtime.tensor_args import device_pointer, torch_device_index
-        _, name, _, d, _ = self.params[i]
-        p = device_pointer(arg, param=name, dtype=d)
-        index = torch_device_index(arg)
-        if index is not None:
-            if index != self.device:
-                raise ArgumentError(f"parameter {name!r} is a tensor on cuda:{index}, but kernel "
-                                    f"{self.name!r} was loaded on cuda:{self.device} (the device "
-                                    f"current when it was first launched)")
-            if not self._torch_adopted:
-                self._adopt_torch()  # torch arrived after this entry was made
-        return p
-
-    def slow_scalar(self, i, arg):
-        return self.checkers[i](arg)
-
-    def misaligned(self, i, p):
-        _, name, _, _, align = self.params[i]
-        raise ArgumentError(f"parameter {name!r}: address {hex(p)} is not aligned to {align} "
-                            f"bytes, which the kernel's {align}-byte vector accesses need")
+    def torch_seen(self):
+        if not self._torch_adopted:
+            self._adopt_torch()  # torch arrived after this entry was made
 
     def default_stream(self, args):
         from ..runtime.tensor_args import stream_of
         return stream_of(args) or 0
 
     def check_smem(self, smem):
-        if not isinstance(smem, numbers.Integral) or isinstance(smem, bool) or smem < 0:
-            raise ArgumentError(f"smem must be a non-negative int of bytes, got {smem!r}")
-        smem = int(smem)
+        smem = self.check_smem_size(smem)
         if smem > self.smem_limit_set:
-            total = smem + self.static_smem
-            if total > self.max_smem:
-                raise ArgumentError(f"kernel {self.name!r} needs {total} bytes of shared memory "
-                                    f"({self.static_smem} static + {smem} dynamic); the device "
-                                    f"allows {self.max_smem}")
-            self.function.set_max_dynamic_smem(smem)
+            self.function.set_max_dynamic_smem(smem)  # opt in above the 48 KB default
             self.smem_limit_set = smem
         return smem
 

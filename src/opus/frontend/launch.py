@@ -88,6 +88,9 @@ def _entry_for(k, sel, args):
 
 def _make_entry(k, sel, cvals):
     spec = k._specialization(sel.target, cvals)
+    if sel.mode == "gpu" and sel.target.vendor == "amd":
+        from .hip_launch import HipEntry
+        return HipEntry(k, spec)
     if sel.mode == "gpu":
         from .gpu_launch import GpuEntry
         return GpuEntry(k, spec)

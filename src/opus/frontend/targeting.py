@@ -2,7 +2,8 @@
 
 Order of precedence: ``opus.set_target(...)`` (also a context manager), then the environment
 (``OPUS_INTERPRET=1`` runs in the interpreter; ``OPUS_TARGET`` names the interpreter's target),
-then the hardware: an NVIDIA GPU if the driver finds one, else the interpreter as sm_90a.
+then the hardware: an NVIDIA GPU if the driver finds one, else an AMD gfx942/gfx950 with ROCm's
+HIP runtime, else the interpreter as sm_90a.
 """
 from __future__ import annotations
 
@@ -42,10 +43,12 @@ class set_target:
             return
         t = get_target(name)
         if interpret is None:
-            interpret = not (t.vendor == "nvidia" and _gpu_arch() == name)
+            interpret = _gpu_arch() != name
         self.sel = Selection(t, "interp" if interpret else "gpu")
-        if not interpret and _gpu_arch() is None:
-            raise RuntimeError(f"no NVIDIA GPU found for target {name}; use interpret=True")
+        if not interpret and _gpu_arch() != name:
+            found = _gpu_arch()
+            raise RuntimeError(f"no {name} GPU found (this machine has "
+                               f"{found or 'no GPU opus can use'}); use interpret=True")
         self._prev = list(_stack)
         _stack.append(self.sel)
 
@@ -56,14 +59,28 @@ class set_target:
         _stack[:] = self._prev
 
 
+_found = []  # [arch or None] once looked up: the hardware does not change under a process
+
+
 def _gpu_arch():
+    """The arch of the GPU kernels run on: NVIDIA device 0 if the CUDA driver finds one, else
+    the first AMD GPU that opus targets and the HIP runtime can drive; None without either."""
+    if not _found:
+        _found.append(_find_gpu_arch())
+    return _found[0]
+
+
+def _find_gpu_arch():
     from ..runtime.cuda_driver import driver_available, device_count, device_arch
     try:
         if driver_available() and device_count() > 0:
             return device_arch(0)
     except Exception:
-        return None
-    return None
+        pass
+    from ..runtime.hip_driver import amd_gpu_archs, hip_available
+    from ..targets.amd import AMD_ARCHS
+    archs = [a for a in amd_gpu_archs() if a in AMD_ARCHS]
+    return archs[0] if archs and hip_available() else None
 
 
 def current_target() -> Selection:

@@ -10,13 +10,10 @@ import os
 
 from ..errors import OpusRuntimeError
 
-__all__ = ["HipError", "hip_available", "load_module", "get_function", "launch", "pack_args",
-           "synchronize"]
+__all__ = ["HipError", "hip_available", "amd_gpu_archs", "load_module", "get_function",
+           "launch", "synchronize"]
 
-_HIP_LAUNCH_PARAM_BUFFER_POINTER = ctypes.c_void_p(0x01)
-_HIP_LAUNCH_PARAM_BUFFER_SIZE = ctypes.c_void_p(0x02)
-_HIP_LAUNCH_PARAM_END = ctypes.c_void_p(0x03)
-
+_KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"  # tests point this at a fake tree
 _lib = None
 
 
@@ -46,6 +43,7 @@ def _load():
     lib.hipModuleGetFunction.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_void_p, ctypes.c_char_p]
     lib.hipModuleLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [
         ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    lib.hipModuleLaunchKernel.restype = ctypes.c_int
     _lib = lib
     return lib
 
@@ -70,6 +68,7 @@ def load_module(code_object: bytes):
     mod = ctypes.c_void_p()
     buf = ctypes.create_string_buffer(code_object, len(code_object))
     _check(lib.hipModuleLoadData(ctypes.byref(mod), buf), "hipModuleLoadData")
+    mod.image = buf  # the handle keeps the image alive, whether or not HIP copied it
     return mod
 
 
@@ -81,29 +80,36 @@ def get_function(module, name: str):
     return f
 
 
-def pack_args(values) -> bytes:
-    """Kernel-argument buffer: each (ctypes value) at its natural alignment, as the ABI lays out
-    the kernarg segment (pointers as c_void_p, i32 as c_int, ...)."""
-    out = bytearray()
-    for v in values:
-        size, align = ctypes.sizeof(v), ctypes.alignment(v)
-        out += b"\0" * (-len(out) % align)
-        out += bytes(v)
-    return bytes(out)
-
-
-def launch(function, grid, block, args: bytes, smem: int = 0, stream=None):
-    """hipModuleLaunchKernel with the arguments passed as one packed buffer."""
-    lib = _load()
-    g = tuple(grid) + (1,) * (3 - len(grid))
-    b = tuple(block) + (1,) * (3 - len(block))
-    buf = ctypes.create_string_buffer(args, max(len(args), 1))
-    size = ctypes.c_size_t(len(args))
-    extra = (ctypes.c_void_p * 5)(_HIP_LAUNCH_PARAM_BUFFER_POINTER, ctypes.cast(buf, ctypes.c_void_p),
-                                   _HIP_LAUNCH_PARAM_BUFFER_SIZE, ctypes.cast(ctypes.pointer(size), ctypes.c_void_p),
-                                   _HIP_LAUNCH_PARAM_END)
-    _check(lib.hipModuleLaunchKernel(function, *g, *b, smem, stream, None, extra), "hipModuleLaunchKernel")
+def launch(function, grid, block, params, smem: int = 0, stream: int = 0):
+    """hipModuleLaunchKernel with ``params``, a ``void**`` to one pointer per kernel argument
+    (runtime.launcher.ParamBlock.params), as on CUDA."""
+    _check(_load().hipModuleLaunchKernel(function, *grid, *block, smem, stream or None, params,
+                                         None),
+           f"hipModuleLaunchKernel(grid={tuple(grid)}, block={tuple(block)}, smem={smem})")
 
 
 def synchronize():
     _check(_load().hipDeviceSynchronize(), "hipDeviceSynchronize")
+
+
+def amd_gpu_archs() -> list[str]:
+    """gfx names of the AMD GPUs the kernel driver (KFD) lists, without loading HIP.
+
+    A node's ``gfx_target_version`` is major*10000 + minor*100 + stepping, so 90402 is gfx942
+    and 90010 is gfx90a (minor and stepping are printed in hex). CPU nodes report 0.
+    """
+    archs = []
+    try:
+        nodes = sorted(os.listdir(_KFD_NODES), key=lambda n: int(n) if n.isdigit() else -1)
+    except OSError:
+        return archs
+    for node in nodes:
+        try:
+            with open(os.path.join(_KFD_NODES, node, "properties")) as f:
+                props = dict(line.split(None, 1) for line in f if line.strip())
+            v = int(props.get("gfx_target_version", "0"))
+        except (OSError, ValueError):
+            continue
+        if v:
+            archs.append(f"gfx{v // 10000}{(v // 100) % 100:x}{v % 100:x}")
+    return archs
