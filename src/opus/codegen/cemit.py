@@ -15,8 +15,6 @@ from __future__ import annotations
 import math
 import struct
 
-import numpy as np
-
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import OpusError
@@ -40,6 +38,14 @@ _UNSIGNED = {8: "unsigned char", 16: "unsigned short", 32: "unsigned", 64: "unsi
 _HALF = ("f16", "bf16")
 _SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "and": "&", "or": "|", "xor": "^"}
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+
+
+def _to_f32(x) -> float:
+    """``x`` rounded to the nearest float32 (ties to even), overflow to +-inf, as numpy does."""
+    try:
+        return struct.unpack("<f", struct.pack("<f", x))[0]
+    except OverflowError:  # struct refuses finite values beyond float32's range
+        return math.copysign(math.inf, x)
 
 
 class CEmitter:
@@ -161,10 +167,11 @@ class CEmitter:
                 return "(-2147483647 - 1)"
             return f"{x}{suffix}" if e.bits >= 32 else f"({self.scalar_ctype(e)}){x}"
         if e.name in _HALF or e.storage_only:
+            import numpy as np  # only kernels with such constants pay for the import
             bits = int(np.array(x, dtype=e.np_dtype).view(f"u{e.itemsize}"))
             return f"({self.scalar_ctype(e)}){hex(bits)}"
         if e.name == "f32":
-            f = float(np.float32(x))
+            f = _to_f32(x)
             if math.isfinite(f):
                 return f"{f.hex()}f" if f != 0 or math.copysign(1, f) > 0 else "-0.0f"
             bits = struct.unpack("<I", struct.pack("<f", f))[0]
@@ -177,8 +184,10 @@ class CEmitter:
             return self.bits_to_f64(f"{hex(bits)}ull")
         raise CodegenError(f"constant of type {e.name}")
 
-    # f32 view of a 16-bit float lane (computation happens in f32)
+    # f32 view of a 16-bit float or storage-type lane (computation happens in f32)
     def to_f32(self, expr, e: DType):
+        if e.storage_only:
+            return self.cast_storage(expr, e, dt.f32, "rn", False)
         if e.name == "f16":
             return f"{self.helper_h2f()}({expr})"
         if e.name == "bf16":

@@ -5,6 +5,10 @@ arrays: lanes are the leading axis, vector lanes the trailing one. Integer arith
 in f32 rounded once to the type."""
 from __future__ import annotations
 
+from fractions import Fraction
+import math
+
+import ml_dtypes
 import numpy as np
 
 from .. import dtypes as dt
@@ -178,9 +182,68 @@ def fma_f32(a, b, c):
     return r
 
 
+def _two_sum(a, b):
+    """(s, t) with s = RN(a + b) and s + t == a + b exactly (Knuth; no overflow)."""
+    s = a + b
+    bb = s - a
+    return s, (a - (s - bb)) + (b - bb)
+
+
+def _split(a):
+    """(hi, lo) with a == hi + lo, each of at most 26 significant bits (Veltkamp; |a| < 2**996)."""
+    t = a * 134217729.0  # 2**27 + 1
+    hi = t - (t - a)
+    return hi, a - hi
+
+
+def _two_prod(a, b):
+    """(p, e) with p = RN(a * b) and p + e == a * b exactly (Dekker; needs e not to underflow)."""
+    p = a * b
+    ah, al = _split(a)
+    bh, bl = _split(b)
+    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
+
+
+def _fma_exact(a, b, c):
+    """Correctly rounded a*b+c of Python floats, in exact rational arithmetic."""
+    x = Fraction(a) * Fraction(b) + Fraction(c)
+    if x == 0:
+        return a * b + c  # a*b is exact here, so IEEE addition gives the zero's sign
+    try:
+        return float(x)  # int / int is correctly rounded (ties to even, subnormals)
+    except OverflowError:
+        return math.inf if x > 0 else -math.inf
+
+
+def fma_f64(a, b, c):
+    """Correctly rounded float64 a*b+c. Error-free transformations give doubles with
+    a*b + c == r + w + q exactly, |w| at most half the gap from r to a neighbour and q tiny; r is
+    the answer unless w + q may reach that half gap (a near-tie). Those rare lanes, and lanes
+    outside the range where the transformations are exact, are computed with Fractions."""
+    a, b, c = np.broadcast_arrays(*(np.asarray(x, F64) for x in (a, b, c)))
+    with np.errstate(all="ignore"):
+        p, e = _two_prod(a, b)
+        s, t = _two_sum(p, c)
+        z, q = _two_sum(t, e)
+        r, w = _two_sum(s, z)
+        exact = ((np.abs(a) < 2.0**995) & (np.abs(b) < 2.0**995) & (np.abs(c) < 2.0**1000)
+                 & (np.abs(p) < 2.0**1000) & (np.abs(p) >= 2.0**-900))
+        # half the gap to the neighbour on w's side (normal r: the halving is exact)
+        half = np.abs(np.nextafter(r, np.where(w > 0, np.inf, -np.inf)) - r) * 0.5
+        far_from_tie = (np.abs(w) + 2 * np.abs(q) < half) & (np.abs(r) >= 2.0**-1000)
+        ok = exact & ((q == 0) | far_from_tie)  # q == 0: r = RN(s + z) = RN(a*b + c)
+        naive = a * b + c
+    # a zero or non-finite product is exact: IEEE a*b + c is the fma (unless c alone is inf/NaN)
+    trivial = ~(np.isfinite(a) & np.isfinite(b)) | (a == 0) | (b == 0)
+    out = np.where(trivial, naive, np.where(np.isfinite(c), r, c))
+    for i in np.flatnonzero(~(ok | trivial | ~np.isfinite(c))):
+        out.flat[i] = _fma_exact(float(a.flat[i]), float(b.flat[i]), float(c.flat[i]))
+    return out
+
+
 def fma_fn(e: DType):
     if e.name == "f64":
-        return lambda a, b, c: a * b + c  # TODO exact f64 fma (needs an error-free product)
+        return fma_f64
     if e.name == "f32":
         return fma_f32
     nd = e.np_dtype
@@ -223,7 +286,7 @@ def _float_to_int(src: DType, to: DType):
 
 
 def cast_fn(src: DType, to: DType, rounding="rn", sat=False):
-    snd, tnd = src.np_dtype, to.np_dtype
+    tnd = to.np_dtype
     if to.is_bool:
         if _is_half(src) or src.storage_only:
             return lambda a: a.astype(F32) != 0
@@ -231,8 +294,14 @@ def cast_fn(src: DType, to: DType, rounding="rn", sat=False):
     if src.is_bool:
         inner = cast_fn(dt.i32, to, rounding, sat)
         return lambda a: inner(a.astype(np.int32))
-    if src.storage_only or to.storage_only:
-        return _storage_cast(src, to, rounding, sat)
+    if to.storage_only and to.is_float:
+        enc = _to_small_float(to, rounding, sat)
+        # through f32 (exact from 16-bit floats and storage types; rounds f64 and big ints first)
+        return lambda a: enc(a.astype(F32))
+    if src.storage_only and src.is_float:
+        inner = cast_fn(dt.f32, to, rounding, sat)
+        return lambda a: inner(a.astype(F32))  # exact
+    # int4/uint4 follow the integer rules below (ints wrap, floats truncate and saturate)
     if src.is_int and to.is_int:
         return lambda a: a.astype(tnd)
     if to.is_int:
@@ -249,20 +318,51 @@ def cast_fn(src: DType, to: DType, rounding="rn", sat=False):
     return rnd  # f64 -> f32
 
 
-def _storage_cast(src, to, rounding, sat):
+def _to_small_float(to: DType, rounding, sat):
+    """f32 -> fp8/fp4: round to nearest even; ``sat`` clamps to +-max finite (infinities too),
+    else out-of-range values follow the format (ml_dtypes): inf for e5m2, NaN for e4m3 and FNUZ,
+    +-max for e2m1. NaN gives the one canonical NaN code (see _nan_code)."""
+    if to.name == "e8m0":
+        return _to_e8m0(rounding, sat)
+    if rounding != "rn":
+        raise NotImplementedError(f"rounding {rounding!r} for conversions to {to.name}: "
+                                  f"8- and 4-bit float conversions round to nearest even")
     tnd = to.np_dtype
-    if to.storage_only:
-        if to.is_float:
-            fin = float(np.finfo(tnd).max) if sat else None
+    fin = float(ml_dtypes.finfo(tnd).max)
+    nan = _nan_code(to)
 
-            def f(a):
-                x = a.astype(F32)
-                if fin is not None:
-                    x = np.where(np.isnan(x), x, np.clip(x, -fin, fin))
-                return x.astype(tnd)
-            return f
-        lo, hi = to.int_range()
-        return lambda a: np.clip(a.astype(np.int64), lo, hi).astype(tnd)
-    inner = cast_fn(dt.f32 if src.is_float else dt.i32, to, rounding, sat)
-    mid = F32 if src.is_float else np.int32
-    return lambda a: inner(a.astype(mid))
+    def f(x):
+        if sat:
+            x = np.clip(x, -fin, fin)  # NaN stays NaN
+        with np.errstate(over="ignore", invalid="ignore"):
+            r = x.astype(tnd)
+        if nan is None:
+            return r
+        return np.where(np.isnan(x), np.uint8(nan), r.view(np.uint8)).view(tnd)
+    return f
+
+
+def _nan_code(d: DType):
+    """The NaN byte that conversions to fp8 type ``d`` produce (sign clear): 0x7F for the OCP
+    formats (what NVIDIA's cvt gives), 0x80 (the only NaN) for FNUZ; None without NaN (e2m1)."""
+    if d.bits != 8:
+        return None
+    return 0x80 if np.isnan(np.uint8(0x80).view(d.np_dtype).astype(F32)) else 0x7F
+
+
+def _to_e8m0(rounding, sat):
+    """f32 -> e8m0 (2**(k-127), k = 0..254; 0xFF is NaN): 'rn' gives the nearest power of two
+    (ties, 1.5 * 2**k, upward), 'rz' the one at or below (both give 2**-127 for smaller values).
+    Zero, negatives and NaN give NaN; overflow and +inf give NaN, or 2**127 with ``sat``."""
+    top = 254 if sat else 255
+
+    def f(x):
+        u = x.view(np.uint32)
+        if rounding == "rz":
+            k = u >> 23
+        else:  # f32 subnormals are below 2**-126 = k 1: the midpoint with 2**-127 is 0x600000
+            k = np.where(u < 0x800000, (u >= 0x600000).astype(np.uint32), (u + 0x400000) >> 23)
+        k = np.where(k == 255, top, k)  # overflow and +inf
+        pos = (u - np.uint32(1)) < np.uint32(0x7F800000)  # positive: finite non-zero or +inf
+        return np.where(pos, k, 255).astype(np.uint8).view(dt.e8m0.np_dtype)
+    return f
