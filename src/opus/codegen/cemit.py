@@ -264,9 +264,10 @@ class CEmitter:
             raise CodegenError(f"{o} on bool")
         ut = _UNSIGNED[e.bits]
         if o in ("add", "sub", "mul"):
-            if e.kind == "int":  # wrap: compute unsigned (signed overflow is UB in C)
-                return f"({ct})(({ut}){x} {_SYM[o]} ({ut}){y})"
-            return f"({ct})({x} {_SYM[o]} {y})"
+            # wrap: compute unsigned, at least 32 bits wide (signed overflow is UB in C, and
+            # narrower operands would be promoted to int: 65535 * 65535 overflows it)
+            cu = ut if e.bits >= 32 else "unsigned"
+            return f"({ct})(({cu}){x} {_SYM[o]} ({cu}){y})"
         if o in ("and", "or", "xor"):
             return f"({ct})({x} {_SYM[o]} {y})"
         if o in ("min", "max"):
@@ -324,7 +325,7 @@ class CEmitter:
             elif e.is_float:
                 f = self.to_f32(x, e)
                 fn = {"f64": "fabs"}.get(e.name, "fabsf")
-                out.append(self.from_f32(f"(-{f})" if o == "neg" else f"{fn}({f})", e))
+                out.append(self.from_f32(f"(-({f}))" if o == "neg" else f"{fn}({f})", e))
             elif o == "neg":
                 out.append(f"({ct})(({_UNSIGNED[e.bits]})0 - ({_UNSIGNED[e.bits]}){x})")
             elif o == "invert":

@@ -89,8 +89,23 @@ def _shift(o, e: DType):
     return f
 
 
+def _signed_zero_aware(f, pick_negative):
+    """np.fmin/np.fmax (a NaN operand yields the other) with -0 < +0, as PTX min/max.f32 and
+    IEEE 754-2019 minimum/maximumNumber order zeros; numpy returns either zero."""
+    def g(a, b):
+        r = f(a, b)
+        both_zero = (a == 0) & (b == 0)
+        if not np.any(both_zero):
+            return r
+        neg = pick_negative(np.signbit(a), np.signbit(b))
+        zero = np.where(neg, -np.zeros_like(r), np.zeros_like(r))
+        return np.where(both_zero, zero, r)
+    return g
+
+
 _FLOAT_BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide,
-              "min": np.fmin, "max": np.fmax}
+              "min": _signed_zero_aware(np.fmin, np.logical_or),
+              "max": _signed_zero_aware(np.fmax, np.logical_and)}
 _INT_BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "and": np.bitwise_and,
             "or": np.bitwise_or, "xor": np.bitwise_xor, "min": np.minimum, "max": np.maximum}
 

@@ -6,7 +6,9 @@ Arithmetic (operands and result share one scalar or vector type unless said othe
   const      attrs value (Python int/float/bool, or a tuple for vectors)   -> 1 result
   binary     a, b; attrs op:
                add sub mul          integers wrap at their width; floats round to nearest even
-                                    (f16/bf16: computed in f32, rounded once to the type)
+                                    (f16/bf16: computed in f32, rounded once to the type); a mul
+                                    feeding an add rounds twice: backends must not contract
+                                    them into an fma (only the fma op fuses)
                div                  floats only (true division)
                floordiv mod         integers, Python semantics (floor; mod takes the divisor's
                                     sign); division by zero: quotient -1 (all ones), mod = a
@@ -16,6 +18,7 @@ Arithmetic (operands and result share one scalar or vector type unless said othe
                                     the amount b is read as unsigned and amounts >= width give 0
                                     (shl, logical shr) or the sign fill (arithmetic shr)
                min max              floats: IEEE minNum/maxNum (a NaN operand yields the other)
+                                    with -0 < +0
   cmp        a, b; attrs pred in lt le gt ge eq ne           -> bool (vector of bool for vectors)
                floats: ordered compares, ne is unordered (NaN != x is true)
   unary      a; attrs op in neg, invert (bitwise), not (bool), abs
@@ -27,7 +30,8 @@ Arithmetic (operands and result share one scalar or vector type unless said othe
   cast       a; attrs to (DType), rounding ('rn' nearest-even | 'rz' toward zero), sat (bool)
                int->int: wraps (keeps the low bits, sign- or zero-extends)
                float->int: toward zero, saturating to the range, NaN -> 0
-               int->float, float->float: rounding per attrs ('rn' default); fp8/fp4 targets
+               int->float, float->float: rounding per attrs ('rn' default; 'rz' only into
+               f16, bf16 and e8m0, an error elsewhere); fp8/fp4 targets
                saturate when sat=True (finite max), else follow the format's overflow rule
                bool->x: 0/1; x->bool: x != 0
   bitcast    a; attrs to (type of the same total bit width)

@@ -313,6 +313,7 @@ def to_bool(x, what="condition"):
 # -- casts ------------------------------------------------------------------------------------
 
 _ROUNDINGS = ("rn", "rz")
+_RZ_TARGETS = ("f16", "bf16", "e8m0")  # where a conversion can truncate (ir/ops.py 'cast')
 
 
 def cast(x, to: DType, rounding="rn", sat=False):
@@ -322,8 +323,13 @@ def cast(x, to: DType, rounding="rn", sat=False):
     to = ctx().target.resolve_dtype(to)
     if rounding not in _ROUNDINGS:
         _err(f"unknown rounding {rounding!r}; use one of {_ROUNDINGS}")
+    if rounding == "rz" and to.name not in _RZ_TARGETS:
+        _err(f"rounding='rz' is available for conversions to {', '.join(_RZ_TARGETS)}; "
+             f"conversions to {to.name} round to nearest even")
     if isinstance(x, Undefined):
         x._fail()
+    if isinstance(x, _STATIC) and rounding == "rz":  # the run-time conversion defines rz
+        x = as_value(x, dt.f32 if isinstance(x, float) else py_default_type(x))
     if isinstance(x, _STATIC):
         if to.storage_only:
             return cast(as_value(x, dt.f32 if isinstance(x, float) else py_default_type(x)),

@@ -9,7 +9,7 @@ from ..errors import OpusRuntimeError
 __all__ = ["Built", "build", "build_ptx", "resources", "OPTIONS", "OPUS_BUILD_VERSION"]
 
 OPTIONS = ()              # extra NVRTC options beyond the defaults of runtime.nvrtc
-OPUS_BUILD_VERSION = "2"  # bump when codegen changes in a way the source text does not show
+OPUS_BUILD_VERSION = "3"  # bump when codegen changes in a way the source text does not show
 
 
 # What a build produced (a namedtuple: dataclasses costs ~1 ms of import in a fresh process).

@@ -190,7 +190,10 @@ def compiler_identity() -> tuple:
 def _default_options(arch: str) -> list[str]:
     # sm_XX gives a CUBIN (SASS); -Xptxas -v puts register/spill/smem lines in the log
     # (inspect.resources_from_log reads them).
-    opts = [f"-arch={arch}", "-default-device", "--std=c++17", "--ptxas-options=-v"]
+    # --fmad=false: a * b + c rounds twice, as the language (and the interpreter) define it;
+    # fused multiply-adds come only from opus.fma.
+    opts = [f"-arch={arch}", "-default-device", "--std=c++17", "--ptxas-options=-v",
+            "--fmad=false"]
     if nvrtc_version() >= (12, 9):
         # NVRTC 12.9+ caches results in the driver's ComputeCache when libcuda is present; a
         # hit skips ptxas and so leaves the log without resource lines. opus caches CUBINs
