@@ -25,17 +25,12 @@ if SRC not in sys.path:
 
 # -- the same kernel in each system -------------------------------------------------------------
 
-OPUS_VECTOR_ADD = '''
-import opus
-from opus import f32
-
-@opus.kernel
-def vector_add(x: opus.Ptr[f32], y: opus.Ptr[f32], out: opus.Ptr[f32], n: opus.i32,
-               VEC: opus.constexpr = 4):
-    i = (opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()) * VEC
-    gx, gy, go = opus.make_gmem(x, n), opus.make_gmem(y, n), opus.make_gmem(out, n)
-    go.store(gx.load(i, vec=VEC) + gy.load(i, vec=VEC), i)
-'''
+def opus_vector_add_source():
+    """Module text defining ``opus.examples.vector_add`` (for fresh-process scripts, which
+    define the kernel themselves so that defining and tracing it are timed)."""
+    import inspect
+    from opus.examples import vector_add
+    return "import opus\nfrom opus import f32\n\n" + inspect.getsource(vector_add.fn)
 
 
 def make_opus_vector_add():
@@ -208,6 +203,28 @@ def environment():
     return env
 
 
+def package_version(name):
+    """An installed distribution's version (by its pip name), or why there is none."""
+    from importlib import metadata
+    try:
+        return metadata.version(name)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def cpu_environment():
+    """Facts for a run on this machine's CPU alone (the interpreter, AMD compiles): CPU model and
+    cores, Python and numpy, the opus commit."""
+    with open("/proc/cpuinfo") as f:
+        model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")),
+                     platform.processor())
+    return {"device": "cpu", "cpu": model, "nproc": len(os.sched_getaffinity(0)),
+            "host": platform.node(), "python": platform.python_version(),
+            "numpy": _version("numpy"), "ml_dtypes": _version("ml_dtypes"), "opus": _version("opus"),
+            "git_commit": os.environ.get("OPUS_GIT_COMMIT") or _git_head(),
+            "load_avg_1m_at_start": os.getloadavg()[0]}  # other work on the machine skews timings
+
+
 def _git_head():
     try:
         return subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True,
@@ -222,15 +239,24 @@ def write_json(obj, path):
         json.dump(obj, f, indent=1, default=str)
 
 
+def write_report(obj, stem, markdown):
+    """STEM.json and STEM.md: the report of a script that writes its own (no merge step)."""
+    write_json(obj, stem + ".json")
+    with open(stem + ".md", "w") as f:
+        f.write(markdown)
+    print(stem + ".json", stem + ".md")
+
+
 # -- report ------------------------------------------------------------------------------------------
 
 # (label, path in the merged results, goal, comparison, unit)
 GOALS = [
     ("opus new kernel, warm process (trace+render+NVRTC, no disk cache)",
      ("compile_time", "opus", "warm_new_kernel", "total_ms", "median"), 30.0, "<=", "ms"),
-    ("opus first kernel, fresh process, empty cache (import -> first launch done)",
+    ("opus first kernel, fresh process, empty cache (import -> first launch done; CUDA "
+     "context included, making the inputs left out)",
      ("compile_time", "opus", "fresh_cold", "import_to_launch_ms", "median"), 300.0, "<=", "ms"),
-    ("  same, excluding CUDA context creation + input allocation (same cost in every system)",
+    ("  same, excluding CUDA context creation too (the same cost in every system)",
      ("compile_time", "opus", "fresh_cold", "import_to_launch_excl_context_ms", "median"), 300.0,
      "<=", "ms"),
     ("opus cache hit, fresh process (after import -> first launch done, CUDA context excluded)",

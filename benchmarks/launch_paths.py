@@ -18,18 +18,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
 
 
-class LaunchConfig(ctypes.Structure):
-    """CUlaunchConfig (cuda.h, CUDA >= 12.0)."""
-    _fields_ = [("gridDimX", ctypes.c_uint), ("gridDimY", ctypes.c_uint),
-                ("gridDimZ", ctypes.c_uint), ("blockDimX", ctypes.c_uint),
-                ("blockDimY", ctypes.c_uint), ("blockDimZ", ctypes.c_uint),
-                ("sharedMemBytes", ctypes.c_uint), ("hStream", ctypes.c_void_p),
-                ("attrs", ctypes.c_void_p), ("numAttrs", ctypes.c_uint)]
-
-
 def measure(count, repeats):
     import torch
     from opus.runtime import cuda_driver as drv
+    from opus.runtime.launcher import LaunchConfig
 
     n = 1024
     x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")

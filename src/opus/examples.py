@@ -6,7 +6,8 @@ import ml_dtypes
 import opus
 from opus import bf16, f16, f32
 
-__all__ = ["vector_add", "block_reduce", "mma_gemm_16x8", "EXAMPLES", "run_example"]
+__all__ = ["vector_add", "block_reduce", "mma_gemm_16x8", "mfma_gemm_32x32", "MMA_ATOMS",
+           "MMA_GEMM", "EXAMPLES", "run_example"]
 
 
 @opus.kernel
@@ -54,23 +55,36 @@ def block_reduce(x: opus.Ptr[f32], out: opus.Ptr[f32], n: opus.i32):
         out[opus.block_id_x()] = s[0]
 
 
-@opus.kernel(block=32)
-def mma_gemm_16x8(a: opus.Ptr[bf16], b: opus.Ptr[bf16], c: opus.Ptr[f32], K: opus.i32):
-    """C (16x8, f32) = A (16xK, bf16, row-major) @ B (Kx8, bf16, row-major), one warp,
-    with the target's 16x8x16 matrix instruction and a run-time K loop carrying C."""
-    mma = opus.make_mma(bf16, bf16, f32, (16, 8, 16))
-    lane = opus.lane_id()
-    ga, gb, gc = opus.make_gmem(a), opus.make_gmem(b), opus.make_gmem(c)
-    acc = mma.zeros_c()
-    for k0 in range(0, K, 16):
-        av = opus.make_vector([ga[r * K + k0 + k] for r, k in
-                               (mma.coords_a(lane, i) for i in range(mma.elem_a))])
-        bv = opus.make_vector([gb[(k0 + k) * 8 + n] for k, n in
-                               (mma.coords_b(lane, i) for i in range(mma.elem_b))])
-        acc = mma(av, bv, acc)
-    for i in range(mma.elem_c):
-        r, col = mma.coords_c(lane, i)
-        gc[r * 8 + col] = acc[i]
+def _mma_gemm_for(dtype, shape):
+    """D (M x N, f32) = A (M x K) @ B (K x N), both ``dtype`` and row-major, with the target's
+    ``shape`` = (m, n, k) matrix instruction: one warp per m x n tile of D, a run-time K loop
+    carrying the accumulator. M, N, K are multiples of m, n, k; the launch has (M/m)*(N/n) warps."""
+    @opus.kernel
+    def mma_gemm(a: opus.Ptr[dtype], b: opus.Ptr[dtype], d: opus.Ptr[f32],
+                 M: opus.i32, N: opus.i32, K: opus.i32):
+        mma = opus.make_mma(dtype, dtype, f32, shape)
+        lane = opus.lane_id()
+        w = opus.block_id_x() * (opus.block_size_x() // opus.warp_size()) + opus.warp_id()
+        m0 = (w // (N // mma.n)) * mma.m
+        n0 = (w % (N // mma.n)) * mma.n
+        acc = mma.zeros_c()
+        for k0 in range(0, K, mma.k):
+            av = opus.make_vector([a[(m0 + r) * K + k0 + k] for r, k in
+                                   (mma.coords_a(lane, i) for i in range(mma.elem_a))])
+            bv = opus.make_vector([b[(k0 + k) * N + n0 + c] for k, c in
+                                   (mma.coords_b(lane, i) for i in range(mma.elem_b))])
+            acc = mma(av, bv, acc)
+        for i in range(mma.elem_c):
+            r, c = mma.coords_c(lane, i)
+            d[(m0 + r) * N + n0 + c] = acc[i]
+    return mma_gemm
+
+
+# The matrix instruction of each vendor's GEMM example: A/B element type and (m, n, k).
+MMA_ATOMS = {"nvidia": (bf16, (16, 8, 16)),  # mma.sync.m16n8k16 (sm_80+)
+             "amd": (f16, (32, 32, 8))}      # v_mfma_f32_32x32x8_f16 (gfx942, gfx950)
+MMA_GEMM = {vendor: _mma_gemm_for(*atom) for vendor, atom in MMA_ATOMS.items()}
+mma_gemm_16x8, mfma_gemm_32x32 = MMA_GEMM["nvidia"], MMA_GEMM["amd"]
 
 
 # -- runners: build inputs, launch, compare with numpy ------------------------------------------
@@ -135,18 +149,22 @@ def run_block_reduce(on_gpu, blocks=300, seed=1):
     return ok, f"block reduce {blocks} blocks: max rel err {err:.2e}"
 
 
-def run_mma(on_gpu, K=64, seed=2):
+def run_mma(on_gpu, M=64, N=64, K=64, seed=2):
+    """The GEMM example with the current target's matrix instruction (MMA_ATOMS)."""
+    target = opus.current_target().target
+    dtype, (m, n, k) = MMA_ATOMS[target.vendor]
     r = _rng(seed)
-    a = r.standard_normal((16, K)).astype(ml_dtypes.bfloat16)
-    b = r.standard_normal((K, 8)).astype(ml_dtypes.bfloat16)
-    c = np.full((16, 8), np.nan, np.float32)
-    (da, db, dc), host = _device([a, b, c], on_gpu)
-    mma_gemm_16x8[1, 32](da, db, dc, K)
-    got = host(dc)
+    a = r.standard_normal((M, K)).astype(dtype.np_dtype)
+    b = r.standard_normal((K, N)).astype(dtype.np_dtype)
+    d = np.full((M, N), np.nan, np.float32)
+    (da, db, dd), host = _device([a, b, d], on_gpu)
+    MMA_GEMM[target.vendor][(M // m) * (N // n), target.warp_size](da, db, dd, M, N, K)
+    got = host(dd)
     want = a.astype(np.float64) @ b.astype(np.float64)
     err = np.linalg.norm(got - want) / np.linalg.norm(want)
     ok = bool(np.all(np.isfinite(got)) and err < 1e-5)
-    return ok, f"mma 16x8x16 bf16->f32 GEMM K={K}: rel err {err:.2e}"
+    ins = target.mma_instruction(dtype, dtype, f32, (m, n, k)).name
+    return ok, f"mma GEMM {M}x{N}x{K} {dtype.name}->f32 with {ins}: rel err {err:.2e}"
 
 
 EXAMPLES = {

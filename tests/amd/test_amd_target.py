@@ -1,6 +1,8 @@
 """AMD target (gfx942 / gfx950): render headerless HIP, compile with clang's AMDGPU backend, and
 check the assembly. No AMD GPU needed."""
+import os
 import re
+import sys
 import time
 
 import numpy as np
@@ -8,8 +10,13 @@ import pytest
 
 import opus
 from opus import f16, f32
+from opus.examples import mfma_gemm_32x32
 from opus.targets import get_target
 from opus.targets.amd_mfma import mfma_spec
+
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(_TESTS, "interp"))
+from kernels import reduce, vadd_vec  # noqa: E402  (shared with the interpreter tests)
 
 ARCHS = ("gfx942", "gfx950")
 
@@ -41,12 +48,8 @@ def instrs(asm):
     return [l.strip() for l in asm.splitlines() if l.startswith("\t") and not l.strip().startswith(".")]
 
 
-# -- kernels (as /tmp/k1.py) ---------------------------------------------------------------------
-@opus.kernel
-def add(x: opus.Ptr[f16], y: opus.Ptr[f16], out: opus.Ptr[f16], n: opus.i32, VEC: opus.constexpr = 8):
-    i = (opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()) * VEC
-    gx, gy, go = (opus.make_gmem(p, n) for p in (x, y, out))
-    go.store(gx.load(i, vec=VEC) + gy.load(i, vec=VEC), i)
+# -- kernels ---------------------------------------------------------------------------------------
+add = vadd_vec["f16"]  # f16, 8 per access: the README's first kernel
 
 
 @opus.kernel
@@ -54,23 +57,6 @@ def add32(x: opus.Ptr[f32], out: opus.Ptr[f32], n: opus.i32):
     i = (opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()) * 4
     gx, go = opus.make_gmem(x, n), opus.make_gmem(out, n)
     go.store(gx.load(i, vec=4) * 2.0, i)
-
-
-@opus.kernel(block=256)
-def reduce(x: opus.Ptr[f32], out: opus.Ptr[f32], n: opus.i32):
-    s = opus.alloc_smem(f32, 256)
-    tid = opus.thread_id_x()
-    acc = 0.0
-    for i in range(tid, n, 256):
-        acc = acc + x[i]
-    s[tid] = acc
-    opus.sync_threads()
-    for k in (128, 64, 32, 16, 8, 4, 2, 1):
-        if tid < k:
-            s[tid] = s[tid] + s[tid + k]
-        opus.sync_threads()
-    if tid == 0:
-        out[opus.block_id_x()] = s[0]
 
 
 @opus.kernel(block=64)
@@ -252,6 +238,17 @@ def test_mfma_smoke(arch, shape, mnem):
     assert any(i.startswith(mnem + " ") for i in ins), [i for i in ins if "mfma" in i]
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_mfma_gemm_example_builds(arch):
+    src = mfma_gemm_32x32.source(target=arch)
+    assert "__builtin_amdgcn_mfma_f32_32x32x8f16" in src
+    ins = instrs(asm_of(mfma_gemm_32x32, arch))
+    assert any(i.startswith("v_mfma_f32_32x32x8") for i in ins), [i for i in ins if "mfma" in i]
+    from opus.runtime.amd_build import build_amd, resources_amd
+    obj = build_amd(src, get_target(arch)).binary
+    assert obj[:4] == b"\x7fELF" and resources_amd(obj)["mma_gemm"]["vgpr_spills"] == 0
+
+
 def test_mfma_bf16():
     @opus.kernel(block=64)
     def k(c: opus.Ptr[f32]):
@@ -315,6 +312,3 @@ def test_hip_driver_missing_library_is_clear():
         pytest.skip("ROCm present")
     with pytest.raises(hip_driver.HipError, match="libamdhip64"):
         hip_driver.load_module(b"")
-    import ctypes
-    assert hip_driver.pack_args([ctypes.c_void_p(1), ctypes.c_int(2), ctypes.c_void_p(3)]) == \
-        (1).to_bytes(8, "little") + (2).to_bytes(4, "little") + b"\0" * 4 + (3).to_bytes(8, "little")

@@ -1,6 +1,7 @@
 """Kernels for the interpreter tests (kernels must live in a file)."""
 import opus
-from opus import f32, f16, bf16, i32, u32, i8, Ptr
+from opus import f32, f16, bf16, i32, i8, Ptr
+from opus.examples import mma_gemm_16x8
 
 MMA = (opus.bf16, opus.bf16, opus.f32, (16, 8, 16))
 
@@ -164,23 +165,7 @@ def mma_tile(A: Ptr[bf16], B: Ptr[bf16], C: Ptr[f32], D: Ptr[f32]):
         D[r * 8 + cc] = d[i]
 
 
-@opus.kernel
-def gemm(A: Ptr[bf16], B: Ptr[bf16], D: Ptr[f32], M: i32, N: i32, K: i32):
-    """One warp per 16x8 tile of D = A @ B (A row-major MxK, B row-major KxN)."""
-    mma = opus.make_mma(*MMA)
-    lane = opus.lane_id()
-    w = opus.block_id_x() * (opus.block_size_x() // 32) + opus.warp_id()
-    tn = N // 8
-    m0 = (w // tn) * 16
-    n0 = (w % tn) * 8
-    acc = mma.zeros_c()
-    for k0 in range(0, K, 16):
-        a = opus.make_vector([A[(m0 + r) * K + k0 + c] for r, c in (mma.coords_a(lane, i) for i in range(mma.elem_a))])
-        b = opus.make_vector([B[(k0 + k) * N + n0 + c] for k, c in (mma.coords_b(lane, i) for i in range(mma.elem_b))])
-        acc = mma(a, b, acc)
-    for i in range(mma.elem_c):
-        r, c = mma.coords_c(lane, i)
-        D[(m0 + r) * N + n0 + c] = acc[i]
+gemm = mma_gemm_16x8  # one warp per 16x8 tile of D = A @ B (A row-major MxK, B row-major KxN)
 
 
 @opus.kernel

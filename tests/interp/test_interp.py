@@ -269,13 +269,10 @@ def test_run_function_direct():
     np.testing.assert_array_equal(out, x + y)
 
 
-def test_speed_vadd_1m():
-    import time
+def test_vadd_1m():
+    # (its speed is measured by benchmarks/interp_speed.py, not here)
     N = 1 << 20
     a, b = RNG.random(N, np.float32), RNG.random(N, np.float32)
     c = np.zeros(N, np.float32)
     K.vadd[4096, 256](a, b, c, N)
-    t = time.perf_counter()
-    K.vadd[4096, 256](a, b, c, N)
-    assert time.perf_counter() - t < 1.0
     np.testing.assert_array_equal(c, a + b)

@@ -6,7 +6,7 @@ from .. import dtypes as dt
 from ..dtypes import DType
 from ..ir import scalar_of
 from .cemit import CEmitter, CodegenError
-from .hip import _FP8  # fp8 format parameters (shared with the HIP renderer)
+from .fp8 import FP8_FORMATS
 
 __all__ = ["render_cuda", "CudaEmitter"]
 
@@ -45,13 +45,15 @@ class CudaEmitter(CEmitter):
                               f'{{ unsigned short h; asm("cvt.{rounding}.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }}')
 
     def float_to_int(self, f, src, to):
-        """cvt.rzi: toward zero, saturating, NaN -> 0 (a C cast is undefined out of range)."""
+        """cvt.rzi: toward zero, saturating (a C cast is undefined out of range); NaN -> 0 by a
+        compare, since cvt gives the most negative integer (0x80..0) for NaN on sm_90."""
         ptx_to = {"i32": ("s32", "r"), "u32": ("u32", "r"), "i64": ("s64", "l"), "u64": ("u64", "l")}[to.name]
         ptx_from = ("f64", "d") if src.name == "f64" else ("f32", "f")
         ct, ft = self.scalar_ctype(to), ("double" if src.name == "f64" else "float")
         n = f"opus_cvt_{ptx_to[0]}_{ptx_from[0]}"
         self.helper(n, f"{self.device_fn_prefix()} {ct} {n}({ft} x) {{ {ct} r; "
-                       f'asm("cvt.rzi.{ptx_to[0]}.{ptx_from[0]} %0, %1;" : "={ptx_to[1]}"(r) : "{ptx_from[1]}"(x)); return r; }}')
+                       f'asm("cvt.rzi.{ptx_to[0]}.{ptx_from[0]} %0, %1;" : "={ptx_to[1]}"(r) : "{ptx_from[1]}"(x)); '
+                       f"return x != x ? ({ct})0 : r; }}")
         return f"{n}({f})"
 
     # -- storage types: fp8 (OCP and FNUZ) and e8m0 -----------------------------------------
@@ -130,7 +132,7 @@ class CudaEmitter(CEmitter):
 
     def _overflowed(self, d, sat, a="fabsf(f)"):
         """(C condition on |f|, resulting code) for |f| too large for d after rounding."""
-        info = _FP8[d.name]
+        info = FP8_FORMATS[d.name]
         sign = "((__float_as_uint(f) >> 24) & 0x80u)"
         if sat:
             code = f"({self._fp8_consts(d)[2]}u | {sign})"
@@ -142,7 +144,7 @@ class CudaEmitter(CEmitter):
         """opus_f32x2_to_<d>(lo, hi): two lanes into one 16-bit word, lo in the low byte. The
         instruction saturates; NaN gets the canonical code and, without sat, |f| past the
         rounding limit the format's overflow code."""
-        info = _FP8[d.name]
+        info = FP8_FORMATS[d.name]
         fix = f"opus_fix_{d.name}{'_sat' if sat else ''}"
         body = f"return f != f ? {info['nan']}u : b;"
         if not sat:
@@ -164,7 +166,7 @@ class CudaEmitter(CEmitter):
 
     def _sw_decoder(self, d: DType):
         """opus_<d>_to_f32(b) in bit arithmetic, for any fp8 format (sm_80/86; FNUZ)."""
-        info = _FP8[d.name]
+        info = FP8_FORMATS[d.name]
         m, bias, top = self._fp8_consts(d)
         n = f"opus_{d.name}_to_f32"
         nan = "return __uint_as_float(0x7FFFFFFFu);"
@@ -182,7 +184,7 @@ class CudaEmitter(CEmitter):
 
     def _sw_encoder(self, d: DType, sat):
         """opus_f32_to_<d>[_sat](f): round to nearest even in bit arithmetic, any fp8 format."""
-        info = _FP8[d.name]
+        info = FP8_FORMATS[d.name]
         m, bias, _ = self._fp8_consts(d)
         n = f"opus_f32_to_{d.name}{'_sat' if sat else ''}"
         sh = 23 - m

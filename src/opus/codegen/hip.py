@@ -21,8 +21,9 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..dtypes import DType
-from ..ir import VectorType, scalar_of
-from .cemit import CEmitter, CodegenError, _HALF, _UNSIGNED
+from ..ir import scalar_of
+from .fp8 import FP8_FORMATS
+from .cemit import CEmitter, CodegenError, _HALF
 
 __all__ = ["render_hip", "HipEmitter"]
 
@@ -31,16 +32,6 @@ _OOB = 0xFFFFFFF0
 _BUF_T = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "opus_u32x2_t",
           16: "opus_u32x4_t"}
 _BUF_B = {1: "b8", 2: "b16", 4: "b32", 8: "b64", 16: "b128"}
-
-# fp8 formats: largest finite value, smallest |x| that overflows under RNE, overflow and NaN bytes
-# (sign added separately). e4m3fn has no inf (overflow -> NaN), FNUZ types have one NaN (0x80).
-_FP8 = {
-    "fp8_e4m3fnuz": dict(max=240.0, ovf=248.0, ovf_incl=True, ovf_bits=0x80, nan=0x80, signed_ovf=False, kind="fp8"),
-    "fp8_e5m2fnuz": dict(max=57344.0, ovf=61440.0, ovf_incl=True, ovf_bits=0x80, nan=0x80, signed_ovf=False, kind="bf8"),
-    "fp8_e4m3": dict(max=448.0, ovf=464.0, ovf_incl=False, ovf_bits=0x7F, nan=0x7F, signed_ovf=True, kind="fp8"),
-    "fp8_e5m2": dict(max=57344.0, ovf=61440.0, ovf_incl=True, ovf_bits=0x7C, nan=0x7F, signed_ovf=True, kind="bf8"),
-}
-
 
 class HipEmitter(CEmitter):
     backend = "hip"
@@ -244,11 +235,11 @@ class HipEmitter(CEmitter):
         return f"{self._fp8_encoder(to, sat)}({f})"
 
     def _fp8_info(self, d):
-        if d.name not in _FP8 or d.name not in self.target.fp8_types:
+        if d.name not in FP8_FORMATS or d.name not in self.target.fp8_types:
             have = ", ".join(sorted(self.target.fp8_types))
             raise CodegenError(f"conversion to/from {d.name} is not supported on {self.target.name} "
                                f"(its hardware converts {have})")
-        return _FP8[d.name]
+        return FP8_FORMATS[d.name]
 
     def _fp8_decoder(self, d):
         info = self._fp8_info(d)
@@ -269,9 +260,7 @@ class HipEmitter(CEmitter):
             cmp = ">=" if info["ovf_incl"] else ">"
             ovf = (f"(unsigned char)({info['ovf_bits']}u | {sign})" if info["signed_ovf"]
                    else f"(unsigned char){info['ovf_bits']}")
-            nan = (f"(unsigned char)({info['nan']}u | {sign})" if info["signed_ovf"]
-                   else f"(unsigned char){info['nan']}")
-            body = (f"if (f != f) return {nan}; "
+            body = (f"if (f != f) return (unsigned char){info['nan']}; "
                     f"if (__builtin_fabsf(f) {cmp} {info['ovf']:.1f}f) return {ovf}; "
                     f"f = __builtin_fminf(__builtin_fmaxf(f, -{mx}), {mx}); return {cvt};")
         return self.helper(n, f"{self.device_fn_prefix()} unsigned char {n}(float f) {{ {body} }}")
@@ -316,42 +305,23 @@ class HipEmitter(CEmitter):
             return [(i * per, per, 16) for i in range(total // 16)]
         return None
 
-    def op_load(self, op, indent):
-        p, off = op.operands[:2]
-        if len(op.operands) < 3 or not self._is_global(p):
-            return super().op_load(op, indent)
-        bound = op.operands[2]
-        r = op.results[0]
-        vec = op.attrs["vec"]
+    def _bounded(self, p, off, bound, what, indent):
+        """Common part of bounded loads and stores: (element C type, element size, offset name,
+        bound name, buffer resource name)."""
         e = p.type.elem
-        s = e.itemsize
         if e.bits % 8:
-            raise CodegenError(f"bounded loads of {e.name} on {self.target.name}")
-        P, O, B = self.name(p), self.name(off), self.name(bound)
-        ect = self.scalar_ctype(e)
-        rs = self._rsrc(P, B, s, indent)
-        if vec == 1:
-            self.assign_lanes(r, [self._buf_load(rs, f"opus_boff((long long){O}, {s}u, {s}u)", s, ect)],
-                              indent)
-            return
-        n = self.declare(r, indent)
-        vt = self.ctype(r.type)
+            raise CodegenError(f"bounded {what} of {e.name} on {self.target.name}")
+        s, O, B = e.itemsize, self.name(off), self.name(bound)
+        return self.scalar_ctype(e), s, O, B, self._rsrc(self.name(p), B, s, indent)
 
-        def whole(ind):
-            for (i0, cnt, nb) in self._chunks(vec, s):
-                voff = f"opus_boff((long long){O} + {i0}, {s}u, {nb}u)"
-                if cnt == vec:
-                    self.line(ind, f"{n} = {self._buf_load(rs, voff, nb, vt)};")
-                else:
-                    t = self.fresh(prefix="ld")
-                    self.line(ind, f"{{ struct {{ {ect} v[{cnt}]; }} {t} = __builtin_bit_cast(decltype({t}), "
-                                   f"{self._buf_load(rs, voff, nb, 'opus_u32x4_t')}); "
-                                   + " ".join(f"{n}.v[{i0 + k}] = {t}.v[{k}];" for k in range(cnt)) + " }")
+    @staticmethod
+    def _boff(O, i, s, nbytes):
+        """Byte offset of element O + i for an nbytes-wide access (see opus_boff)."""
+        return f"opus_boff((long long){O}{f' + {i}' if i else ''}, {s}u, {nbytes}u)"
 
-        def per_element(ind):
-            for i in range(vec):
-                self.line(ind, f"{n}.v[{i}] = {self._buf_load(rs, f'opus_boff((long long){O} + {i}, {s}u, {s}u)', s, ect)};")
-
+    def _vector_access(self, O, B, vec, s, whole, per_element, indent):
+        """Emit a bounded vector access from its two forms: ``whole`` (<=16-byte buffer
+        instructions) and ``per_element`` (one access per element, each checked exactly)."""
         if self._chunks(vec, s) is None:
             per_element(indent)
         elif s >= 4:
@@ -363,27 +333,51 @@ class HipEmitter(CEmitter):
             per_element(indent + 1)
             self.line(indent, "}")
 
+    def op_load(self, op, indent):
+        p, off = op.operands[:2]
+        if len(op.operands) < 3 or not self._is_global(p):
+            return super().op_load(op, indent)
+        r = op.results[0]
+        vec = op.attrs["vec"]
+        ect, s, O, B, rs = self._bounded(p, off, op.operands[2], "loads", indent)
+        if vec == 1:
+            self.assign_lanes(r, [self._buf_load(rs, self._boff(O, 0, s, s), s, ect)], indent)
+            return
+        n = self.declare(r, indent)
+        vt = self.ctype(r.type)
+
+        def whole(ind):
+            for (i0, cnt, nb) in self._chunks(vec, s):
+                voff = self._boff(O, i0, s, nb)
+                if cnt == vec:
+                    self.line(ind, f"{n} = {self._buf_load(rs, voff, nb, vt)};")
+                else:
+                    t = self.fresh(prefix="ld")
+                    self.line(ind, f"{{ struct {{ {ect} v[{cnt}]; }} {t} = __builtin_bit_cast(decltype({t}), "
+                                   f"{self._buf_load(rs, voff, nb, 'opus_u32x4_t')}); "
+                                   + " ".join(f"{n}.v[{i0 + k}] = {t}.v[{k}];" for k in range(cnt)) + " }")
+
+        def per_element(ind):
+            for i in range(vec):
+                self.line(ind, f"{n}.v[{i}] = {self._buf_load(rs, self._boff(O, i, s, s), s, ect)};")
+
+        self._vector_access(O, B, vec, s, whole, per_element, indent)
+
     def op_store(self, op, indent):
         p, off, val = op.operands[:3]
         if len(op.operands) < 4 or not self._is_global(p):
             return super().op_store(op, indent)
-        bound = op.operands[3]
         vec = op.attrs["vec"]
-        e = p.type.elem
-        s = e.itemsize
-        if e.bits % 8:
-            raise CodegenError(f"bounded stores of {e.name} on {self.target.name}")
-        P, O, B, V = self.name(p), self.name(off), self.name(bound), self.name(val)
-        ect = self.scalar_ctype(e)
-        rs = self._rsrc(P, B, s, indent)
+        ect, s, O, B, rs = self._bounded(p, off, op.operands[3], "stores", indent)
+        V = self.name(val)
         if vec == 1:
-            self.line(indent, self._buf_store(V, ect, rs, f"opus_boff((long long){O}, {s}u, {s}u)", s))
+            self.line(indent, self._buf_store(V, ect, rs, self._boff(O, 0, s, s), s))
             return
         vt = self.ctype(val.type)
 
         def whole(ind):
             for (i0, cnt, nb) in self._chunks(vec, s):
-                voff = f"opus_boff((long long){O} + {i0}, {s}u, {nb}u)"
+                voff = self._boff(O, i0, s, nb)
                 if cnt == vec:
                     self.line(ind, self._buf_store(V, vt, rs, voff, nb))
                 else:
@@ -394,19 +388,9 @@ class HipEmitter(CEmitter):
 
         def per_element(ind):
             for i in range(vec):
-                self.line(ind, self._buf_store(f"{V}.v[{i}]", ect, rs,
-                                               f"opus_boff((long long){O} + {i}, {s}u, {s}u)", s))
+                self.line(ind, self._buf_store(f"{V}.v[{i}]", ect, rs, self._boff(O, i, s, s), s))
 
-        if self._chunks(vec, s) is None:
-            per_element(indent)
-        elif s >= 4:
-            whole(indent)
-        else:
-            self.line(indent, f"if ((long long){O} >= 0 && (long long){O} + {vec} <= (long long){B}) {{")
-            whole(indent + 1)
-            self.line(indent, "} else {")
-            per_element(indent + 1)
-            self.line(indent, "}")
+        self._vector_access(O, B, vec, s, whole, per_element, indent)
 
 
 def render_hip(fn, target) -> str:

@@ -12,7 +12,6 @@ import re
 import shutil
 import stat
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -23,8 +22,9 @@ __all__ = ["build_amd", "assemble_amd", "resources_amd", "hip_compiler", "FLAGS"
 
 FLAGS = ("-x", "hip", "-nogpuinc", "-nogpulib", "--cuda-device-only", "--no-gpu-bundle-output",
          "-fuse-cuid=none", "-mcode-object-version=5", "-O3", "-std=c++17",
+         "-ffp-contract=off",  # a * b + c rounds twice, as the language defines it
          "-Wno-unused-command-line-argument")
-AMD_BUILD_VERSION = "1"
+AMD_BUILD_VERSION = "2"
 
 _lock = threading.Lock()
 _compiler = None
@@ -228,53 +228,48 @@ def _kernels_from_elf(data: bytes):
     return []
 
 
+# msgpack type bytes followed by a big-endian length: kind, bytes of the length
+_SIZED = {0xDE: ("map", 2), 0xDF: ("map", 4), 0xDC: ("array", 2), 0xDD: ("array", 4),
+          0xD9: ("str", 1), 0xDA: ("str", 2), 0xDB: ("str", 4),
+          0xC4: ("bin", 1), 0xC5: ("bin", 2), 0xC6: ("bin", 4)}
+_FIXED = {0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h",
+          0xD2: ">i", 0xD3: ">q", 0xCA: ">f", 0xCB: ">d"}
+
+
+def _msgpack_header(b: bytes, i: int):
+    """(kind, length, index after the header) of a map, array, str or bin at b[i]; else None."""
+    t = b[i]
+    for lo, hi, kind in ((0x80, 0x8F, "map"), (0x90, 0x9F, "array"), (0xA0, 0xBF, "str")):
+        if lo <= t <= hi:
+            return kind, t - lo, i + 1
+    if t in _SIZED:
+        kind, w = _SIZED[t]
+        return kind, int.from_bytes(b[i + 1:i + 1 + w], "big"), i + 1 + w
+    return None
+
+
 def _unpack_msgpack(b: bytes, i: int):
-    """Minimal msgpack decoder (the subset in AMDGPU metadata)."""
+    """Minimal msgpack decoder (the subset in AMDGPU metadata): (value, index after it)."""
     import struct
     t = b[i]
     if t <= 0x7F:
         return t, i + 1
     if t >= 0xE0:
         return t - 0x100, i + 1
-    if 0x80 <= t <= 0x8F or t in (0xDE, 0xDF):
-        if t <= 0x8F:
-            n, i = t & 0x0F, i + 1
-        elif t == 0xDE:
-            n, i = struct.unpack_from(">H", b, i + 1)[0], i + 3
-        else:
-            n, i = struct.unpack_from(">I", b, i + 1)[0], i + 5
-        d = {}
-        for _ in range(n):
-            k, i = _unpack_msgpack(b, i)
-            v, i = _unpack_msgpack(b, i)
-            d[k] = v
-        return d, i
-    if 0x90 <= t <= 0x9F or t in (0xDC, 0xDD):
-        if t <= 0x9F:
-            n, i = t & 0x0F, i + 1
-        elif t == 0xDC:
-            n, i = struct.unpack_from(">H", b, i + 1)[0], i + 3
-        else:
-            n, i = struct.unpack_from(">I", b, i + 1)[0], i + 5
-        out = []
-        for _ in range(n):
-            v, i = _unpack_msgpack(b, i)
-            out.append(v)
-        return out, i
-    if 0xA0 <= t <= 0xBF or t in (0xD9, 0xDA, 0xDB, 0xC4, 0xC5, 0xC6):
-        if t <= 0xBF:
-            n, i = t & 0x1F, i + 1
-        else:
-            w = {0xD9: 1, 0xC4: 1, 0xDA: 2, 0xC5: 2, 0xDB: 4, 0xC6: 4}[t]
-            n = int.from_bytes(b[i + 1:i + 1 + w], "big")
-            i += 1 + w
+    h = _msgpack_header(b, i)
+    if h is not None:
+        kind, n, i = h
+        if kind in ("map", "array"):
+            items = []
+            for _ in range(2 * n if kind == "map" else n):
+                v, i = _unpack_msgpack(b, i)
+                items.append(v)
+            return (dict(zip(items[::2], items[1::2])) if kind == "map" else items), i
         raw = b[i:i + n]
-        return (raw if t in (0xC4, 0xC5, 0xC6) else raw.decode("utf-8", "replace")), i + n
-    fixed = {0xCC: ">B", 0xCD: ">H", 0xCE: ">I", 0xCF: ">Q", 0xD0: ">b", 0xD1: ">h",
-             0xD2: ">i", 0xD3: ">q", 0xCA: ">f", 0xCB: ">d"}
-    if t in fixed:
-        v, = struct.unpack_from(fixed[t], b, i + 1)
-        return v, i + 1 + struct.calcsize(fixed[t])
+        return (raw if kind == "bin" else raw.decode("utf-8", "replace")), i + n
+    if t in _FIXED:
+        v, = struct.unpack_from(_FIXED[t], b, i + 1)
+        return v, i + 1 + struct.calcsize(_FIXED[t])
     if t == 0xC0:
         return None, i + 1
     if t in (0xC2, 0xC3):
