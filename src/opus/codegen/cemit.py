@@ -48,6 +48,13 @@ def _to_f32(x) -> float:
         return math.copysign(math.inf, x)
 
 
+def _wrap_type(e: DType) -> str:
+    """The C type in which integer + - * and negation wrap as the language says: unsigned (signed
+    overflow is UB in C) and at least 32 bits (narrower operands would be promoted to int,
+    where 65535 * 65535 overflows)."""
+    return _UNSIGNED[e.bits] if e.bits >= 32 else "unsigned"
+
+
 class CEmitter:
     """Renders one Function. Subclasses set ``backend`` and override the dialect hooks."""
 
@@ -252,8 +259,7 @@ class CEmitter:
             if e.name in _HALF:
                 return self.from_f32(self.binary_expr(o, self.to_f32(x, e), self.to_f32(y, e), dt.f32), e)
             if o in ("min", "max"):
-                f = {"f32": "f", "f64": ""}[e.name]
-                return f"f{o}{f}({x}, {y})"
+                return f"{self.float_fn('f' + o, e)}({x}, {y})"
             return f"({x} {_SYM[o]} {y})"
         ct = self.scalar_ctype(e)
         if e.is_bool:
@@ -264,9 +270,7 @@ class CEmitter:
             raise CodegenError(f"{o} on bool")
         ut = _UNSIGNED[e.bits]
         if o in ("add", "sub", "mul"):
-            # wrap: compute unsigned, at least 32 bits wide (signed overflow is UB in C, and
-            # narrower operands would be promoted to int: 65535 * 65535 overflows it)
-            cu = ut if e.bits >= 32 else "unsigned"
+            cu = _wrap_type(e)
             return f"({ct})(({cu}){x} {_SYM[o]} ({cu}){y})"
         if o in ("and", "or", "xor"):
             return f"({ct})({x} {_SYM[o]} {y})"
@@ -324,15 +328,30 @@ class CEmitter:
                 out.append(f"(!{x})")
             elif e.is_float:
                 f = self.to_f32(x, e)
-                fn = {"f64": "fabs"}.get(e.name, "fabsf")
+                fn = self.float_fn("fabs", e)
                 out.append(self.from_f32(f"(-({f}))" if o == "neg" else f"{fn}({f})", e))
             elif o == "neg":
-                out.append(f"({ct})(({_UNSIGNED[e.bits]})0 - ({_UNSIGNED[e.bits]}){x})")
+                out.append(self._negate(x, e))
             elif o == "invert":
                 out.append(f"({ct})(~{x})")
             elif o == "abs":
-                out.append(f"({x} < 0 ? ({ct})(({_UNSIGNED[e.bits]})0 - ({_UNSIGNED[e.bits]}){x}) : {x})")
+                out.append(f"({x} < 0 ? {self._negate(x, e)} : {x})")
         self.assign_lanes(r, out, indent)
+
+    def float_fn(self, base, e: DType) -> str:
+        """The C math function ``base`` (fabs, fma, fmin, fmax) for f64, else its f32 form (f16
+        and bf16 compute in f32). Dialects without a libm rename it (HIP: builtins)."""
+        return base if e.name == "f64" else base + "f"
+
+    def _negate(self, x, e: DType):
+        """-x wrapping at e's width. Narrow signed results are sign-extended by shifts: NVRTC
+        13.0 drops the truncation of a plain (short)(0 - x) when the result is widened later,
+        turning -(-32768) into 32768."""
+        ct, cu = self.scalar_ctype(e), _wrap_type(e)
+        if e.kind == "int" and e.bits < 32:
+            sh = 32 - e.bits
+            return f"({ct})((int)(((unsigned)0 - (unsigned){x}) << {sh}) >> {sh})"
+        return f"({ct})(({cu})0 - ({cu}){x})"
 
     _MATH32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf",
                "rsqrt": "rsqrtf", "sin": "sinf", "cos": "cosf", "tanh": "tanhf", "floor": "floorf",
@@ -355,7 +374,7 @@ class CEmitter:
     def op_fma(self, op, indent):
         r = op.results[0]
         e = scalar_of(r.type)
-        f = "fma" if e.name == "f64" else "fmaf"
+        f = self.float_fn("fma", e)
         lanes = zip(*(self._bcast(v, r) for v in op.operands))
         self.assign_lanes(r, [self.from_f32(f"{f}({', '.join(self.to_f32(x, e) for x in l)})", e)
                               for l in lanes], indent)

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..dtypes import DType
-from ..ir import scalar_of
+from .cemit import CEmitter, CodegenError
 from .fp8 import FP8_FORMATS
-from .cemit import CEmitter, CodegenError, _HALF
 
 __all__ = ["render_hip", "HipEmitter"]
 
@@ -150,31 +149,8 @@ class HipEmitter(CEmitter):
         return self.helper(n, f"{self.device_fn_prefix()} unsigned short {n}(float f) {{ {body} }}")
 
     # -- arithmetic and math (builtins only) ----------------------------------------------------
-    def binary_expr(self, o, x, y, e: DType) -> str:
-        if e.is_float and e.name not in _HALF and o in ("min", "max"):
-            return f"__builtin_f{o}{'f' if e.name == 'f32' else ''}({x}, {y})"
-        return super().binary_expr(o, x, y, e)
-
-    def op_unary(self, op, indent):
-        (a,) = op.operands
-        e = scalar_of(a.type)
-        if not e.is_float:
-            return super().op_unary(op, indent)
-        o = op.attrs["op"]
-        fabs = "__builtin_fabs" if e.name == "f64" else "__builtin_fabsf"
-        out = []
-        for x in self.lanes(a):
-            f = self.to_f32(x, e)
-            out.append(self.from_f32(f"(-{f})" if o == "neg" else f"{fabs}({f})", e))
-        self.assign_lanes(op.results[0], out, indent)
-
-    def op_fma(self, op, indent):
-        r = op.results[0]
-        e = scalar_of(r.type)
-        f = "__builtin_fma" if e.name == "f64" else "__builtin_fmaf"
-        lanes = zip(*(self._bcast(v, r) for v in op.operands))
-        self.assign_lanes(r, [self.from_f32(f"{f}({', '.join(self.to_f32(x, e) for x in l)})", e)
-                              for l in lanes], indent)
+    def float_fn(self, base, e: DType) -> str:
+        return "__builtin_" + super().float_fn(base, e)
 
     _MATH32 = {"exp": "__builtin_expf", "exp2": "__builtin_exp2f", "log": "__builtin_logf",
                "log2": "__builtin_log2f", "sqrt": "__builtin_sqrtf", "rsqrt": "__builtin_amdgcn_rsqf",
