@@ -96,9 +96,9 @@ def _np_dtype_of(obj, cai):
 
 
 def _dtype_matches(got, dtype) -> bool:
-    if _dt.dtype_of_numpy(got) is dtype:
+    want = dtype.np_dtype  # (only this type's host twin: ml_dtypes loads for its own types)
+    if got == want:
         return True
-    want = dtype.np_dtype
     # A bare 'V<n>' typestr (ml_dtypes lost in transit): accept by width (see module docstring).
     return (got.kind == "V" and got.fields is None and want is not None and want.kind == "V"
             and got.itemsize == want.itemsize and got.type.__name__ == "void")
