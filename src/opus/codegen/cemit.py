@@ -271,7 +271,7 @@ class CEmitter:
         ut = _UNSIGNED[e.bits]
         if o in ("add", "sub", "mul"):
             cu = _wrap_type(e)
-            return f"({ct})(({cu}){x} {_SYM[o]} ({cu}){y})"
+            return self._narrow(f"(({cu}){x} {_SYM[o]} ({cu}){y})", e)
         if o in ("and", "or", "xor"):
             return f"({ct})({x} {_SYM[o]} {y})"
         if o in ("min", "max"):
@@ -344,14 +344,19 @@ class CEmitter:
         return base if e.name == "f64" else base + "f"
 
     def _negate(self, x, e: DType):
-        """-x wrapping at e's width. Narrow signed results are sign-extended by shifts: NVRTC
-        13.0 drops the truncation of a plain (short)(0 - x) when the result is widened later,
-        turning -(-32768) into 32768."""
-        ct, cu = self.scalar_ctype(e), _wrap_type(e)
+        """-x wrapping at e's width."""
+        cu = _wrap_type(e)
+        return self._narrow(f"(({cu})0 - ({cu}){x})", e)
+
+    def _narrow(self, wide, e: DType):
+        """An unsigned 32/64-bit result ``wide`` as integer type e. Narrow signed types are
+        sign-extended by shifts: NVRTC 13.0 drops the truncation of (short)(0 - x) (also when it
+        proves the left operand 0) if the result is widened later: -(-32768) came out 32768."""
+        ct = self.scalar_ctype(e)
         if e.kind == "int" and e.bits < 32:
             sh = 32 - e.bits
-            return f"({ct})((int)(((unsigned)0 - (unsigned){x}) << {sh}) >> {sh})"
-        return f"({ct})(({cu})0 - ({cu}){x})"
+            return f"({ct})((int)({wide} << {sh}) >> {sh})"
+        return f"({ct}){wide}"
 
     _MATH32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf",
                "rsqrt": "rsqrtf", "sin": "sinf", "cos": "cosf", "tanh": "tanhf", "floor": "floorf",
