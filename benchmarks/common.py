@@ -366,6 +366,7 @@ def main(argv):
     ap.add_argument("parts", nargs="+")
     ap.add_argument("--date", required=True)
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--tag", default="", help="added to the file name (several runs a day)")
     a = ap.parse_args(argv)
     res = {"date": a.date}
     for p in a.parts:
@@ -384,7 +385,7 @@ def main(argv):
     slug = "".join(c if c.isalnum() else "-" for c in dev).strip("-").lower()
     while "--" in slug:
         slug = slug.replace("--", "-")
-    base = os.path.join(a.out, f"{a.date}-{slug}")
+    base = os.path.join(a.out, f"{a.date}-{slug}" + (f"-{a.tag}" if a.tag else ""))
     write_json(res, base + ".json")
     with open(base + ".md", "w") as f:
         f.write(render_markdown(res))
