@@ -102,35 +102,31 @@ class DType:
 _cast_hook = None  # set by opus.lang: DType.__call__ delegates to it
 
 
-def _make(name, bits, kind, host, **kw):
-    return DType(name, bits, kind, host, **kw)
-
-
-bool_ = _make("bool", 1, "bool", "numpy.bool_")
-i8 = _make("i8", 8, "int", "numpy.int8")
-i16 = _make("i16", 16, "int", "numpy.int16")
-i32 = _make("i32", 32, "int", "numpy.int32")
-i64 = _make("i64", 64, "int", "numpy.int64")
-u8 = _make("u8", 8, "uint", "numpy.uint8")
-u16 = _make("u16", 16, "uint", "numpy.uint16")
-u32 = _make("u32", 32, "uint", "numpy.uint32")
-u64 = _make("u64", 64, "uint", "numpy.uint64")
-f16 = _make("f16", 16, "float", "numpy.float16")
-bf16 = _make("bf16", 16, "float", "ml_dtypes.bfloat16")
-f32 = _make("f32", 32, "float", "numpy.float32")
-f64 = _make("f64", 64, "float", "numpy.float64")
-fp8_e4m3 = _make("fp8_e4m3", 8, "float", "ml_dtypes.float8_e4m3fn", storage_only=True)
-fp8_e4m3fnuz = _make("fp8_e4m3fnuz", 8, "float", "ml_dtypes.float8_e4m3fnuz", storage_only=True)
-fp8_e5m2 = _make("fp8_e5m2", 8, "float", "ml_dtypes.float8_e5m2", storage_only=True)
-fp8_e5m2fnuz = _make("fp8_e5m2fnuz", 8, "float", "ml_dtypes.float8_e5m2fnuz", storage_only=True)
-fp4_e2m1 = _make("fp4_e2m1", 4, "float", "ml_dtypes.float4_e2m1fn", storage_only=True)
-e8m0 = _make("e8m0", 8, "float", "ml_dtypes.float8_e8m0fnu", storage_only=True)
-int4 = _make("int4", 4, "int", "ml_dtypes.int4", storage_only=True)
-uint4 = _make("uint4", 4, "uint", "ml_dtypes.uint4", storage_only=True)
+bool_ = DType("bool", 1, "bool", "numpy.bool_")
+i8 = DType("i8", 8, "int", "numpy.int8")
+i16 = DType("i16", 16, "int", "numpy.int16")
+i32 = DType("i32", 32, "int", "numpy.int32")
+i64 = DType("i64", 64, "int", "numpy.int64")
+u8 = DType("u8", 8, "uint", "numpy.uint8")
+u16 = DType("u16", 16, "uint", "numpy.uint16")
+u32 = DType("u32", 32, "uint", "numpy.uint32")
+u64 = DType("u64", 64, "uint", "numpy.uint64")
+f16 = DType("f16", 16, "float", "numpy.float16")
+bf16 = DType("bf16", 16, "float", "ml_dtypes.bfloat16")
+f32 = DType("f32", 32, "float", "numpy.float32")
+f64 = DType("f64", 64, "float", "numpy.float64")
+fp8_e4m3 = DType("fp8_e4m3", 8, "float", "ml_dtypes.float8_e4m3fn", storage_only=True)
+fp8_e4m3fnuz = DType("fp8_e4m3fnuz", 8, "float", "ml_dtypes.float8_e4m3fnuz", storage_only=True)
+fp8_e5m2 = DType("fp8_e5m2", 8, "float", "ml_dtypes.float8_e5m2", storage_only=True)
+fp8_e5m2fnuz = DType("fp8_e5m2fnuz", 8, "float", "ml_dtypes.float8_e5m2fnuz", storage_only=True)
+fp4_e2m1 = DType("fp4_e2m1", 4, "float", "ml_dtypes.float4_e2m1fn", storage_only=True)
+e8m0 = DType("e8m0", 8, "float", "ml_dtypes.float8_e8m0fnu", storage_only=True)
+int4 = DType("int4", 4, "int", "ml_dtypes.int4", storage_only=True)
+uint4 = DType("uint4", 4, "uint", "ml_dtypes.uint4", storage_only=True)
 
 # Target-flavoured names (resolved by the Target at trace time; never reach the IR).
-fp8 = _make("fp8", 8, "float", None, storage_only=True, flavour="fp8")
-bf8 = _make("bf8", 8, "float", None, storage_only=True, flavour="bf8")
+fp8 = DType("fp8", 8, "float", None, storage_only=True, flavour="fp8")
+bf8 = DType("bf8", 8, "float", None, storage_only=True, flavour="bf8")
 
 # Spellings of the original (fp16_t, fp32_t, ...) without the _t.
 fp16, fp32, fp64 = f16, f32, f64

@@ -48,6 +48,16 @@ def _to_f32(x) -> float:
         return math.copysign(math.inf, x)
 
 
+def _whole_vector_in(O, B, vec):
+    """C condition: elements O .. O+vec-1 all lie in [0, B)."""
+    return f"{O} >= 0 && (long long){O} + {vec - 1} < (long long){B}"
+
+
+def _lane_in(O, B, i):
+    """C condition: element O+i lies in [0, B)."""
+    return f"(long long){O} + {i} >= 0 && (long long){O} + {i} < (long long){B}"
+
+
 def _wrap_type(e: DType) -> str:
     """The C type in which integer + - * and negation wrap as the language says: unsigned (signed
     overflow is UB in C) and at least 32 bits (narrower operands would be promoted to int,
@@ -109,9 +119,11 @@ class CEmitter:
         align = min(16, 1 << (nbytes.bit_length() - 1)) if nbytes else 1
         return f"struct __align__({align}) opus_{elem_name}x{n} {{ {self.scalar_ctype(e)} v[{n}]; }};"
 
-    def helper(self, name, code):
+    def helper(self, name, definition):
+        """Define device function ``name`` once (``definition``: its C text, without the
+        dialect's inline/device qualifiers) and return the name to call it by."""
         if name not in self.helpers:
-            self.helpers[name] = code
+            self.helpers[name] = f"{self.device_fn_prefix()} {definition}"
         return name
 
     # -- output -------------------------------------------------------------------------------
@@ -305,7 +317,7 @@ class CEmitter:
                 "mod": (f"if (b == 0) return a; if (b == -1) return 0; {ct} r = ({ct})(a % b); "
                         f"return ({ct})(r + ((r != 0 && ((r < 0) != (b < 0))) ? b : 0));"),
             }[o]
-        return self.helper(name, f"{self.device_fn_prefix()} {ct} {name}({ct} a, {ct} b) {{ {body} }}")
+        return self.helper(name, f"{ct} {name}({ct} a, {ct} b) {{ {body} }}")
 
     def op_cmp(self, op, indent):
         a, b = op.operands
@@ -488,12 +500,11 @@ class CEmitter:
             self.assign_lanes(r, [f"(({O}) >= 0 && ({O}) < {B} ? {P}[{O}] : {zero})"], indent)
             return
         n = self.declare(r, indent)
-        self.line(indent, f"if ({O} >= 0 && (long long){O} + {vec - 1} < (long long){B}) {{")
+        self.line(indent, f"if ({_whole_vector_in(O, B, vec)}) {{")
         self.line(indent + 1, f"{n} = *(const {self.ctype(r.type)}*)({P} + {O});")
         self.line(indent, "} else {")
         for i in range(vec):
-            self.line(indent + 1, f"{self.lane(n, i)} = ((long long){O} + {i} >= 0 && (long long){O} + {i} < "
-                                  f"(long long){B}) ? {P}[{O} + {i}] : {zero};")
+            self.line(indent + 1, f"{self.lane(n, i)} = ({_lane_in(O, B, i)}) ? {P}[{O} + {i}] : {zero};")
         self.line(indent, "}")
 
     def op_store(self, op, indent):
@@ -512,12 +523,11 @@ class CEmitter:
         if vec == 1:
             self.line(indent, f"if ({O} >= 0 && {O} < {B}) {P}[{O}] = {V};")
             return
-        self.line(indent, f"if ({O} >= 0 && (long long){O} + {vec - 1} < (long long){B}) {{")
+        self.line(indent, f"if ({_whole_vector_in(O, B, vec)}) {{")
         self.line(indent + 1, f"*({vt}*)({P} + {O}) = {V};")
         self.line(indent, "} else {")
         for i in range(vec):
-            self.line(indent + 1, f"if ((long long){O} + {i} >= 0 && (long long){O} + {i} < (long long){B}) "
-                                  f"{P}[{O} + {i}] = {self.lane(V, i)};")
+            self.line(indent + 1, f"if ({_lane_in(O, B, i)}) {P}[{O} + {i}] = {self.lane(V, i)};")
         self.line(indent, "}")
 
     # control flow -----------------------------------------------------------------------------

@@ -27,21 +27,21 @@ class CudaEmitter(CEmitter):
         return f"__longlong_as_double((long long){bits})"
 
     def helper_h2f(self):
-        return self.helper("opus_h2f", f"{self.device_fn_prefix()} float opus_h2f(unsigned short h) "
+        return self.helper("opus_h2f", f"float opus_h2f(unsigned short h) "
                                        '{ float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }')
 
     def helper_b2f(self):
-        return self.helper("opus_b2f", f"{self.device_fn_prefix()} float opus_b2f(unsigned short h) "
+        return self.helper("opus_b2f", f"float opus_b2f(unsigned short h) "
                                        "{ return __uint_as_float((unsigned)h << 16); }")
 
     def helper_f2h(self, rounding):
         n = f"opus_f2h_{rounding}"
-        return self.helper(n, f"{self.device_fn_prefix()} unsigned short {n}(float f) "
+        return self.helper(n, f"unsigned short {n}(float f) "
                               f'{{ unsigned short h; asm("cvt.{rounding}.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }}')
 
     def helper_f2b(self, rounding):
         n = f"opus_f2b_{rounding}"
-        return self.helper(n, f"{self.device_fn_prefix()} unsigned short {n}(float f) "
+        return self.helper(n, f"unsigned short {n}(float f) "
                               f'{{ unsigned short h; asm("cvt.{rounding}.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }}')
 
     def float_to_int(self, f, src, to):
@@ -51,7 +51,7 @@ class CudaEmitter(CEmitter):
         ptx_from = ("f64", "d") if src.name == "f64" else ("f32", "f")
         ct, ft = self.scalar_ctype(to), ("double" if src.name == "f64" else "float")
         n = f"opus_cvt_{ptx_to[0]}_{ptx_from[0]}"
-        self.helper(n, f"{self.device_fn_prefix()} {ct} {n}({ft} x) {{ {ct} r; "
+        self.helper(n, f"{ct} {n}({ft} x) {{ {ct} r; "
                        f'asm("cvt.rzi.{ptx_to[0]}.{ptx_from[0]} %0, %1;" : "={ptx_to[1]}"(r) : "{ptx_from[1]}"(x)); '
                        f"return x != x ? ({ct})0 : r; }}")
         return f"{n}({f})"
@@ -107,7 +107,7 @@ class CudaEmitter(CEmitter):
         if self._hw_fp8(d):
             return self.to_f32(f"(unsigned short){self._hw_decoder(d)}({x})", dt.f16)
         if d.name == "e8m0":  # 2^(b-127); b = 0 is the f32 subnormal 2^-127
-            n = self.helper("opus_e8m0_to_f32", f"{self.device_fn_prefix()} float opus_e8m0_to_f32(unsigned char b) "
+            n = self.helper("opus_e8m0_to_f32", f"float opus_e8m0_to_f32(unsigned char b) "
                                                 "{ return __uint_as_float(b == 0xFFu ? 0x7FFFFFFFu : "
                                                 "(b ? (unsigned)b << 23 : 0x400000u)); }")
             return f"{n}({x})"
@@ -150,10 +150,10 @@ class CudaEmitter(CEmitter):
         if not sat:
             cond, code = self._overflowed(d, sat)
             body = f"return f != f ? {info['nan']}u : ({cond} ? {code} : b);"
-        self.helper(fix, f"{self.device_fn_prefix()} unsigned {fix}(float f, unsigned b) {{ {body} }}")
+        self.helper(fix, f"unsigned {fix}(float f, unsigned b) {{ {body} }}")
         n = f"opus_f32x2_to_{d.name}{'_sat' if sat else ''}"
         kind = d.name.split("_")[1] + "x2"
-        return self.helper(n, f"{self.device_fn_prefix()} unsigned short {n}(float lo, float hi) {{ unsigned short r; "
+        return self.helper(n, f"unsigned short {n}(float lo, float hi) {{ unsigned short r; "
                               f'asm("cvt.rn.satfinite.{kind}.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo)); '
                               f"return (unsigned short)({fix}(lo, r & 0xFFu) | ({fix}(hi, r >> 8) << 8)); }}")
 
@@ -161,7 +161,7 @@ class CudaEmitter(CEmitter):
         """opus_<d>x2_to_f16x2(w): the two bytes of w as two f16 (low byte -> low half), exact."""
         n = f"opus_{d.name}x2_to_f16x2"
         kind = d.name.split("_")[1] + "x2"
-        return self.helper(n, f"{self.device_fn_prefix()} unsigned {n}(unsigned short w) {{ unsigned r; "
+        return self.helper(n, f"unsigned {n}(unsigned short w) {{ unsigned r; "
                               f'asm("cvt.rn.f16x2.{kind} %0, %1;" : "=r"(r) : "h"(w)); return r; }}')
 
     def _sw_decoder(self, d: DType):
@@ -178,7 +178,7 @@ class CudaEmitter(CEmitter):
                 special = (f"if (mag == {info['ovf_bits']}u) "
                            "return __uint_as_float(0x7F800000u | ((unsigned)(b & 0x80u) << 24)); " + special)
         # the magnitude bits as an f32 bit pattern, scaled by 2^(127-bias): exact, subnormals too
-        return self.helper(n, f"{self.device_fn_prefix()} float {n}(unsigned char b) {{ unsigned mag = b & 0x7Fu; "
+        return self.helper(n, f"float {n}(unsigned char b) {{ unsigned mag = b & 0x7Fu; "
                               f"{special}float v = __uint_as_float(mag << {23 - m}) * {float(2.0 ** (127 - bias)).hex()}f; "
                               "return (b & 0x80u) ? -v : v; }")
 
@@ -198,7 +198,7 @@ class CudaEmitter(CEmitter):
                 f"(unsigned)rintf(a * {float(2.0 ** (m + bias - 1)).hex()}f) : "
                 f"((v + {(1 << (sh - 1)) - 1}u + ((v >> {sh}) & 1u)) >> {sh}) - {(127 - bias) << m}u; "
                 f"return (unsigned char)({zero});")
-        return self.helper(n, f"{self.device_fn_prefix()} unsigned char {n}(float f) {{ {body} }}")
+        return self.helper(n, f"unsigned char {n}(float f) {{ {body} }}")
 
     def _e8m0_encoder(self, rounding, sat):
         """opus_f32_to_e8m0_<rounding>[_sat](f); the rules are _to_e8m0's in interp/semantics.py."""
@@ -207,7 +207,7 @@ class CudaEmitter(CEmitter):
             k = "u >> 23"
         else:  # nearest, ties up; below 2^-126 the midpoint with 2^-127 is the bit pattern 0x600000
             k = "u < 0x800000u ? (unsigned)(u >= 0x600000u) : (u + 0x400000u) >> 23"
-        return self.helper(n, f"{self.device_fn_prefix()} unsigned char {n}(float f) {{ unsigned u = __float_as_uint(f); "
+        return self.helper(n, f"unsigned char {n}(float f) {{ unsigned u = __float_as_uint(f); "
                               f"unsigned k = {k}; {'if (k == 255u) k = 254u; ' if sat else ''}"
                               "return (unsigned char)(u - 1u < 0x7F800000u ? k : 255u); }")
 

@@ -112,11 +112,11 @@ class HipEmitter(CEmitter):
 
     # -- 16-bit floats ---------------------------------------------------------------------------
     def helper_h2f(self):
-        return self.helper("opus_h2f", f"{self.device_fn_prefix()} float opus_h2f(unsigned short h) "
+        return self.helper("opus_h2f", f"float opus_h2f(unsigned short h) "
                                        "{ return (float)__builtin_bit_cast(_Float16, h); }")
 
     def helper_b2f(self):
-        return self.helper("opus_b2f", f"{self.device_fn_prefix()} float opus_b2f(unsigned short h) "
+        return self.helper("opus_b2f", f"float opus_b2f(unsigned short h) "
                                        "{ return __builtin_bit_cast(float, (unsigned)h << 16); }")
 
     def helper_f2h(self, rounding):
@@ -131,7 +131,7 @@ class HipEmitter(CEmitter):
                     "(unsigned short)(h - 1) : h;")
         else:
             raise CodegenError(f"rounding {rounding!r} to f16")
-        return self.helper(n, f"{self.device_fn_prefix()} unsigned short {n}(float f) {{ {body} }}")
+        return self.helper(n, f"unsigned short {n}(float f) {{ {body} }}")
 
     def helper_f2b(self, rounding):
         n = f"opus_f2b_{rounding}"
@@ -146,7 +146,7 @@ class HipEmitter(CEmitter):
             body = "unsigned u = __builtin_bit_cast(unsigned, f); " + nan + "return (unsigned short)(u >> 16);"
         else:
             raise CodegenError(f"rounding {rounding!r} to bf16")
-        return self.helper(n, f"{self.device_fn_prefix()} unsigned short {n}(float f) {{ {body} }}")
+        return self.helper(n, f"unsigned short {n}(float f) {{ {body} }}")
 
     # -- arithmetic and math (builtins only) ----------------------------------------------------
     def float_fn(self, base, e: DType) -> str:
@@ -168,13 +168,13 @@ class HipEmitter(CEmitter):
                 raise CodegenError(f"math.{fn} on f64 is not supported on {self.target.name} "
                                    "(needs the ROCm device library); compute it in f32")
             if f == "opus_rsqrt64":
-                self.helper(f, f"{self.device_fn_prefix()} double opus_rsqrt64(double x) "
+                self.helper(f, f"double opus_rsqrt64(double x) "
                                "{ return 1.0 / __builtin_sqrt(x); }")
             return f
         f = self._MATH32[fn]
         if f == "opus_tanhf":
             # cephes tanhf: odd polynomial near 0, 1 - 2/(e^{2|x|}+1) elsewhere (~2 ulp)
-            self.helper(f, f"{self.device_fn_prefix()} float opus_tanhf(float x) {{ "
+            self.helper(f, f"float opus_tanhf(float x) {{ "
                            "float a = __builtin_fabsf(x); "
                            "if (a < 0.625f) { float z = x * x; return "
                            "((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z "
@@ -220,7 +220,7 @@ class HipEmitter(CEmitter):
     def _fp8_decoder(self, d):
         info = self._fp8_info(d)
         n = f"opus_{d.name}_to_f32"
-        return self.helper(n, f"{self.device_fn_prefix()} float {n}(unsigned char b) "
+        return self.helper(n, f"float {n}(unsigned char b) "
                               f"{{ return __builtin_amdgcn_cvt_f32_{info['kind']}((int)b, 0); }}")
 
     def _fp8_encoder(self, d, sat):
@@ -239,18 +239,17 @@ class HipEmitter(CEmitter):
             body = (f"if (f != f) return (unsigned char){info['nan']}; "
                     f"if (__builtin_fabsf(f) {cmp} {info['ovf']:.1f}f) return {ovf}; "
                     f"f = __builtin_fminf(__builtin_fmaxf(f, -{mx}), {mx}); return {cvt};")
-        return self.helper(n, f"{self.device_fn_prefix()} unsigned char {n}(float f) {{ {body} }}")
+        return self.helper(n, f"unsigned char {n}(float f) {{ {body} }}")
 
     # -- memory: buffer resources for bounded global accesses ----------------------------------
     def _is_global(self, p):
         return getattr(p.type, "space", "global") in ("global", None, "generic")
 
     def _helper_buffer(self):
-        pre = self.device_fn_prefix()
-        self.helper("opus_nrec", f"{pre} unsigned opus_nrec(long long bound, unsigned s) {{ "
+        self.helper("opus_nrec", f"unsigned opus_nrec(long long bound, unsigned s) {{ "
                                  f"return bound <= 0 ? 0u : ((unsigned long long)bound >= {_OOB}ull / s ? "
                                  f"{hex(_OOB)}u : (unsigned)bound * s); }}")
-        self.helper("opus_boff", f"{pre} unsigned opus_boff(long long off, unsigned s, unsigned t) {{ "
+        self.helper("opus_boff", f"unsigned opus_boff(long long off, unsigned s, unsigned t) {{ "
                                  f"return (unsigned long long)off <= ({_OOB}ull - t) / s ? "
                                  f"(unsigned)off * s : {hex(_OOB)}u; }}")
 

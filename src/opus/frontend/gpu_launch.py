@@ -108,10 +108,10 @@ _SCALAR_ANY = """\
         v{i} = slow_scalar({i}, args[{k}])
 """
 _TAIL = """\
-        if stream is None:
-            h = {first_stream}
+        if stream is None and {torch_first}:
+            h = raw_stream(DEV)
         else:
-            h = stream_handle(stream)
+            h = stream_of(stream, args)
         if smem:
             smem = check_smem(smem)
         if get_ident() != OWNER:
@@ -245,8 +245,8 @@ class GpuEntry(EntryParams):
             "T": _NoTensor, "raw_stream": None, "DEV": self.device, "OWNER": get_ident(),
             "get_ident": get_ident, "slow_pointer": self.slow_pointer,
             "slow_scalar": self.slow_scalar, "misaligned": self.misaligned,
-            "stream_handle": _stream_handle, "check_smem": self.check_smem,
-            "launch_elsewhere": self.launch_elsewhere, "default_stream": self.default_stream,
+            "stream_of": self.stream, "check_smem": self.check_smem,
+            "launch_elsewhere": self.launch_elsewhere,
             "pack": block.pack, "buffer": block.buffer, "params": block.params,
             "config": config, "config_ptr": ctypes.c_void_p(ctypes.addressof(config)),
             "handle": ctypes.c_void_p(self.function.handle), "function": self.function,
@@ -269,12 +269,11 @@ class GpuEntry(EntryParams):
                                                 hi=_F32_MAX))
             else:
                 body.append(_SCALAR_ANY.format(i=i, k=k))
-        # torch's current stream, from the first torch tensor argument (as stream_of does)
-        first_stream = ("raw_stream(DEV) if type(a{0}) is T else default_stream(args)"
-                        .format(first_ptr) if first_ptr is not None else "0")
+        # torch's current stream when the first pointer is a torch tensor (as stream_of finds)
+        torch_first = f"type(a{first_ptr}) is T" if first_ptr is not None else "False"
         values = ", ".join(f"v{i}" for i in range(len(self.params))) or "*()"
         tail = _TAIL.format(
-            first_stream=first_stream, values=values,
+            torch_first=torch_first, values=values,
             dtype_names="".join(", " + d for d in dtypes),
             dtype_assign=(", ".join(dtypes) + (" = dtypes" if len(dtypes) != 1 else ", = dtypes"))
             if dtypes else "pass")
@@ -302,10 +301,6 @@ class GpuEntry(EntryParams):
         if not self._torch_adopted:
             self._adopt_torch()  # torch arrived after this entry was made
 
-    def default_stream(self, args):
-        from ..runtime.tensor_args import stream_of
-        return stream_of(args) or 0
-
     def check_smem(self, smem):
         smem = self.check_smem_size(smem)
         if smem > self.smem_limit_set:
@@ -315,12 +310,6 @@ class GpuEntry(EntryParams):
 
     def launch_elsewhere(self, launcher, smem, stream, values):
         """A launch from a thread other than the entry's creator: own buffers, no sharing."""
-        from ..runtime.launcher import LaunchConfig, ParamBlock, check_launch, launch_ex
-        block = ParamBlock(self.param_ctypes)
-        block.pack(block.buffer, 0, *values)
-        config = LaunchConfig()
-        config.set(launcher.grid, launcher.block, smem, stream)
-        config_ptr = ctypes.c_void_p(ctypes.addressof(config))
-        code = launch_ex()(config_ptr, self.function.handle, block.params, None)
-        if code:
-            check_launch(code, self.function, config_ptr, block.params, config)
+        from ..runtime.launcher import launch_once
+        launch_once(self.function, self.param_ctypes, values, launcher.grid, launcher.block, smem,
+                    stream)

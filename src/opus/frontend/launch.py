@@ -69,7 +69,7 @@ class Launcher:
             args = args + tail if tail is not None else k.bind(args, kwargs)
         sel = current_target()
         try:
-            entry = k._launch[(sel.key, k.const_values(args)) if k.const_idx else sel.key]
+            entry = k._launch[_entry_key(k, sel, args)]
         except (KeyError, TypeError):  # first launch here, or an unhashable constexpr
             entry = _entry_for(k, sel, args)
         entry.run(self, args, smem, stream)
@@ -77,9 +77,13 @@ class Launcher:
             self._memo[len(given)] = (sel, entry.run)
 
 
+def _entry_key(k, sel, args):
+    return (sel.key, k.const_values(args)) if k.const_idx else sel.key
+
+
 def _entry_for(k, sel, args):
     cvals = k.const_key(args)  # raises a clear error for unhashable constexpr values
-    key = (sel.key, k.const_values(args)) if k.const_idx else sel.key
+    key = _entry_key(k, sel, args)
     entry = k._launch.get(key)
     if entry is None:
         entry = k._launch[key] = _make_entry(k, sel, cvals)

@@ -73,6 +73,18 @@ def _full(x, T):
 
 # -- shared-memory checking ---------------------------------------------------------------------
 
+
+def _shared_by_threads(b, t):
+    """Bytes ``b`` (accessed by threads ``t``) sorted, with their threads, and a mask of sorted
+    positions whose byte the previous position's (different) thread also accessed; the mask is
+    None when no byte is shared."""
+    if len(b) < 2:
+        return b, t, None
+    o = np.argsort(b, kind="stable")
+    bs, ts = b[o], t[o]
+    dup = (bs[1:] == bs[:-1]) & (ts[1:] != ts[:-1])
+    return bs, ts, (dup if dup.any() else None)
+
 class Shadow:
     """Per-byte bookkeeping of shared memory for checking mode: written-ever, and the thread and
     op of the last write/read in the current barrier interval (-1 none, -2 several readers)."""
@@ -126,24 +138,18 @@ class Shadow:
         new = np.where((r == -1) | (r == t), t, -2)
         self.rtid[b] = new
         self.rop[b] = self.prog.op_index[op]
-        if len(b) > 1:
-            o = np.argsort(b, kind="stable")
-            bs, ts = b[o], t[o]
-            dup = (bs[1:] == bs[:-1]) & (ts[1:] != ts[:-1])
-            if dup.any():
-                self.rtid[bs[1:][dup]] = -2
+        bs, ts, dup = _shared_by_threads(b, t)
+        if dup is not None:
+            self.rtid[bs[1:][dup]] = -2
 
     def write(self, st, buf, eidx, tids, op):
         b, t = self._bytes(buf, eidx, tids)
-        if len(b) > 1:
-            o = np.argsort(b, kind="stable")
-            bs, ts = b[o], t[o]
-            dup = (bs[1:] == bs[:-1]) & (ts[1:] != ts[:-1])
-            if dup.any():
-                k = int(np.argmax(dup))
-                raise SharedRaceError(
-                    f"{where(op.loc)}: shared-memory race on {self._elem(buf, bs[k])}: "
-                    f"{st.who(ts[k])} and {st.who(ts[k + 1])} write it at once")
+        bs, ts, dup = _shared_by_threads(b, t)
+        if dup is not None:
+            k = int(np.argmax(dup))
+            raise SharedRaceError(
+                f"{where(op.loc)}: shared-memory race on {self._elem(buf, bs[k])}: "
+                f"{st.who(ts[k])} and {st.who(ts[k + 1])} write it at once")
         self._check_prior_write(st, buf, b, t, op, "writes")
         r = self.rtid[b]
         bad = (r == -2) | ((r >= 0) & (r != t))
@@ -203,34 +209,47 @@ def _eidx_valid(st, idx, vec, bound, m):
     return eidx, valid, vl
 
 
+def _check_all(st, op, kind, buf, idx, eidx, vec, bound):
+    """Checks of an access by every lane: range (an error), alignment, shared-memory shadow."""
+    n = buf.arr.shape[0]
+    if eidx.size and (eidx.min() < 0 or eidx.max() >= n):
+        _fault(st, op, kind, buf, eidx, (eidx < 0) | (eidx >= n), vec, bound is not None)
+    if vec > 1:
+        _check_align(st, op, kind, buf, idx, None, vec)
+    _shadow(st, op, kind, buf, eidx, None)
+
+
+def _check_masked(st, op, kind, buf, idx, eidx, valid, vl, m, vec, bound):
+    """The same for an access by the ``valid`` lanes only (a size bound drops the others)."""
+    n = buf.arr.shape[0]
+    bad = valid & (eidx >= n) if bound is not None else valid & ((eidx < 0) | (eidx >= n))
+    if bad.any():
+        _fault(st, op, kind, buf, eidx, bad, vec, bound is not None)
+    if vec > 1:
+        _check_align(st, op, kind, buf, idx, vl if vl is not None else _full(m, st.T), vec)
+    _shadow(st, op, kind, buf, eidx, valid)
+
+
+def _shadow(st, op, kind, buf, eidx, valid):
+    if st.shadow is not None and buf.space == "shared":
+        e, t = _flat_with_tids(st, eidx, valid)
+        (st.shadow.read if kind == "load" else st.shadow.write)(st, buf, e, t, op)
+
+
 def mem_load(st, op, buf, idx, vec, bound, m, zero, dtype):
     eidx, valid, vl = _eidx_valid(st, idx, vec, bound, m)
     if type(buf) is not Buf:
         return _multi(st, op, buf, idx, valid, lambda b, v: mem_load(st, op, b, idx, vec, bound, v, zero, dtype), m, vec)
     arr = buf.arr
-    n = arr.shape[0]
     if valid is None or valid.all():
-        if eidx.size and (eidx.min() < 0 or eidx.max() >= n):
-            _fault(st, op, "load", buf, eidx, (eidx < 0) | (eidx >= n), vec, bound is not None)
-        if vec > 1:
-            _check_align(st, op, "load", buf, idx, None, vec)
-        if st.shadow is not None and buf.space == "shared":
-            e, t = _flat_with_tids(st, eidx, None)
-            st.shadow.read(st, buf, e, t, op)
+        _check_all(st, op, "load", buf, idx, eidx, vec, bound)
         return arr[eidx]
     if eidx.shape == valid.shape:
         eidx_b, valid_b = eidx, valid
     else:
         eidx_b, valid_b = np.broadcast_arrays(eidx, valid)
-    bad = valid_b & (eidx_b >= n) if bound is not None else valid_b & ((eidx_b < 0) | (eidx_b >= n))
-    if bad.any():
-        _fault(st, op, "load", buf, eidx_b, bad, vec, bound is not None)
-    if vec > 1:
-        _check_align(st, op, "load", buf, idx, vl if vl is not None else _full(m, st.T), vec)
-    if st.shadow is not None and buf.space == "shared":
-        e, t = _flat_with_tids(st, eidx_b, valid_b)
-        st.shadow.read(st, buf, e, t, op)
-    if n == 0:
+    _check_masked(st, op, "load", buf, idx, eidx_b, valid_b, vl, m, vec, bound)
+    if arr.shape[0] == 0:
         return np.zeros(valid_b.shape, dtype)
     return np.where(valid_b, arr[np.where(valid_b, eidx_b, 0)], zero)
 
@@ -240,33 +259,19 @@ def mem_store(st, op, buf, idx, val, vec, bound, m):
     if type(buf) is not Buf:
         return _multi(st, op, buf, idx, valid, lambda b, v: mem_store(st, op, b, idx, val, vec, bound, v), m, vec)
     arr = buf.arr
-    n = arr.shape[0]
     if not arr.flags.writeable:
         raise InterpError(f"{where(op.loc)}: store to {buf.name}, whose numpy array is read-only")
     if valid is None or valid.all():
-        if eidx.size and (eidx.min() < 0 or eidx.max() >= n):
-            _fault(st, op, "store", buf, eidx, (eidx < 0) | (eidx >= n), vec, bound is not None)
-        if vec > 1:
-            _check_align(st, op, "store", buf, idx, None, vec)
         if eidx.shape != val.shape:
             eidx, val = np.broadcast_arrays(eidx, val)
-        if st.shadow is not None and buf.space == "shared":
-            e, t = _flat_with_tids(st, eidx, None)
-            st.shadow.write(st, buf, e, t, op)
+        _check_all(st, op, "store", buf, idx, eidx, vec, bound)  # per written element
         arr[eidx] = val
         return
     if eidx.shape == val.shape == valid.shape:
         eidx_b, val_b, valid_b = eidx, val, valid
     else:
         eidx_b, val_b, valid_b = np.broadcast_arrays(eidx, val, valid)
-    bad = valid_b & (eidx_b >= n) if bound is not None else valid_b & ((eidx_b < 0) | (eidx_b >= n))
-    if bad.any():
-        _fault(st, op, "store", buf, eidx_b, bad, vec, bound is not None)
-    if vec > 1:
-        _check_align(st, op, "store", buf, idx, vl if vl is not None else _full(m, st.T), vec)
-    if st.shadow is not None and buf.space == "shared":
-        e, t = _flat_with_tids(st, eidx_b, valid_b)
-        st.shadow.write(st, buf, e, t, op)
+    _check_masked(st, op, "store", buf, idx, eidx_b, valid_b, vl, m, vec, bound)
     arr[eidx_b[valid_b]] = val_b[valid_b]
 
 

@@ -22,7 +22,7 @@ from opus.errors import ArgumentError
 from opus.runtime import cuda_driver as _drv
 
 __all__ = ["make_launcher", "scalar_ctype", "POINTER_CTYPE", "LaunchConfig", "ParamBlock",
-           "launch_ex", "check_launch"]
+           "launch_ex", "check_launch", "launch_once"]
 
 POINTER_CTYPE = ctypes.c_uint64  # device addresses are 64-bit on every CUDA target
 
@@ -124,6 +124,18 @@ def check_launch(code, function, config_ptr, params, config):
     block = (config.blockDimX, config.blockDimY, config.blockDimZ)
     _drv._check(code, f"cuLaunchKernelEx({function.name}, grid={grid}, block={block}, "
                       f"smem={config.sharedMemBytes}, stream={config.hStream or 0})")
+
+
+def launch_once(function, param_ctypes, values, grid, block, smem, stream):
+    """One launch with buffers of its own (any thread may call it)."""
+    params = ParamBlock(param_ctypes)
+    params.pack(params.buffer, 0, *values)
+    config = LaunchConfig()
+    config.set(grid, block, smem, stream)
+    config_ptr = ctypes.c_void_p(ctypes.addressof(config))
+    code = launch_ex()(config_ptr, function.handle, params.params, None)
+    if code:
+        check_launch(code, function, config_ptr, params.params, config)
 
 
 def make_launcher(function, param_ctypes):

@@ -74,7 +74,7 @@ def torch_raw_stream():
 
 def torch_device_index(arg):
     """The CUDA device index of a torch tensor (-1 on the CPU); None for anything else."""
-    if _EXTRACTORS.get(type(arg)) is _from_torch or _classify(arg) is _from_torch:
+    if (_EXTRACTORS.get(type(arg)) or _classify(arg)) is _from_torch:
         return arg.get_device()
     return None
 

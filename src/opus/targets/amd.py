@@ -24,15 +24,11 @@ class AmdTarget(Target):
     instructions = dict(amd_mfma.INSTRUCTIONS)
     mma_atoms = dict(amd_mfma.ATOMS)
 
+    archs = AMD_ARCHS
+
     def __init__(self, name):
-        if name not in AMD_ARCHS:
-            raise ValueError(f"unknown AMD arch {name!r}; known: {AMD_ARCHS}")
         super().__init__(name)
         self.flavours = dict(_FLAVOURS[name])
         self.smem_bytes = _SMEM[name]
         self.buffer_config = 0x00020000  # last dword of a raw buffer resource (gfx9 family)
         self.fp8_types = frozenset(d.name for d in self.flavours.values())  # hardware-converted
-
-    @property
-    def interpreted_name(self):
-        return self.name

@@ -37,8 +37,11 @@ class Target:
 
     vendor = "?"
     warp_size = 32
+    archs: tuple = ()  # the arch names this class stands for
 
     def __init__(self, name):
+        if name not in self.archs:
+            raise ValueError(f"unknown {self.vendor} arch {name!r}; known: {self.archs}")
         self.name = name
 
     # -- dtypes -----------------------------------------------------------------------------

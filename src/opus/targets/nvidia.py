@@ -17,12 +17,8 @@ class NvidiaTarget(Target):
     instructions = dict(nv_mma.INSTRUCTIONS)
     mma_atoms = dict(nv_mma.ATOMS)
 
+    archs = NVIDIA_ARCHS
+
     def __init__(self, name):
-        if name not in NVIDIA_ARCHS:
-            raise ValueError(f"unknown NVIDIA arch {name!r}; known: {NVIDIA_ARCHS}")
         super().__init__(name)
         self.sm = int(name[3:5])  # 80, 86, 89, 90
-
-    @property
-    def interpreted_name(self):
-        return self.name
