@@ -186,6 +186,11 @@ def environment():
     except Exception as e:
         env["nvrtc"] = f"unavailable ({e})"
     try:
+        from opus.frontend.gpu_launch import fast_launch_module
+        env["launch_hot_path"] = "C (opus._fastlaunch)" if fast_launch_module() else "Python"
+    except Exception as e:
+        env["launch_hot_path"] = f"unknown ({e})"
+    try:
         q = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version,clocks.max.sm,"
                             "memory.total", "--format=csv,noheader"],
                            capture_output=True, text=True, timeout=20)
@@ -294,7 +299,8 @@ def render_markdown(res):
              f"driver {env.get('driver')}, CUDA driver API {env.get('cuda_driver_api')}, "
              f"NVRTC {env.get('nvrtc')}, torch {env.get('torch')}, triton {env.get('triton')}, "
              f"cupy {env.get('cupy')}, Python {env.get('python')}, opus commit "
-             f"`{env.get('git_commit')}`", "",
+             f"`{env.get('git_commit')}`, launch hot path: {env.get('launch_hot_path', '?')}",
+             "",
              "## Goals", "", "| goal | measured (median) | target | result |",
              "| --- | --- | --- | --- |"]
     for label, path, goal, cmp, unit in GOALS:

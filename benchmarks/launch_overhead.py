@@ -6,10 +6,11 @@ launch     host time per launch of the vector add on n=1024 f32 (1 block of 256 
            the wall clock of a loop of ``--count`` launches divided by the count, after a
            warm-up, synchronizing before starting and before stopping the clock; median of 5.
            opus is launched as users write it (``k[grid, block](x, y, out, n)``) with torch
-           tensors, CuPy arrays and raw int addresses; the lower layers of the same call are
-           timed too (pre-built launcher, the launch entry's generated function,
-           make_launcher's closure, bare ctypes cuLaunchKernelEx and cuLaunchKernel calls), so
-           differences give the cost of each layer.
+           tensors, CuPy arrays and raw int addresses, through the C hot path (opus._fastlaunch,
+           where built) and through the Python path alone (OPUS_FAST_LAUNCH=0); the lower
+           layers of the same call are timed too (pre-built launcher, the launch entry's
+           hot path and generated Python function, make_launcher's closure, bare ctypes
+           cuLaunchKernelEx and cuLaunchKernel calls), so differences give each layer's cost.
            CuPy RawKernel takes CuPy arrays, Triton torch tensors; torch.add(out=) for scale.
 profile    cProfile of opus launches with torch tensors (top functions by own time).
 bandwidth  1 GiB per array: opus vector_add and an opus copy (16-byte accesses) against
@@ -54,6 +55,18 @@ def launch_overhead(count, repeats):
     sync()
     checks["opus_cupy"] = bool(cp.array_equal(co, cx + cy))
     entry = next(iter(k._launch.values()))
+    hot_path = "C (opus._fastlaunch)" if entry.fast is not None else "Python"
+    # the same kernel with the Python path alone (the choice is made when the entry is made)
+    kp = common.make_opus_vector_add()
+    os.environ["OPUS_FAST_LAUNCH"] = "0"
+    try:
+        o.fill_(float("nan"))
+        kp[1, 256](x, y, o, n)
+    finally:
+        del os.environ["OPUS_FAST_LAUNCH"]
+    sync()
+    checks["opus_torch_python_path"] = bool(torch.equal(o, x + y))
+    kp[1, 256](cx, cy, co, n)
     pre = k[1, 256]
     xp, yp, op = x.data_ptr(), y.data_ptr(), o.data_ptr()
     from opus.runtime.launcher import LaunchConfig, ParamBlock, launch_ex, make_launcher
@@ -90,8 +103,12 @@ def launch_overhead(count, repeats):
         ("opus_torch", lambda: k[1, 256](x, y, o, n)),
         ("opus_cupy", lambda: k[1, 256](cx, cy, co, n)),
         ("opus_int_ptrs", lambda: k[1, 256](xp, yp, op, n)),
+        ("opus_torch_python_path", lambda: kp[1, 256](x, y, o, n)),
+        ("opus_cupy_python_path", lambda: kp[1, 256](cx, cy, co, n)),
+        ("opus_int_ptrs_python_path", lambda: kp[1, 256](xp, yp, op, n)),
         ("opus_torch_prebuilt_launcher", lambda: pre(x, y, o, n)),
         ("opus_torch_entry_run", lambda: entry.run(pre, args, 0, None)),
+        ("opus_torch_entry_python_run", lambda: entry.python_run(pre, args, 0, None)),
         ("opus_make_launcher_closure", lambda: launch(g3, b3, 0, 0, vals)),
         ("bare_ctypes_cuLaunchKernelEx", lambda: cu_ex(cfg_ptr, fh_ptr, block.params, None)),
         ("bare_ctypes_cuLaunchKernel", lambda: cu(fh, 1, 1, 1, 256, 1, 1, 0, 0, block.params,
@@ -142,7 +159,7 @@ def launch_overhead(count, repeats):
     sync()
     s = io.StringIO()
     pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(14)
-    return {"launch": res, "launch_burst_host_only": burst, "launch_gpu_us_per_launch": gpu,
+    return {"launch": res, "launch_hot_path": hot_path, "launch_burst_host_only": burst, "launch_gpu_us_per_launch": gpu,
             "launch_checks": checks, "launch_micro_us": micro,
             "launch_profile": s.getvalue()[-6000:],
             "launch_config": {"n": n, "grid": 1, "block": 256, "count": count,

@@ -105,7 +105,9 @@ def measure(count, repeats):
     pre = k[1, 256]
     full_args = (x, y, o, n, 4)
     pieces["opus k[1, 256](x, y, o, n)"] = lambda: k[1, 256](x, y, o, n)
-    pieces["opus entry.run (generated, closure)"] = lambda: entry.run(pre, full_args, 0, None)
+    pieces["opus entry.run (C hot path where built)"] = lambda: entry.run(pre, full_args, 0, None)
+    pieces["opus entry.python_run (generated)"] = lambda: entry.python_run(pre, full_args, 0,
+                                                                          None)
     pieces["generated run, globals"] = lambda: styles["globals"](args4)
     pieces["generated run, closure cells"] = lambda: styles["closure"](args4)
     out = {}

@@ -33,3 +33,32 @@ def requires_gpu():
     """For tests that are not marked gpu but need one for part of their work."""
     if not gpu_available():
         pytest.skip("needs an NVIDIA GPU and driver (libcuda.so.1)")
+
+
+def _kernels_in(namespace):
+    from opus.frontend.kernel import Kernel
+    for v in list(namespace.values()):
+        for k in (v.values() if isinstance(v, dict) else (v,)):
+            if isinstance(k, Kernel):
+                yield k
+
+
+@pytest.fixture(params=["C", "Python"])
+def launch_path(request, monkeypatch):
+    """Runs a GPU test once per launch hot path: the C extension (skipped where it was not
+    built) and the generated Python path alone. Launch entries of the kernels in the test's
+    module and in opus.examples are dropped before and after, so each run makes its own."""
+    from opus import examples
+    from opus.frontend.gpu_launch import fast_launch_module
+    monkeypatch.setenv("OPUS_FAST_LAUNCH", "1" if request.param == "C" else "0")
+    if request.param == "C" and fast_launch_module() is None:
+        pytest.skip("the C hot path (opus._fastlaunch) is not built")
+    kernels = list(_kernels_in(vars(examples))) + list(_kernels_in(vars(request.module)))
+
+    def reset():
+        for k in kernels:
+            k._launch.clear()
+            k._launchers.clear()
+    reset()
+    yield request.param
+    reset()

@@ -9,7 +9,7 @@ pytestmark = pytest.mark.gpu
 
 
 @pytest.fixture(autouse=True)
-def _on_gpu():
+def _on_gpu(launch_path):  # each test runs through both launch paths (conftest.py)
     with opus.set_target(opus.current_target().target.name, interpret=False):
         yield
 
@@ -59,6 +59,7 @@ def test_torch_stream_and_graph():
 def test_launch_argument_errors_on_gpu():
     torch = pytest.importorskip("torch")
     x = torch.randn(16, device="cuda")
+    ex.vector_add[1, 256](x, x, x, 16)  # a good launch first: the hot path is set up
     with pytest.raises(opus.ArgumentError, match="'y'"):
         ex.vector_add[1, 256](x, x.half(), x, 16)
     with pytest.raises(opus.ArgumentError, match="'x'.*cpu"):
@@ -67,6 +68,16 @@ def test_launch_argument_errors_on_gpu():
         ex.vector_add[1, 256](x[1:], x, x, 15)
     with pytest.raises(opus.ArgumentError, match="'n'"):
         ex.vector_add[1, 256](x, x, x, 2**40)
+    with pytest.raises(opus.ArgumentError, match="'n'"):
+        ex.vector_add[1, 256](x, x, x, 16.0)
+    with pytest.raises(opus.ArgumentError, match="'out'.*aligned"):
+        ex.vector_add[1, 256](x, x, x.data_ptr() + 4, 16)
+    with pytest.raises(opus.ArgumentError, match="'out'.*None"):
+        ex.vector_add[1, 256](x, x, None, 16)
+    with pytest.raises(opus.ArgumentError, match="smem"):
+        ex.vector_add[1, 256](x, x, x, 16, smem=-1)
+    with pytest.raises(opus.ArgumentError, match="stream"):
+        ex.vector_add[1, 256](x, x, x, 16, stream="default")
     with pytest.raises(opus.ArgumentError, match="1024"):
         ex.vector_add[1, 2048](x, x, x, 16)
 

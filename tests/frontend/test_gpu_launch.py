@@ -13,7 +13,7 @@ torch = pytest.importorskip("torch")
 
 
 @pytest.fixture(autouse=True)
-def _on_gpu():
+def _on_gpu(launch_path):  # each test runs through both launch paths (conftest.py)
     with opus.set_target(opus.current_target().target.name, interpret=False):
         yield
 
@@ -141,3 +141,30 @@ def test_wrong_device_index_is_named():
     x1 = torch.randn(1024, device="cuda:1")
     with pytest.raises(opus.ArgumentError, match="'x'.*cuda:1"):
         ex.vector_add[1, 256](x1, x, x, 1024)
+
+
+def test_entry_takes_the_selected_hot_path(launch_path):
+    x = torch.randn(1024, device="cuda")
+    ex.vector_add[1, 256](x, x, x, 1024)
+    entry = next(iter(ex.vector_add._launch.values()))
+    assert (entry.fast is not None) == (launch_path == "C")
+    assert entry.run is (entry.fast or entry.python_run)
+
+
+def test_cupy_arrays_and_raw_addresses_launch_repeatedly():
+    cp = pytest.importorskip("cupy")
+    n = 3000
+    x, y = cp.random.standard_normal(n, dtype=cp.float32), cp.random.standard_normal(n, dtype=cp.float32)
+    outs = [cp.full(n, cp.nan, dtype=cp.float32) for _ in range(3)]
+    for o in outs:  # the first launch makes the entry; later ones take the hot path
+        ex.vector_add[(n + 1023) // 1024, 256](x, y, o, n)
+    raw = cp.full(n, cp.nan, dtype=cp.float32)
+    for _ in range(2):
+        ex.vector_add[(n + 1023) // 1024, 256](x.data.ptr, y.data.ptr, raw.data.ptr, n)
+    cp.cuda.Device().synchronize()
+    for o in outs + [raw]:
+        assert cp.array_equal(o, x + y)
+    with pytest.raises(opus.ArgumentError, match="'y'.*f32"):
+        ex.vector_add[1, 256](x, y.astype(cp.float16), outs[0], n)
+    with pytest.raises(opus.ArgumentError, match="'x'.*aligned"):
+        ex.vector_add[1, 256](x[1:], y[1:], outs[0][1:], n - 1)

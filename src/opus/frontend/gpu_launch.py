@@ -7,21 +7,42 @@ dispatch: a torch tensor of the right dtype on the kernel's device gives its poi
 three attribute reads; an int in range passes as is. Everything else (CuPy arrays, DLPack,
 raw addresses, wrong types, wrong devices) takes the general path of tensor_args and
 scalar_checker, which accepts it or raises an error naming the parameter.
+
+Where the optional C extension ``opus._fastlaunch`` was built (setup.py), the entry's ``run``
+is its FastLaunch object instead: the same fast path in C, with the generated function as the
+fallback for everything it does not recognise (see _fastlaunch.c). OPUS_FAST_LAUNCH=0 turns it
+off (tests and benchmarks run both).
 """
 from __future__ import annotations
 
 import ctypes
 import numbers
+import os
 import sys
 from threading import get_ident
 
 from .. import dtypes as dt
 from ..errors import ArgumentError
 
-__all__ = ["GpuEntry", "EntryParams", "scalar_checker"]
+__all__ = ["GpuEntry", "EntryParams", "scalar_checker", "fast_launch_module"]
 
 _DEFAULT_SMEM = 48 * 1024
 _F32_MAX = 3.4028234663852886e38
+# parameter kinds of the C hot path (the enum in _fastlaunch.c)
+_K_PTR, _K_INT, _K_BOOL, _K_F32, _K_F64 = range(5)
+_I64_MAX = 2 ** 63 - 1
+
+
+def fast_launch_module():
+    """The C hot path (opus._fastlaunch), or None where it was not built (no C compiler at
+    install time) or OPUS_FAST_LAUNCH=0 turns it off."""
+    if os.environ.get("OPUS_FAST_LAUNCH", "1") == "0":
+        return None
+    try:
+        from .. import _fastlaunch
+    except ImportError:
+        return None
+    return _fastlaunch
 
 
 def _is_bool(x):
@@ -186,10 +207,15 @@ class EntryParams:
                                     f"{self.name!r} was loaded on cuda:{self.device} (the device "
                                     f"current when it was first launched)")
             self.torch_seen()
+        else:
+            self.array_seen(arg)
         return p
 
     def torch_seen(self):
         """Hook: a torch tensor went through the general path."""
+
+    def array_seen(self, arg):
+        """Hook: another accepted pointer argument went through the general path."""
 
     def slow_scalar(self, i, arg):
         return self.checkers[i](arg)
@@ -281,20 +307,58 @@ class GpuEntry(EntryParams):
         scope = {}
         exec(compile(text, f"<opus launch {self.name}>", "exec"), scope)
         run, self._adopt = scope["make"](**env)
-        self._dtypes_needed = [d for _, _, kind, d, _ in self.params if kind == "ptr"]
-        self._torch_adopted = False
+        self.python_run = run
+        self.fast = self._fast_path(run, block)
+        self._torch_adopted = self._cupy_adopted = False
         if "torch" in sys.modules:
             self._adopt_torch()
-        return run
+        return self.fast or run
+
+    def _fast_path(self, run, block):
+        """The C hot path for this entry (None without the extension), falling back to run."""
+        fl = fast_launch_module()
+        if fl is None:
+            return None
+        from ..runtime.launcher import launch_ex
+        specs = []
+        for (k, _, kind, d, align), off, ct in zip(self.params, block.offsets, self.param_ctypes):
+            if kind == "ptr":
+                specs.append((_K_PTR, k, off, 8, 0, 0, align))
+            elif d.is_bool:
+                specs.append((_K_BOOL, k, off, 1, 0, 1, 1))
+            elif d.is_int:
+                lo, hi = d.int_range()  # u64 above i64's range: the Python path takes it
+                specs.append((_K_INT, k, off, ctypes.sizeof(ct), lo, min(hi, _I64_MAX), 1))
+            elif d in (dt.f32, dt.f64):
+                specs.append((_K_F32 if d is dt.f32 else _K_F64, k, off, 0, 0, 0, 1))
+            else:
+                return None
+        nargs = max((p[0] for p in self.params), default=-1) + 1
+        return fl.new(ctypes.cast(launch_ex(), ctypes.c_void_p).value, self.function.handle,
+                      tuple(specs), block.size, nargs, run, get_ident(), self.device,
+                      self.smem_limit_set)
+
+    def _per_param(self, of_dtype):
+        """A tuple with of_dtype(d) for each pointer parameter, None for scalars."""
+        return tuple(of_dtype(d) if kind == "ptr" else None for _, _, kind, d, _ in self.params)
 
     def _adopt_torch(self):
         """Point the fast path at torch's Tensor type and dtypes (torch is imported by now)."""
         from ..runtime import tensor_args
         tensor_args.init_torch()
-        self._adopt(sys.modules["torch"].Tensor,
-                    [tensor_args.torch_dtype(d) for d in self._dtypes_needed],
-                    tensor_args.torch_raw_stream())
+        tensor, stream = sys.modules["torch"].Tensor, tensor_args.torch_raw_stream()
+        dtypes = self._per_param(tensor_args.torch_dtype)
+        self._adopt(tensor, [d for d, p in zip(dtypes, self.params) if p[2] == "ptr"], stream)
+        if self.fast is not None:
+            self.fast.adopt_torch(tensor, dtypes, stream)
         self._torch_adopted = True
+
+    def array_seen(self, arg):
+        t = type(arg)  # CuPy's ndarray: the C hot path reads its dtype, pointer and device
+        if (self.fast is not None and not self._cupy_adopted and t.__name__ == "ndarray"
+                and t.__module__.startswith("cupy")):
+            self.fast.adopt_cupy(t, self._per_param(lambda d: d.np_dtype))
+            self._cupy_adopted = True
 
     # -- the general path ---------------------------------------------------------------------
     def torch_seen(self):
@@ -306,6 +370,8 @@ class GpuEntry(EntryParams):
         if smem > self.smem_limit_set:
             self.function.set_max_dynamic_smem(smem)  # opt in above the 48 KB default
             self.smem_limit_set = smem
+            if self.fast is not None:
+                self.fast.smem_max = smem
         return smem
 
     def launch_elsewhere(self, launcher, smem, stream, values):

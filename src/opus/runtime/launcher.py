@@ -87,6 +87,7 @@ class ParamBlock:
         offsets = [struct.calcsize("@" + "".join(codes[:i + 1])) - struct.calcsize(codes[i])
                    for i in range(len(codes))]
         self.n = len(codes)
+        self.offsets, self.size = offsets, layout.size
         self.buffer = ctypes.create_string_buffer(max(layout.size, 8))
         base = ctypes.addressof(self.buffer)
         self.array = (ctypes.c_void_p * max(self.n, 1))(*[base + o for o in offsets])

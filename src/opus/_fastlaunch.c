@@ -1,0 +1,517 @@
+/* The hot path of a kernel launch, in C: optional, built at install time when a C compiler is
+ * present (setup.py); without it opus launches through the generated Python path alone.
+ *
+ * A FastLaunch object belongs to one launch entry (frontend/gpu_launch.py). Called with
+ * (launcher, args, smem, stream) it reads the kernel's arguments, packs them and calls
+ * cuLaunchKernelEx. It handles only the common, valid case and never raises for bad input:
+ * whatever it does not recognise (another array type, a wrong dtype or device, a misaligned
+ * or out-of-range value, an explicit stream object, another thread, a failed launch) goes to
+ * the entry's Python launch function with the same arguments, which launches or raises an
+ * error that names the parameter. So behaviour is defined in one place, the Python path, and
+ * this file only makes its most common case cheaper: ~1 us of ctypes and interpreter work per
+ * launch (benchmarks/launch_paths.py measures both).
+ *
+ * Recognised arguments: torch tensors and CuPy arrays (exact types, handed over by the entry
+ * once seen) whose dtype object is the parameter's and whose device is the entry's; plain ints
+ * as raw addresses; Python ints, floats and bools for scalar parameters in range.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <structmember.h>
+#include <stdint.h>
+#include <string.h>
+#include <math.h>
+#include <float.h>
+
+#ifndef Py_TPFLAGS_HAVE_VECTORCALL
+#define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
+#endif
+
+typedef int (*launch_ex_fn)(void *config, void *function, void **params, void **extra);
+
+/* CUlaunchConfig (cuda.h, CUDA >= 12.0), no launch attributes */
+typedef struct {
+    unsigned int grid[3], block[3], smem;
+    void *stream;
+    void *attrs;
+    unsigned int nattrs;
+} LaunchConfig;
+
+/* parameter kinds; the numbers are shared with gpu_launch.py (FAST_KINDS) */
+enum { K_PTR = 0, K_INT = 1, K_BOOL = 2, K_F32 = 3, K_F64 = 4 };
+
+typedef struct {
+    int kind;
+    Py_ssize_t arg;         /* position in the argument tuple */
+    Py_ssize_t offset;      /* into the parameter buffer */
+    int size;               /* bytes, for K_INT */
+    long long lo, hi;       /* accepted range, for K_INT */
+    uint64_t align_mask;    /* for K_PTR */
+    PyObject *torch_dtype;  /* for K_PTR, once torch is adopted (borrowed from dtypes tuple) */
+    PyObject *cupy_dtype;   /* for K_PTR, once CuPy is adopted (borrowed likewise) */
+} Param;
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    launch_ex_fn launch;
+    void *function;
+    PyObject *fallback;      /* the entry's Python launch function: same signature */
+    unsigned long owner;     /* thread that owns the buffers below */
+    PyObject *device;        /* int: the entry's device index */
+    long device_index;
+    PyObject *tensor_type, *torch_dtypes, *raw_stream;   /* torch, once adopted */
+    PyObject *cupy_type, *cupy_dtypes;                   /* CuPy, once adopted */
+    PyObject *last_launcher;
+    long long smem_max;      /* dynamic shared memory launchable without the Python checks */
+    Py_ssize_t nargs;        /* the argument tuple reaches at least this far */
+    Py_ssize_t nparams;
+    int first_ptr;           /* parameter index of the first pointer, -1 if none */
+    Param *params;
+    void **param_ptrs;
+    uint64_t *buffer;        /* 8-byte aligned parameter storage */
+    LaunchConfig config;
+} FastLaunch;
+
+static PyObject *s_dtype, *s_get_device, *s_data_ptr, *s_data, *s_ptr, *s_device_id;
+
+static PyObject *call_method0(PyObject *obj, PyObject *name)
+{
+    PyObject *stack[2] = {NULL, obj};
+    return PyObject_VectorcallMethod(name, stack + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+}
+
+/* 1 and *out set when `obj` is an int equal to `want`/convertible; 0 otherwise (no error left) */
+static int as_u64(PyObject *obj, uint64_t *out)
+{
+    if (obj == NULL)
+        return 0;
+    int ok = PyLong_CheckExact(obj);
+    if (ok) {
+        *out = PyLong_AsUnsignedLongLong(obj);
+        ok = !(*out == (uint64_t)-1 && PyErr_Occurred());
+    }
+    Py_DECREF(obj);
+    return ok;
+}
+
+static int same_device(FastLaunch *s, PyObject *index)
+{
+    if (index == NULL)
+        return 0;
+    int ok = PyLong_CheckExact(index) && PyLong_AsLong(index) == s->device_index;
+    Py_DECREF(index);
+    return ok;
+}
+
+static int attr_is(PyObject *obj, PyObject *name, PyObject *want)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return 0;
+    Py_DECREF(v);
+    return v == want;
+}
+
+/* The device address of pointer argument `a`: 1 if recognised, 0 for the Python path.
+ * *torch is set when `a` is a torch tensor (its stream rule applies). */
+static int pointer_of(FastLaunch *s, Param *p, PyObject *a, uint64_t *out, int *torch)
+{
+    PyTypeObject *t = Py_TYPE(a);
+    *torch = 0;
+    if (s->tensor_type != NULL && t == (PyTypeObject *)s->tensor_type) {
+        *torch = 1;
+        if (p->torch_dtype == Py_None || !attr_is(a, s_dtype, p->torch_dtype))
+            return 0;
+        if (!same_device(s, call_method0(a, s_get_device)))
+            return 0;
+        if (!as_u64(call_method0(a, s_data_ptr), out))
+            return 0;
+    } else if (s->cupy_type != NULL && t == (PyTypeObject *)s->cupy_type) {
+        if (p->cupy_dtype == Py_None || !attr_is(a, s_dtype, p->cupy_dtype))
+            return 0;
+        PyObject *mem = PyObject_GetAttr(a, s_data);
+        if (mem == NULL)
+            return 0;
+        int ok = same_device(s, PyObject_GetAttr(mem, s_device_id)) &&
+                 as_u64(PyObject_GetAttr(mem, s_ptr), out);
+        Py_DECREF(mem);
+        if (!ok)
+            return 0;
+    } else if (PyLong_CheckExact(a)) {
+        Py_INCREF(a);
+        if (!as_u64(a, out))  /* negative or beyond 64 bits: the Python path says so */
+            return 0;
+    } else {
+        return 0;
+    }
+    return (*out & p->align_mask) == 0;
+}
+
+static int scalar_of(Param *p, PyObject *a, unsigned char *dst)
+{
+    switch (p->kind) {
+    case K_INT: {
+        if (!PyLong_CheckExact(a))
+            return 0;
+        int overflow = 0;
+        long long v = PyLong_AsLongLongAndOverflow(a, &overflow);
+        if (overflow || (v == -1 && PyErr_Occurred()) || v < p->lo || v > p->hi)
+            return 0;
+        switch (p->size) {  /* little-endian hosts: the low bytes are the value */
+        case 1: { int8_t x = (int8_t)v; memcpy(dst, &x, 1); break; }
+        case 2: { int16_t x = (int16_t)v; memcpy(dst, &x, 2); break; }
+        case 4: { int32_t x = (int32_t)v; memcpy(dst, &x, 4); break; }
+        default: memcpy(dst, &v, 8);
+        }
+        return 1;
+    }
+    case K_BOOL:
+        if (a != Py_True && a != Py_False)
+            return 0;
+        *dst = a == Py_True;
+        return 1;
+    case K_F32: {
+        if (!PyFloat_CheckExact(a))
+            return 0;
+        double v = PyFloat_AS_DOUBLE(a);
+        if (fabs(v) > FLT_MAX && !isinf(v))  /* would round to inf: the Python path refuses it */
+            return 0;
+        float x = (float)v;
+        memcpy(dst, &x, 4);
+        return 1;
+    }
+    case K_F64: {
+        if (!PyFloat_CheckExact(a))
+            return 0;
+        double v = PyFloat_AS_DOUBLE(a);
+        memcpy(dst, &v, 8);
+        return 1;
+    }
+    }
+    return 0;
+}
+
+static int read_dim3(PyObject *launcher, const char *name, unsigned int dst[3])
+{
+    PyObject *t = PyObject_GetAttrString(launcher, name);
+    if (t == NULL)
+        return 0;
+    int ok = PyTuple_CheckExact(t) && PyTuple_GET_SIZE(t) == 3;
+    for (int i = 0; ok && i < 3; i++) {
+        unsigned long v = PyLong_AsUnsignedLong(PyTuple_GET_ITEM(t, i));
+        ok = !(v == (unsigned long)-1 && PyErr_Occurred()) && v <= 0xffffffffUL;
+        dst[i] = (unsigned int)v;
+    }
+    Py_DECREF(t);
+    return ok;
+}
+
+/* Everything but the driver call; 1 if the launch can go ahead from here. */
+static int prepare(FastLaunch *s, PyObject *const *argv)
+{
+    PyObject *launcher = argv[0], *args = argv[1], *smem = argv[2], *stream = argv[3];
+    if (!PyTuple_CheckExact(args) || PyTuple_GET_SIZE(args) < s->nargs)
+        return 0;
+    if (PyThread_get_thread_ident() != s->owner)
+        return 0;  /* the buffers below belong to the owner thread */
+    unsigned char *buf = (unsigned char *)s->buffer;
+    int first_is_torch = 0, other_torch = 0;
+    for (Py_ssize_t i = 0; i < s->nparams; i++) {
+        Param *p = &s->params[i];
+        PyObject *a = PyTuple_GET_ITEM(args, p->arg);
+        if (p->kind == K_PTR) {
+            uint64_t v;
+            int torch;
+            if (!pointer_of(s, p, a, &v, &torch))
+                return 0;
+            memcpy(buf + p->offset, &v, 8);
+            if (i == s->first_ptr)
+                first_is_torch = torch;
+            else
+                other_torch |= torch;
+        } else if (!scalar_of(p, a, buf + p->offset)) {
+            return 0;
+        }
+    }
+    /* shared memory: within what the entry has already checked and opted in to */
+    if (!PyLong_CheckExact(smem))
+        return 0;
+    long long sm = PyLong_AsLongLong(smem);
+    if (sm < 0 || sm > s->smem_max)
+        return 0;
+    /* stream: the one given as an int handle; else torch's current stream when the first
+     * pointer is a torch tensor; else the legacy default stream (as EntryParams.stream) */
+    void *h = NULL;
+    if (stream == Py_None) {
+        if (first_is_torch) {
+            PyObject *r = PyObject_CallOneArg(s->raw_stream, s->device);
+            uint64_t v;
+            if (!as_u64(r, &v))
+                return 0;
+            h = (void *)(uintptr_t)v;
+        } else if (other_torch) {
+            return 0;  /* a torch tensor further on decides the stream: the Python path */
+        }
+    } else {
+        uint64_t v;
+        Py_INCREF(stream);
+        if (!as_u64(stream, &v))
+            return 0;
+        h = (void *)(uintptr_t)v;
+    }
+    if (launcher != s->last_launcher) {
+        if (!read_dim3(launcher, "grid", s->config.grid) ||
+            !read_dim3(launcher, "block", s->config.block)) {
+            Py_CLEAR(s->last_launcher);
+            return 0;
+        }
+        Py_INCREF(launcher);
+        Py_XSETREF(s->last_launcher, launcher);
+    }
+    s->config.smem = (unsigned int)sm;
+    s->config.stream = h;
+    return 1;
+}
+
+static PyObject *fastlaunch_vectorcall(PyObject *self, PyObject *const *argv, size_t nargsf,
+                                       PyObject *kwnames)
+{
+    FastLaunch *s = (FastLaunch *)self;
+    if (PyVectorcall_NARGS(nargsf) == 4 && kwnames == NULL) {
+        if (prepare(s, argv)) {
+            int code;
+            Py_BEGIN_ALLOW_THREADS
+            code = s->launch(&s->config, s->function, s->param_ptrs, NULL);
+            Py_END_ALLOW_THREADS
+            if (code == 0)
+                Py_RETURN_NONE;
+            /* failed: the Python path launches again and handles or reports the error */
+        }
+        if (PyErr_Occurred())
+            PyErr_Clear();  /* an accessor raised: the Python path will meet it and say why */
+    }
+    if (s->fallback == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "FastLaunch: used after it was cleared");
+        return NULL;
+    }
+    return PyObject_Vectorcall(s->fallback, argv, nargsf, kwnames);
+}
+
+/* bytes a parameter's value takes in the buffer; 0 for an impossible integer size */
+static Py_ssize_t value_width(const Param *p)
+{
+    switch (p->kind) {
+    case K_INT:
+        return (p->size == 1 || p->size == 2 || p->size == 4 || p->size == 8) ? p->size : 0;
+    case K_BOOL: return 1;
+    case K_F32: return 4;
+    default: return 8;
+    }
+}
+
+/* -- construction and the entry's hand-overs ------------------------------------------------ */
+
+static PyTypeObject FastLaunchType;
+
+/* new(launch_fn, function, params, buffer_size, nargs, fallback, owner, device, smem_max)
+ * params: tuple of (kind, arg, offset, size, lo, hi, align) per kernel parameter */
+static PyObject *fastlaunch_new(PyObject *module, PyObject *args)
+{
+    unsigned long long launch_fn, function, owner;
+    Py_ssize_t buffer_size, nargs;
+    PyObject *params, *fallback;
+    long device;
+    long long smem_max;
+    if (!PyArg_ParseTuple(args, "KKO!nnOKlL", &launch_fn, &function, &PyTuple_Type, &params,
+                          &buffer_size, &nargs, &fallback, &owner, &device, &smem_max))
+        return NULL;
+    if (!launch_fn || !PyCallable_Check(fallback) || buffer_size < 0) {
+        PyErr_SetString(PyExc_ValueError, "FastLaunch: bad launch function, fallback or size");
+        return NULL;
+    }
+    FastLaunch *s = PyObject_GC_New(FastLaunch, &FastLaunchType);
+    if (s == NULL)
+        return NULL;
+    Py_ssize_t n = PyTuple_GET_SIZE(params);
+    s->vectorcall = fastlaunch_vectorcall;
+    s->launch = (launch_ex_fn)(uintptr_t)launch_fn;
+    s->function = (void *)(uintptr_t)function;
+    s->fallback = Py_NewRef(fallback);
+    s->owner = (unsigned long)owner;
+    s->device = PyLong_FromLong(device);
+    s->device_index = device;
+    s->tensor_type = s->torch_dtypes = s->raw_stream = NULL;
+    s->cupy_type = s->cupy_dtypes = s->last_launcher = NULL;
+    s->smem_max = smem_max;
+    s->nargs = nargs;
+    s->nparams = n;
+    s->first_ptr = -1;
+    s->params = PyMem_Calloc(n ? n : 1, sizeof(Param));
+    s->param_ptrs = PyMem_Calloc(n ? n : 1, sizeof(void *));
+    s->buffer = PyMem_Calloc((buffer_size + 7) / 8 + 1, 8);
+    memset(&s->config, 0, sizeof s->config);
+    PyObject_GC_Track(s);
+    if (!s->device || !s->params || !s->param_ptrs || !s->buffer) {
+        Py_DECREF(s);
+        return PyErr_NoMemory();
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Param *p = &s->params[i];
+        unsigned long long align;
+        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(params, i), "inniLLK;FastLaunch parameter",
+                              &p->kind, &p->arg, &p->offset, &p->size, &p->lo, &p->hi,
+                              &align) ||
+            p->kind < K_PTR || p->kind > K_F64 || p->arg < 0 || p->arg >= nargs ||
+            p->offset < 0 || p->offset + value_width(p) > buffer_size || align == 0 ||
+            (p->kind == K_INT && value_width(p) == 0)) {
+            if (!PyErr_Occurred())
+                PyErr_Format(PyExc_ValueError, "FastLaunch: bad parameter %zd", i);
+            Py_DECREF(s);
+            return NULL;
+        }
+        p->align_mask = align - 1;
+        p->torch_dtype = p->cupy_dtype = Py_None;
+        if (p->kind == K_PTR && s->first_ptr < 0)
+            s->first_ptr = (int)i;
+        s->param_ptrs[i] = (unsigned char *)s->buffer + p->offset;
+    }
+    return (PyObject *)s;
+}
+
+/* per pointer parameter, in order: the dtype object its arrays must have (None: never fast) */
+static int take_dtypes(FastLaunch *s, PyObject *dtypes, int torch)
+{
+    if (!PyTuple_CheckExact(dtypes) || PyTuple_GET_SIZE(dtypes) != s->nparams) {
+        PyErr_SetString(PyExc_ValueError, "dtypes: a tuple with one entry per parameter");
+        return 0;
+    }
+    for (Py_ssize_t i = 0; i < s->nparams; i++) {
+        PyObject *d = PyTuple_GET_ITEM(dtypes, i);
+        if (torch)
+            s->params[i].torch_dtype = d;
+        else
+            s->params[i].cupy_dtype = d;
+    }
+    return 1;
+}
+
+static PyObject *adopt_torch(PyObject *self, PyObject *args)
+{
+    FastLaunch *s = (FastLaunch *)self;
+    PyObject *tensor_type, *dtypes, *raw_stream;
+    if (!PyArg_ParseTuple(args, "O!OO", &PyType_Type, &tensor_type, &dtypes, &raw_stream))
+        return NULL;
+    if (!take_dtypes(s, dtypes, 1))
+        return NULL;
+    Py_XSETREF(s->torch_dtypes, Py_NewRef(dtypes));
+    Py_XSETREF(s->raw_stream, Py_NewRef(raw_stream));
+    Py_XSETREF(s->tensor_type, Py_NewRef(tensor_type));
+    Py_RETURN_NONE;
+}
+
+static PyObject *adopt_cupy(PyObject *self, PyObject *args)
+{
+    FastLaunch *s = (FastLaunch *)self;
+    PyObject *array_type, *dtypes;
+    if (!PyArg_ParseTuple(args, "O!O", &PyType_Type, &array_type, &dtypes))
+        return NULL;
+    if (!take_dtypes(s, dtypes, 0))
+        return NULL;
+    Py_XSETREF(s->cupy_dtypes, Py_NewRef(dtypes));
+    Py_XSETREF(s->cupy_type, Py_NewRef(array_type));
+    Py_RETURN_NONE;
+}
+
+static int fastlaunch_traverse(FastLaunch *s, visitproc visit, void *arg)
+{
+    Py_VISIT(s->fallback);
+    Py_VISIT(s->tensor_type);
+    Py_VISIT(s->torch_dtypes);
+    Py_VISIT(s->raw_stream);
+    Py_VISIT(s->cupy_type);
+    Py_VISIT(s->cupy_dtypes);
+    Py_VISIT(s->last_launcher);
+    return 0;
+}
+
+static int fastlaunch_clear(FastLaunch *s)
+{
+    /* the dtype pointers in params are borrowed from the tuples cleared here */
+    for (Py_ssize_t i = 0; s->params && i < s->nparams; i++)
+        s->params[i].torch_dtype = s->params[i].cupy_dtype = Py_None;
+    Py_CLEAR(s->fallback);
+    Py_CLEAR(s->tensor_type);
+    Py_CLEAR(s->torch_dtypes);
+    Py_CLEAR(s->raw_stream);
+    Py_CLEAR(s->cupy_type);
+    Py_CLEAR(s->cupy_dtypes);
+    Py_CLEAR(s->last_launcher);
+    return 0;
+}
+
+static void fastlaunch_dealloc(FastLaunch *s)
+{
+    PyObject_GC_UnTrack(s);
+    fastlaunch_clear(s);
+    Py_CLEAR(s->device);
+    PyMem_Free(s->params);
+    PyMem_Free(s->param_ptrs);
+    PyMem_Free(s->buffer);
+    PyObject_GC_Del(s);
+}
+
+static PyMethodDef fastlaunch_methods[] = {
+    {"adopt_torch", adopt_torch, METH_VARARGS,
+     "adopt_torch(Tensor, dtypes, raw_stream): recognise torch tensors from now on"},
+    {"adopt_cupy", adopt_cupy, METH_VARARGS,
+     "adopt_cupy(ndarray, dtypes): recognise CuPy arrays from now on"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef fastlaunch_members[] = {
+    {"smem_max", T_LONGLONG, offsetof(FastLaunch, smem_max), 0,
+     "dynamic shared memory (bytes) launchable without the Python path's checks"},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyTypeObject FastLaunchType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "opus._fastlaunch.FastLaunch",
+    .tp_basicsize = sizeof(FastLaunch),
+    .tp_dealloc = (destructor)fastlaunch_dealloc,
+    .tp_vectorcall_offset = offsetof(FastLaunch, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "A launch entry's hot path: call(launcher, args, smem, stream)",
+    .tp_traverse = (traverseproc)fastlaunch_traverse,
+    .tp_clear = (inquiry)fastlaunch_clear,
+    .tp_methods = fastlaunch_methods,
+    .tp_members = fastlaunch_members,
+};
+
+static PyMethodDef module_methods[] = {
+    {"new", fastlaunch_new, METH_VARARGS,
+     "new(launch_fn, function, params, buffer_size, nargs, fallback, owner, device, smem_max)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "opus._fastlaunch",
+    "C hot path of kernel launches (see frontend/gpu_launch.py)", -1, module_methods,
+};
+
+PyMODINIT_FUNC PyInit__fastlaunch(void)
+{
+    if (PyType_Ready(&FastLaunchType) < 0)
+        return NULL;
+    s_dtype = PyUnicode_InternFromString("dtype");
+    s_get_device = PyUnicode_InternFromString("get_device");
+    s_data_ptr = PyUnicode_InternFromString("data_ptr");
+    s_data = PyUnicode_InternFromString("data");
+    s_ptr = PyUnicode_InternFromString("ptr");
+    s_device_id = PyUnicode_InternFromString("device_id");
+    if (!s_dtype || !s_get_device || !s_data_ptr || !s_data || !s_ptr || !s_device_id)
+        return NULL;
+    return PyModule_Create(&module_def);
+}
