@@ -2,7 +2,7 @@
 
 Everything else is in pyproject.toml. ``optional=True``: without a C compiler or Python's
 headers the install goes on, and opus launches through its Python path alone (about 1 us
-slower per launch; ``opus.runtime.launch_path()`` says which is in use).
+slower per launch; ``opus.frontend.gpu_launch.fast_launch_module()`` is None then).
 """
 from setuptools import Extension, setup
 
