@@ -13,7 +13,8 @@
  *
  * Recognised arguments: torch tensors and CuPy arrays (exact types, handed over by the entry
  * once seen) whose dtype object is the parameter's and whose device is the entry's; plain ints
- * as raw addresses; Python ints, floats and bools for scalar parameters in range.
+ * as raw addresses; Python ints, floats and bools for scalar parameters in range; streams as
+ * None, an int handle, or an object with an int .cuda_stream (torch) or .ptr (CuPy).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -73,7 +74,7 @@ typedef struct {
     LaunchConfig config;
 } FastLaunch;
 
-static PyObject *s_dtype, *s_get_device, *s_data_ptr, *s_data, *s_ptr, *s_device_id;
+static PyObject *s_dtype, *s_get_device, *s_data_ptr, *s_data, *s_ptr, *s_device_id, *s_cuda_stream;
 
 static PyObject *call_method0(PyObject *obj, PyObject *name)
 {
@@ -81,7 +82,8 @@ static PyObject *call_method0(PyObject *obj, PyObject *name)
     return PyObject_VectorcallMethod(name, stack + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
 }
 
-/* 1 and *out set when `obj` is an int equal to `want`/convertible; 0 otherwise (no error left) */
+/* Consumes `obj` (a new reference, or NULL after a failed call): 1 and *out set when it is an
+ * exact int in 0..2^64-1, else 0 (an exception may be left set: the caller clears it). */
 static int as_u64(PyObject *obj, uint64_t *out)
 {
     if (obj == NULL)
@@ -254,9 +256,17 @@ static int prepare(FastLaunch *s, PyObject *const *argv)
             return 0;  /* a torch tensor further on decides the stream: the Python path */
         }
     } else {
+        /* an int handle, or a torch stream's .cuda_stream / a CuPy stream's .ptr: the first
+         * two ways _stream_handle (gpu_launch.py) reads a stream; anything else goes there */
         uint64_t v;
-        Py_INCREF(stream);
-        if (!as_u64(stream, &v))
+        PyObject *handle = stream;
+        if (PyLong_CheckExact(stream))
+            Py_INCREF(stream);
+        else if ((handle = PyObject_GetAttr(stream, s_cuda_stream)) == NULL) {
+            PyErr_Clear();
+            handle = PyObject_GetAttr(stream, s_ptr);
+        }
+        if (!as_u64(handle, &v))
             return 0;
         h = (void *)(uintptr_t)v;
     }
@@ -511,7 +521,9 @@ PyMODINIT_FUNC PyInit__fastlaunch(void)
     s_data = PyUnicode_InternFromString("data");
     s_ptr = PyUnicode_InternFromString("ptr");
     s_device_id = PyUnicode_InternFromString("device_id");
-    if (!s_dtype || !s_get_device || !s_data_ptr || !s_data || !s_ptr || !s_device_id)
+    s_cuda_stream = PyUnicode_InternFromString("cuda_stream");
+    if (!s_dtype || !s_get_device || !s_data_ptr || !s_data || !s_ptr || !s_device_id ||
+        !s_cuda_stream)
         return NULL;
     return PyModule_Create(&module_def);
 }

@@ -127,6 +127,28 @@ def test_config_follows_the_launcher_smem_and_stream():
                    (7, 256, 1024, 0)]
 
 
+class TorchStream:
+    cuda_stream = 0xABC
+
+
+class CupyStream:
+    ptr = 0xDEF
+
+
+class OddStream:
+    cuda_stream = "0xABC"
+
+
+def test_stream_objects_give_their_handle():
+    obj, drv, fb = make()
+    for stream in (TorchStream(), CupyStream()):
+        obj(Launcher(), vadd_args(), 0, stream)
+    assert not fb.calls
+    assert [d["stream"] for d in drv.launches] == [0xABC, 0xDEF]
+    obj(Launcher(), vadd_args(), 0, OddStream())
+    assert len(fb.calls) == 1 and len(drv.launches) == 2
+
+
 def test_raw_int_addresses_use_the_default_stream():
     obj, drv, fb = make()
     obj(Launcher(), (0x10, 0x20, 0x30, -5, 4), 0, None)

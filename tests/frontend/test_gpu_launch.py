@@ -168,3 +168,30 @@ def test_cupy_arrays_and_raw_addresses_launch_repeatedly():
         ex.vector_add[1, 256](x, y.astype(cp.float16), outs[0], n)
     with pytest.raises(opus.ArgumentError, match="'x'.*aligned"):
         ex.vector_add[1, 256](x[1:], y[1:], outs[0][1:], n - 1)
+
+
+@pytest.mark.parametrize("form", ["torch", "int", "cupy"])
+def test_explicit_stream_is_the_one_launched_on(form):
+    # Captured into a CUDA graph on stream s: only a launch really on s is in the graph (a
+    # launch elsewhere would fail under capture or leave the replayed output untouched).
+    n = 1 << 16
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    out = torch.zeros_like(x)
+    s = torch.cuda.Stream()
+    if form == "cupy":
+        cp = pytest.importorskip("cupy")
+        stream = cp.cuda.ExternalStream(s.cuda_stream)
+    else:
+        stream = s if form == "torch" else s.cuda_stream
+    with torch.cuda.stream(s):
+        for _ in range(2):  # the entry is made, then the hot path is warm
+            ex.vector_add[n // 1024, 256](x, y, out, n, stream=stream)
+    s.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        ex.vector_add[n // 1024, 256](x, y, out, n, stream=stream)
+    out.zero_()
+    torch.cuda.synchronize()
+    g.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(out, x + y)
