@@ -170,6 +170,7 @@ def test_cupy_arrays_and_raw_addresses_launch_repeatedly():
         ex.vector_add[1, 256](x[1:], y[1:], outs[0][1:], n - 1)
 
 
+@pytest.mark.filterwarnings("ignore:ExternalStream is deprecated:DeprecationWarning")
 @pytest.mark.parametrize("form", ["torch", "int", "cupy"])
 def test_explicit_stream_is_the_one_launched_on(form):
     # Captured into a CUDA graph on stream s: only a launch really on s is in the graph (a
