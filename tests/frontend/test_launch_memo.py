@@ -46,3 +46,38 @@ def test_argument_errors_after_memo():
             assert "'n'" in str(e)
         else:
             raise AssertionError("an out-of-range i32 was accepted")
+
+
+@opus.kernel
+def divide_seven(out: opus.Ptr[opus.f32], S: opus.constexpr):
+    # Python arithmetic at trace time: a float S divides (7 / 2.0 = 3.5), any other floors
+    out[0] = opus.f32(float(7 / S) if isinstance(S, float) else float(7 // S))
+
+
+def test_equal_constexprs_of_other_types_are_other_kernels():
+    # 2 == 2.0 == np.int64(2), and True == 1: each must trace its own kernel, at launch and in
+    # inspection, in any order, nested in tuples too
+    cases = [(2, 3.0), (2.0, 3.5), (True, 7.0), (2, 3.0), (1.0, 7.0), (2.0, 3.5), (1, 7.0)]
+    with opus.set_target("sm_90a", interpret=True):
+        for s, want in cases:
+            out = np.zeros(1, np.float32)
+            divide_seven[1, 1](out, s)
+            assert out[0] == want, s
+        out = np.zeros(1, np.float32)
+        divide_seven[1, 1](out, np.int64(2))
+        assert out[0] == 3.0
+    assert "0x1.c" in divide_seven.source("sm_90a", S=2.0)   # 3.5
+    assert "0x1.8" in divide_seven.source("sm_90a", S=2)     # 3.0
+
+
+@opus.kernel
+def shape_sum(out: opus.Ptr[opus.f32], SHAPE: opus.constexpr):
+    out[0] = opus.f32(float(SHAPE[0] / 4) if isinstance(SHAPE[0], float) else float(SHAPE[0] // 4))
+
+
+def test_constexpr_tuples_are_keyed_by_their_element_types():
+    with opus.set_target("sm_90a", interpret=True):
+        for shape, want in (((10, 1), 2.0), ((10.0, 1), 2.5), ((10, 1), 2.0)):
+            out = np.zeros(1, np.float32)
+            shape_sum[1, 1](out, shape)
+            assert out[0] == want, shape

@@ -101,6 +101,13 @@ def _default_tails(params):
     return tails
 
 
+def type_signature(value):
+    """The types in a constexpr value, nested like it: part of every key with constexpr values,
+    because equal values of other types (2, 2.0, True; np.int32(2)) may trace differently."""
+    t = type(value)
+    return tuple(map(type_signature, value)) if t is tuple else t
+
+
 class Kernel:
     """A decorated kernel. Index it with a launch configuration to launch it."""
 
@@ -122,7 +129,7 @@ class Kernel:
             if all(i >= n for i in self.const_idx)
             and all(p.kind == "constexpr" for p in self.params[n:]))
         self._rewritten = None
-        self._specs = {}     # (target key, constexpr values) -> Specialization
+        self._specs = {}     # (target, constexpr values, their types) -> Specialization
         self._launch = {}    # (selection key, constexpr values) -> launch entry
         self._launchers = {}  # launch configuration -> Launcher
         self.__doc__ = fn.__doc__
@@ -203,7 +210,7 @@ class Kernel:
         return self._specialization(t, self._constexprs_from(dict(constexprs)))
 
     def _specialization(self, target, cvals):
-        key = (target.name, cvals)
+        key = (target.name, cvals, type_signature(cvals))
         s = self._specs.get(key)
         if s is None:
             s = self._specs[key] = Specialization(self, target, cvals)

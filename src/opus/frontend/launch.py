@@ -8,6 +8,7 @@ from __future__ import annotations
 import numbers
 
 from ..errors import ArgumentError, OpusError
+from .kernel import type_signature
 from .targeting import current_target
 
 __all__ = ["Launcher"]
@@ -78,7 +79,10 @@ class Launcher:
 
 
 def _entry_key(k, sel, args):
-    return (sel.key, k.const_values(args)) if k.const_idx else sel.key
+    if not k.const_idx:
+        return sel.key
+    v = k.const_values(args)
+    return sel.key, v, type_signature(v)
 
 
 def _entry_for(k, sel, args):
