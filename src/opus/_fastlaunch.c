@@ -5,7 +5,7 @@
  * (launcher, args, smem, stream) it reads the kernel's arguments, packs them and calls
  * cuLaunchKernelEx. It handles only the common, valid case and never raises for bad input:
  * whatever it does not recognise (another array type, a wrong dtype or device, a misaligned
- * or out-of-range value, an explicit stream object, another thread, a failed launch) goes to
+ * or out-of-range value, a stream it cannot read, another thread, a failed launch) goes to
  * the entry's Python launch function with the same arguments, which launches or raises an
  * error that names the parameter. So behaviour is defined in one place, the Python path, and
  * this file only makes its most common case cheaper: ~1 us of ctypes and interpreter work per
@@ -38,7 +38,7 @@ typedef struct {
     unsigned int nattrs;
 } LaunchConfig;
 
-/* parameter kinds; the numbers are shared with gpu_launch.py (FAST_KINDS) */
+/* parameter kinds; the numbers are shared with gpu_launch.py (_K_PTR ...) */
 enum { K_PTR = 0, K_INT = 1, K_BOOL = 2, K_F32 = 3, K_F64 = 4 };
 
 typedef struct {
