@@ -122,6 +122,8 @@ class Kernel:
         self.const_idx = tuple(p.index for p in self.params if p.kind == "constexpr")
         # the launch path's key part for constexpr values: one C call instead of a genexpr
         self.const_values = operator.itemgetter(*self.const_idx) if self.const_idx else None
+        self._defaults = tuple(_default(p) for p in self.params)
+        self._bind_plans = {}  # (number of positional args, keyword names) -> how to bind
         self._default_tails = _default_tails(self.params)
         # argument counts that give no constexpr (all left to their defaults): see Launcher
         self._constexpr_free_counts = frozenset(
@@ -163,20 +165,37 @@ class Kernel:
             tail = self._default_tails.get(len(args))
             if tail is not None:
                 return args + tail
-        if len(args) > self.nparams:
-            raise ArgumentError(f"kernel {self.name!r} takes {self.nparams} arguments, got {len(args)}")
-        out = list(args)
-        for p in self.params[len(args):]:
-            if p.name in kwargs:
-                out.append(kwargs.pop(p.name))
-            elif _default(p) is not inspect.Parameter.empty:
-                out.append(_default(p))
+        shape = (len(args), tuple(kwargs))
+        plan = self._bind_plans.get(shape)
+        if plan is None:
+            plan = self._bind_plan(*shape)
+            if len(self._bind_plans) < 256:
+                self._bind_plans[shape] = plan
+        pick, defaults = plan
+        return pick(args + tuple(kwargs.values()) + defaults)
+
+    def _bind_plan(self, nargs, names):
+        """How to bind a call with ``nargs`` positional arguments and keywords ``names`` (in the
+        call's order): one itemgetter over (positional, keyword values, needed defaults)."""
+        if nargs > self.nparams:
+            raise ArgumentError(f"kernel {self.name!r} takes {self.nparams} arguments, got {nargs}")
+        later = [p.name for p in self.params[nargs:]]
+        bad = sorted(set(names) - set(later))
+        if bad:
+            raise ArgumentError(f"kernel {self.name!r}: unexpected or repeated argument(s) "
+                                f"{', '.join(bad)}")
+        sources, defaults = list(range(nargs)), []
+        for p, d in zip(self.params[nargs:], self._defaults[nargs:]):
+            if p.name in names:
+                sources.append(nargs + names.index(p.name))
+            elif d is not inspect.Parameter.empty:
+                sources.append(nargs + len(names) + len(defaults))
+                defaults.append(d)
             else:
                 raise ArgumentError(f"kernel {self.name!r}: missing argument for parameter {p.name!r}")
-        if kwargs:
-            bad = ", ".join(sorted(kwargs))
-            raise ArgumentError(f"kernel {self.name!r}: unexpected or repeated argument(s) {bad}")
-        return tuple(out)
+        get = operator.itemgetter(*sources)
+        pick = get if len(sources) > 1 else (lambda values: (get(values),))
+        return pick, tuple(defaults)
 
     def const_key(self, args):
         key = tuple(args[i] for i in self.const_idx)

@@ -74,7 +74,7 @@ class Launcher:
         except (KeyError, TypeError):  # first launch here, or an unhashable constexpr
             entry = _entry_for(k, sel, args)
         entry.run(self, args, smem, stream)
-        if memoizable:  # (bind empties kwargs: decided before it ran)
+        if memoizable:
             self._memo[len(given)] = (sel, entry.run)
 
 

@@ -1,0 +1,58 @@
+"""Binding a launch's arguments (Kernel.bind) agrees with Python's own binding of the kernel's
+signature (inspect.Signature.bind + apply_defaults), for every call shape, in any keyword
+order, and fails with ArgumentError exactly where Python raises TypeError."""
+import inspect
+import itertools
+
+import pytest
+
+import opus
+
+
+@opus.kernel
+def many(x: opus.Ptr[opus.f32], n: opus.i32, scale: opus.f32 = 2.0, A: opus.constexpr = 4,
+         B: opus.constexpr = (1, 2)):
+    pass
+
+
+@opus.kernel
+def no_defaults(x: opus.Ptr[opus.f32], n: opus.i32, A: opus.constexpr):
+    pass
+
+
+def _python(k, args, kwargs):
+    b = inspect.signature(k.fn).bind(*args, **kwargs)
+    b.apply_defaults()
+    return tuple(b.arguments.values())
+
+
+def _shapes(k):
+    names = [p.name for p in k.params]
+    values = {n: f"v_{n}" for n in names}
+    for npos in range(len(names) + 2):
+        pos = tuple(values.get(n, "extra") for n in names[:npos]) + (("extra",) if npos > len(names) else ())
+        for nkw in range(0, 3):
+            for kw in itertools.permutations(names + ["nope"], nkw):
+                yield pos, {n: f"kw_{n}" for n in kw}
+
+
+@pytest.mark.parametrize("k", [many, no_defaults], ids=["many", "no_defaults"])
+def test_bind_matches_python(k):
+    checked = 0
+    for args, kwargs in _shapes(k):
+        for _ in range(2):  # the second time through the cached plan
+            try:
+                want = _python(k, args, kwargs)
+            except TypeError:
+                with pytest.raises(opus.ArgumentError):
+                    k.bind(args, dict(kwargs))
+                continue
+            assert k.bind(args, dict(kwargs)) == want, (args, kwargs)
+            checked += 1
+    assert checked >= 8  # valid shapes were among them, not only errors
+
+
+def test_bind_leaves_the_callers_kwargs_alone():
+    kw = {"n": 3, "A": 8}
+    assert many.bind(("x",), kw) == ("x", 3, 2.0, 8, (1, 2))
+    assert kw == {"n": 3, "A": 8}
