@@ -11,8 +11,8 @@
  * this file only makes its most common case cheaper: ~1 us of ctypes and interpreter work per
  * launch (benchmarks/launch_paths.py measures both).
  *
- * Recognised arguments: torch tensors and CuPy arrays (exact types, handed over by the entry
- * once seen) whose dtype object is the parameter's and whose device is the entry's; plain ints
+ * Recognised arguments: torch tensors (exact torch.Tensor or nn.Parameter) and CuPy arrays
+ * (exact ndarray), types handed over by the entry once seen, whose dtype object is the parameter's and whose device is the entry's; plain ints
  * as raw addresses; Python ints, floats and bools for scalar parameters in range; streams as
  * None, an int handle, or an object with an int .cuda_stream (torch) or .ptr (CuPy).
  */
@@ -61,7 +61,7 @@ typedef struct {
     unsigned long owner;     /* thread that owns the buffers below */
     PyObject *device;        /* int: the entry's device index */
     long device_index;
-    PyObject *tensor_type, *torch_dtypes, *raw_stream;   /* torch, once adopted */
+    PyObject *tensor_type, *param_type, *torch_dtypes, *raw_stream;  /* torch, once adopted */
     PyObject *cupy_type, *cupy_dtypes;                   /* CuPy, once adopted */
     PyObject *last_launcher;
     long long smem_max;      /* dynamic shared memory launchable without the Python checks */
@@ -121,7 +121,8 @@ static int pointer_of(FastLaunch *s, Param *p, PyObject *a, uint64_t *out, int *
 {
     PyTypeObject *t = Py_TYPE(a);
     *torch = 0;
-    if (s->tensor_type != NULL && t == (PyTypeObject *)s->tensor_type) {
+    if (s->tensor_type != NULL &&
+        (t == (PyTypeObject *)s->tensor_type || t == (PyTypeObject *)s->param_type)) {
         *torch = 1;
         if (p->torch_dtype == Py_None || !attr_is(a, s_dtype, p->torch_dtype))
             return 0;
@@ -351,7 +352,7 @@ static PyObject *fastlaunch_new(PyObject *module, PyObject *args)
     s->owner = (unsigned long)owner;
     s->device = PyLong_FromLong(device);
     s->device_index = device;
-    s->tensor_type = s->torch_dtypes = s->raw_stream = NULL;
+    s->tensor_type = s->param_type = s->torch_dtypes = s->raw_stream = NULL;
     s->cupy_type = s->cupy_dtypes = s->last_launcher = NULL;
     s->smem_max = smem_max;
     s->nargs = nargs;
@@ -409,14 +410,16 @@ static int take_dtypes(FastLaunch *s, PyObject *dtypes, int torch)
 static PyObject *adopt_torch(PyObject *self, PyObject *args)
 {
     FastLaunch *s = (FastLaunch *)self;
-    PyObject *tensor_type, *dtypes, *raw_stream;
-    if (!PyArg_ParseTuple(args, "O!OO", &PyType_Type, &tensor_type, &dtypes, &raw_stream))
+    PyObject *tensor_type, *param_type, *dtypes, *raw_stream;
+    if (!PyArg_ParseTuple(args, "O!O!OO", &PyType_Type, &tensor_type, &PyType_Type, &param_type,
+                          &dtypes, &raw_stream))
         return NULL;
     if (!take_dtypes(s, dtypes, 1))
         return NULL;
     Py_XSETREF(s->torch_dtypes, Py_NewRef(dtypes));
     Py_XSETREF(s->raw_stream, Py_NewRef(raw_stream));
     Py_XSETREF(s->tensor_type, Py_NewRef(tensor_type));
+    Py_XSETREF(s->param_type, Py_NewRef(param_type));
     Py_RETURN_NONE;
 }
 
@@ -437,6 +440,7 @@ static int fastlaunch_traverse(FastLaunch *s, visitproc visit, void *arg)
 {
     Py_VISIT(s->fallback);
     Py_VISIT(s->tensor_type);
+    Py_VISIT(s->param_type);
     Py_VISIT(s->torch_dtypes);
     Py_VISIT(s->raw_stream);
     Py_VISIT(s->cupy_type);
@@ -452,6 +456,7 @@ static int fastlaunch_clear(FastLaunch *s)
         s->params[i].torch_dtype = s->params[i].cupy_dtype = Py_None;
     Py_CLEAR(s->fallback);
     Py_CLEAR(s->tensor_type);
+    Py_CLEAR(s->param_type);
     Py_CLEAR(s->torch_dtypes);
     Py_CLEAR(s->raw_stream);
     Py_CLEAR(s->cupy_type);
@@ -473,7 +478,7 @@ static void fastlaunch_dealloc(FastLaunch *s)
 
 static PyMethodDef fastlaunch_methods[] = {
     {"adopt_torch", adopt_torch, METH_VARARGS,
-     "adopt_torch(Tensor, dtypes, raw_stream): recognise torch tensors from now on"},
+     "adopt_torch(Tensor, Parameter, dtypes, raw_stream): recognise torch tensors from now on"},
     {"adopt_cupy", adopt_cupy, METH_VARARGS,
      "adopt_cupy(ndarray, dtypes): recognise CuPy arrays from now on"},
     {NULL, NULL, 0, NULL},

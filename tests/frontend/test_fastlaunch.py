@@ -62,6 +62,10 @@ class Tensor:  # stands in for torch.Tensor: the three accessors the hot path us
         return self.device
 
 
+class Parameter(Tensor):  # stands in for torch.nn.Parameter
+    pass
+
+
 class Memory:
     def __init__(self, ptr, device_id):
         self.ptr, self.device_id = ptr, device_id
@@ -98,7 +102,7 @@ def make(params=PARAMS, codes=CODES, result=0, device=0, smem_max=48 * 1024, siz
     nargs = max(p[1] for p in params) + 1
     obj = fl.new(drv.address, 0xF00D, params, size, nargs, fb,
                  threading.get_ident() if owner is None else owner, device, smem_max)
-    obj.adopt_torch(Tensor, tuple(F32 if p[0] == K_PTR else None for p in params),
+    obj.adopt_torch(Tensor, Parameter, tuple(F32 if p[0] == K_PTR else None for p in params),
                     lambda dev: STREAM_BASE + dev)
     return obj, drv, fb
 
@@ -114,6 +118,14 @@ def test_torch_tensors_launch_on_torch_stream_with_packed_values():
     assert drv.launches == [dict(grid=(3, 2, 1), block=(128, 2, 1), smem=0,
                                  stream=STREAM_BASE, function=0xF00D, extra=None,
                                  values=(0x1000, 0x2000, 0x3000, 1000))]
+
+
+def test_parameters_are_tensors_too():
+    obj, drv, fb = make()
+    obj(Launcher(), (Parameter(0x1000), Tensor(0x2000), Parameter(0x3000), 5, 4), 0, None)
+    assert not fb.calls
+    assert drv.launches[0]["values"] == (0x1000, 0x2000, 0x3000, 5)
+    assert drv.launches[0]["stream"] == STREAM_BASE
 
 
 def test_config_follows_the_launcher_smem_and_stream():

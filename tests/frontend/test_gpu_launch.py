@@ -196,3 +196,18 @@ def test_explicit_stream_is_the_one_launched_on(form):
     g.replay()
     torch.cuda.synchronize()
     assert torch.equal(out, x + y)
+
+
+def test_nn_parameters_launch_like_tensors():
+    n = 4096
+    w = torch.nn.Parameter(torch.randn(n, device="cuda"))
+    y = torch.randn(n, device="cuda")
+    outs = [torch.full_like(y, float("nan")) for _ in range(2)]
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):  # the first pointer (a Parameter) decides the stream
+        for o in outs:
+            ex.vector_add[n // 1024, 256](w, y, o, n)
+            o.mul_(2)  # ordered after the kernel only if the kernel ran on s
+    s.synchronize()
+    for o in outs:
+        assert torch.equal(o, (w.detach() + y) * 2)

@@ -349,8 +349,8 @@ class GpuEntry(EntryParams):
         tensor, stream = sys.modules["torch"].Tensor, tensor_args.torch_raw_stream()
         dtypes = self._per_param(tensor_args.torch_dtype)
         self._adopt(tensor, [d for d, p in zip(dtypes, self.params) if p[2] == "ptr"], stream)
-        if self.fast is not None:
-            self.fast.adopt_torch(tensor, dtypes, stream)
+        if self.fast is not None:  # nn.Parameter too: weights are passed as they are
+            self.fast.adopt_torch(tensor, sys.modules["torch"].nn.Parameter, dtypes, stream)
         self._torch_adopted = True
 
     def array_seen(self, arg):
