@@ -505,7 +505,168 @@ static PyTypeObject FastLaunchType = {
     .tp_members = fastlaunch_members,
 };
 
+/* -- LauncherBase: the memo hit of ``kernel[grid, block](*args)`` ---------------------------
+ *
+ * frontend/launch.py's CLauncher derives from this type. A call with positional arguments
+ * (plus smem=/stream= keywords) whose count has a remembered (selection, run) pair, made under
+ * that same target selection, calls run(launcher, args, smem, stream) from here; anything else
+ * goes to the Python method _slow_call with the call as it came. The Python side records pairs
+ * with _remember() and owns all the rules (which counts may be remembered, binding, errors).
+ * The current selection is read as targeting.current_target() would: the last of its _stack
+ * list, else the first of its _auto list (both handed over by watch_selection). */
+
+#define MEMO_N 64
+
+typedef struct {
+    PyObject_HEAD
+    vectorcallfunc vectorcall;
+    PyObject *memo_sel[MEMO_N];
+    PyObject *memo_run[MEMO_N];
+} LauncherBase;
+
+static PyObject *sel_stack, *sel_auto;  /* targeting._stack and targeting._auto */
+static PyObject *s_smem, *s_stream, *s_slow_call, *zero;
+
+static PyObject *current_selection(void)  /* borrowed; NULL: Python decides */
+{
+    if (sel_stack == NULL || sel_auto == NULL)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(sel_stack);
+    if (n > 0)
+        return PyList_GET_ITEM(sel_stack, n - 1);
+    return PyList_GET_SIZE(sel_auto) > 0 ? PyList_GET_ITEM(sel_auto, 0) : NULL;
+}
+
+static PyObject *launcher_slow(PyObject *self, PyObject *const *argv, Py_ssize_t nargs,
+                               PyObject *kwnames)
+{
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0, total = 1 + nargs + nkw;
+    PyObject *small[16], **stack = total <= 16 ? small : PyMem_Malloc(total * sizeof(PyObject *));
+    if (stack == NULL)
+        return PyErr_NoMemory();
+    stack[0] = self;
+    memcpy(stack + 1, argv, (nargs + nkw) * sizeof(PyObject *));
+    PyObject *r = PyObject_VectorcallMethod(s_slow_call, stack, nargs + 1, kwnames);
+    if (stack != small)
+        PyMem_Free(stack);
+    return r;
+}
+
+static PyObject *launcher_vectorcall(PyObject *self, PyObject *const *argv, size_t nargsf,
+                                     PyObject *kwnames)
+{
+    LauncherBase *s = (LauncherBase *)self;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    PyObject *smem = zero, *stream = Py_None;
+    for (Py_ssize_t i = 0; kwnames != NULL && i < PyTuple_GET_SIZE(kwnames); i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        if (name == s_smem || PyUnicode_Compare(name, s_smem) == 0)
+            smem = argv[nargs + i];
+        else if (name == s_stream || PyUnicode_Compare(name, s_stream) == 0)
+            stream = argv[nargs + i];
+        else
+            return launcher_slow(self, argv, nargs, kwnames);  /* kernel arguments by name */
+    }
+    PyObject *sel;
+    if (nargs >= MEMO_N || s->memo_run[nargs] == NULL || (sel = current_selection()) == NULL ||
+        sel != s->memo_sel[nargs])
+        return launcher_slow(self, argv, nargs, kwnames);
+    PyObject *args = PyTuple_New(nargs);
+    if (args == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        PyTuple_SET_ITEM(args, i, Py_NewRef(argv[i]));
+    PyObject *run = Py_NewRef(s->memo_run[nargs]);  /* a _remember() inside run may replace it */
+    PyObject *call[4] = {self, args, smem, stream};
+    PyObject *r = PyObject_Vectorcall(run, call, 4, NULL);
+    Py_DECREF(run);
+    Py_DECREF(args);
+    return r;
+}
+
+static PyObject *launcher_remember(PyObject *self, PyObject *args)
+{
+    LauncherBase *s = (LauncherBase *)self;
+    Py_ssize_t n;
+    PyObject *sel, *run;
+    if (!PyArg_ParseTuple(args, "nOO", &n, &sel, &run))
+        return NULL;
+    if (n >= 0 && n < MEMO_N) {  /* more arguments than that: always the Python path */
+        Py_XSETREF(s->memo_sel[n], Py_NewRef(sel));
+        Py_XSETREF(s->memo_run[n], Py_NewRef(run));
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *launcher_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    LauncherBase *s = (LauncherBase *)type->tp_alloc(type, 0);  /* zero-filled */
+    if (s != NULL)
+        s->vectorcall = launcher_vectorcall;
+    return (PyObject *)s;
+}
+
+static int launcher_traverse(LauncherBase *s, visitproc visit, void *arg)
+{
+    for (int i = 0; i < MEMO_N; i++) {
+        Py_VISIT(s->memo_sel[i]);
+        Py_VISIT(s->memo_run[i]);
+    }
+    return 0;
+}
+
+static int launcher_clear(LauncherBase *s)
+{
+    for (int i = 0; i < MEMO_N; i++) {
+        Py_CLEAR(s->memo_sel[i]);
+        Py_CLEAR(s->memo_run[i]);
+    }
+    return 0;
+}
+
+static void launcher_dealloc(LauncherBase *s)
+{
+    PyObject_GC_UnTrack(s);
+    launcher_clear(s);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyMethodDef launcher_methods[] = {
+    {"_remember", launcher_remember, METH_VARARGS,
+     "_remember(nargs, selection, run): calls with nargs positional arguments under that "
+     "selection go to run"},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject LauncherBaseType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "opus._fastlaunch.LauncherBase",
+    .tp_basicsize = sizeof(LauncherBase),
+    .tp_dealloc = (destructor)launcher_dealloc,
+    .tp_vectorcall_offset = offsetof(LauncherBase, vectorcall),
+    .tp_call = PyVectorcall_Call,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC |
+                Py_TPFLAGS_HAVE_VECTORCALL,
+    .tp_doc = "Base of frontend/launch.py's CLauncher: the memo hit of a launch in C",
+    .tp_traverse = (traverseproc)launcher_traverse,
+    .tp_clear = (inquiry)launcher_clear,
+    .tp_methods = launcher_methods,
+    .tp_new = launcher_new,
+};
+
+static PyObject *watch_selection(PyObject *module, PyObject *args)
+{
+    PyObject *stack, *autos;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &stack, &PyList_Type, &autos))
+        return NULL;
+    Py_XSETREF(sel_stack, Py_NewRef(stack));
+    Py_XSETREF(sel_auto, Py_NewRef(autos));
+    Py_RETURN_NONE;
+}
+
 static PyMethodDef module_methods[] = {
+    {"watch_selection", watch_selection, METH_VARARGS,
+     "watch_selection(stack, auto): targeting's lists (mutated in place, never rebound)"},
     {"new", fastlaunch_new, METH_VARARGS,
      "new(launch_fn, function, params, buffer_size, nargs, fallback, owner, device, smem_max)"},
     {NULL, NULL, 0, NULL},
@@ -518,7 +679,7 @@ static struct PyModuleDef module_def = {
 
 PyMODINIT_FUNC PyInit__fastlaunch(void)
 {
-    if (PyType_Ready(&FastLaunchType) < 0)
+    if (PyType_Ready(&FastLaunchType) < 0 || PyType_Ready(&LauncherBaseType) < 0)
         return NULL;
     s_dtype = PyUnicode_InternFromString("dtype");
     s_get_device = PyUnicode_InternFromString("get_device");
@@ -527,8 +688,15 @@ PyMODINIT_FUNC PyInit__fastlaunch(void)
     s_ptr = PyUnicode_InternFromString("ptr");
     s_device_id = PyUnicode_InternFromString("device_id");
     s_cuda_stream = PyUnicode_InternFromString("cuda_stream");
+    s_smem = PyUnicode_InternFromString("smem");
+    s_stream = PyUnicode_InternFromString("stream");
+    s_slow_call = PyUnicode_InternFromString("_slow_call");
+    zero = PyLong_FromLong(0);
     if (!s_dtype || !s_get_device || !s_data_ptr || !s_data || !s_ptr || !s_device_id ||
-        !s_cuda_stream)
+        !s_cuda_stream || !s_smem || !s_stream || !s_slow_call || !zero)
         return NULL;
-    return PyModule_Create(&module_def);
+    PyObject *m = PyModule_Create(&module_def);
+    if (m != NULL && PyModule_AddObjectRef(m, "LauncherBase", (PyObject *)&LauncherBaseType) < 0)
+        Py_CLEAR(m);
+    return m;
 }

@@ -357,3 +357,110 @@ def test_collected_with_its_cycle():
     del entry, obj, fb
     gc.collect()
     assert ref() is None
+
+
+# -- LauncherBase: the memo hit of kernel[grid, block](...) in C ----------------------------------
+
+@pytest.fixture
+def selection():
+    """Selection lists of the test's own, handed to the C side; targeting's are restored."""
+    from opus.frontend import targeting
+    stack, auto = [], ["auto-selection"]
+    fl.watch_selection(stack, auto)
+    yield stack, auto
+    fl.watch_selection(targeting._stack, targeting._auto)
+
+
+class Recorder(fl.LauncherBase):
+    def __init__(self):
+        self.slow, self.runs = [], []
+
+    def _slow_call(self, *args, **kwargs):
+        self.slow.append((args, kwargs))
+
+    def run(self, launcher, args, smem, stream):
+        assert launcher is self
+        self.runs.append((args, smem, stream))
+        return "ran"
+
+
+def test_remembered_count_and_selection_call_run_directly(selection):
+    stack, auto = selection
+    la = Recorder()
+    assert la(1, 2) is None and la.slow == [((1, 2), {})]  # nothing remembered yet
+    la._remember(2, "auto-selection", la.run)
+    assert la(3, 4) == "ran"
+    assert la(5, 6, smem=128, stream=7) == "ran"
+    assert la(5, 6, stream=8) == "ran"
+    assert la.runs == [((3, 4), 0, None), ((5, 6), 128, 7), ((5, 6), 0, 8)]
+    la(1, 2, 3)  # another count
+    la(1, n=2)  # a kernel argument by name
+    stack.append("pushed")  # set_target(...): another selection
+    la(9, 9)
+    stack.clear()
+    auto.clear()  # nothing selected yet: Python decides
+    la(9, 9)
+    assert la.slow == [((1, 2), {}), ((1, 2, 3), {}), ((1,), {"n": 2}), ((9, 9), {}),
+                       ((9, 9), {})]
+    assert len(la.runs) == 3
+
+
+def test_selection_on_the_stack_wins(selection):
+    stack, _ = selection
+    la = Recorder()
+    stack.append("pushed")
+    la._remember(1, "pushed", la.run)
+    assert la(1) == "ran"
+    stack.clear()
+    la(1)
+    assert len(la.runs) == 1 and len(la.slow) == 1
+
+
+def test_many_arguments_always_take_the_python_path(selection):
+    la = Recorder()
+    la._remember(64, "auto-selection", la.run)  # beyond the memo: ignored
+    la(*range(64))
+    la(*range(100), smem=5)
+    assert not la.runs and len(la.slow) == 2 and la.slow[1][1] == {"smem": 5}
+
+
+def test_errors_from_run_propagate_and_references_balance(selection):
+    la = Recorder()
+
+    def failing(launcher, args, smem, stream):
+        raise ValueError("from run")  # a new one each time (a re-raised one keeps its frames)
+    la._remember(1, "auto-selection", failing)
+    arg = object()
+    before = sys.getrefcount(arg)
+    for _ in range(1000):
+        with pytest.raises(ValueError):
+            la(arg)
+    assert sys.getrefcount(arg) == before
+
+
+def test_run_may_remember_a_new_run_while_it_runs(selection):
+    la = Recorder()
+    calls = []
+
+    def first(launcher, args, smem, stream):
+        calls.append("first")
+        la._remember(1, "auto-selection", second)  # drops the memo's reference to first
+
+    def second(launcher, args, smem, stream):
+        calls.append("second")
+    la._remember(1, "auto-selection", first)
+    del first
+    la(0)
+    la(0)
+    assert calls == ["first", "second"]
+
+
+def test_launchers_are_collected_with_their_cycles(selection):
+    import gc
+    import weakref
+    la = Recorder()
+    la._remember(0, "auto-selection", la.run)  # launcher -> bound method -> launcher
+    ref = weakref.ref(la)
+    del la
+    gc.collect()
+    assert ref() is None

@@ -1,8 +1,15 @@
 """The launch path's shortcuts (cached launchers, per-launcher memo of the last entry) never
 serve a stale entry: a change of target or of a constexpr value gets the right kernel."""
 import numpy as np
+import pytest
 
 import opus
+
+
+@pytest.fixture(autouse=True)
+def _both_launchers(launch_path):
+    """Each test runs with the C launcher (CLauncher) and the Python one (PyLauncher)."""
+    yield
 
 
 @opus.kernel
@@ -81,3 +88,9 @@ def test_constexpr_tuples_are_keyed_by_their_element_types():
             out = np.zeros(1, np.float32)
             shape_sum[1, 1](out, shape)
             assert out[0] == want, shape
+
+
+def test_launcher_kind_follows_the_launch_path(launch_path):
+    want = {"C": "CLauncher", "Python": "PyLauncher"}[launch_path]
+    assert type(fill_warp_size[1, 64]).__name__ == want
+    assert fill_warp_size[1, 64] is fill_warp_size[1, 64]  # cached per configuration

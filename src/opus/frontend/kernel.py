@@ -125,7 +125,7 @@ class Kernel:
         self._defaults = tuple(_default(p) for p in self.params)
         self._bind_plans = {}  # (number of positional args, keyword names) -> how to bind
         self._default_tails = _default_tails(self.params)
-        # argument counts that give no constexpr (all left to their defaults): see Launcher
+        # argument counts that give no constexpr (all left to their defaults): see launch.py
         self._constexpr_free_counts = frozenset(
             n for n in range(self.nparams + 1)
             if all(i >= n for i in self.const_idx)
@@ -133,7 +133,7 @@ class Kernel:
         self._rewritten = None
         self._specs = {}     # (target, constexpr values, their types) -> Specialization
         self._launch = {}    # (selection key, constexpr values) -> launch entry
-        self._launchers = {}  # launch configuration -> Launcher
+        self._launchers = {}  # launch configuration -> launcher (launch.py)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -149,8 +149,8 @@ class Kernel:
         try:
             return self._launchers[cfg]
         except (KeyError, TypeError):
-            from .launch import Launcher
-            la = Launcher(self, cfg)
+            from .launch import make_launcher
+            la = make_launcher(self, cfg)
             try:
                 if len(self._launchers) < 4096:
                     self._launchers[cfg] = la

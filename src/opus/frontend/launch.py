@@ -11,7 +11,7 @@ from ..errors import ArgumentError, OpusError
 from .kernel import type_signature
 from .targeting import current_target
 
-__all__ = ["Launcher"]
+__all__ = ["make_launcher", "PyLauncher"]
 
 _MAX_GRID = (2 ** 31 - 1, 65535, 65535)
 
@@ -29,12 +29,13 @@ def _dim3(x, what):
     return tuple(out) + (1,) * (3 - len(out))
 
 
-class Launcher:
-    """A kernel with its launch configuration; call it with the kernel's arguments."""
+class _Launch:
+    """What every launcher does (its state is in the subclasses' slots): check the launch
+    configuration, and launch through the kernel's entries."""
 
-    __slots__ = ("kernel", "grid", "block", "_memo")
+    __slots__ = ()
 
-    def __init__(self, kernel, cfg):
+    def _setup(self, kernel, cfg):
         if not isinstance(cfg, tuple) or len(cfg) != 2:
             raise ArgumentError(f"launch {kernel.name}[grid, block](...): give both, got {cfg!r}")
         self.kernel = kernel
@@ -50,16 +51,8 @@ class Launcher:
                                     f"launched with block={cfg[1]!r}")
         elif nthreads > 1024:
             raise ArgumentError(f"block {cfg[1]!r} has {nthreads} threads; at most 1024")
-        # number of positional arguments -> (selection, entry.run) of the last launch with that
-        # many; only for counts that leave every constexpr to its default, so that the
-        # entry depends on the selected target alone
-        self._memo = {}
 
-    def __call__(self, *args, smem=0, stream=None, **kwargs):
-        if not kwargs:
-            m = self._memo.get(len(args))
-            if m is not None and m[0] is current_target():
-                return m[1](self, args, smem, stream)  # the entry reads no defaulted constexpr
+    def _slow_call(self, *args, smem=0, stream=None, **kwargs):
         self._call(args, kwargs, smem, stream)
 
     def _call(self, given, kwargs, smem, stream):
@@ -74,8 +67,66 @@ class Launcher:
         except (KeyError, TypeError):  # first launch here, or an unhashable constexpr
             entry = _entry_for(k, sel, args)
         entry.run(self, args, smem, stream)
+        # Remember, per number of positional arguments that leaves every constexpr to its
+        # default, the entry's run and the selection it is for: then the entry depends on the
+        # selected target alone, and the next such call needs no key.
         if memoizable:
-            self._memo[len(given)] = (sel, entry.run)
+            self._remember(len(given), sel, entry.run)
+
+
+class PyLauncher(_Launch):
+    """A kernel with its launch configuration; call it with the kernel's arguments."""
+
+    __slots__ = ("kernel", "grid", "block", "_memo")
+
+    def __init__(self, kernel, cfg):
+        self._memo = {}  # number of positional arguments -> (selection, entry.run)
+        self._setup(kernel, cfg)
+
+    def __call__(self, *args, smem=0, stream=None, **kwargs):
+        if not kwargs:
+            m = self._memo.get(len(args))
+            if m is not None and m[0] is current_target():
+                return m[1](self, args, smem, stream)
+        self._call(args, kwargs, smem, stream)
+
+    def _remember(self, nargs, sel, run):
+        self._memo[nargs] = (sel, run)
+
+
+def _c_launcher_class():
+    from .gpu_launch import fast_launch_module
+    fl = fast_launch_module()
+    if fl is None or not hasattr(fl, "LauncherBase"):
+        return None
+    from . import targeting
+    fl.watch_selection(targeting._stack, targeting._auto)
+
+    class CLauncher(fl.LauncherBase, _Launch):
+        """PyLauncher with its __call__ in C (opus._fastlaunch.LauncherBase): the memo hit
+        costs no Python frame; everything else comes back to _slow_call."""
+
+        __slots__ = ("kernel", "grid", "block")
+
+        def __init__(self, kernel, cfg):
+            self._setup(kernel, cfg)
+
+    return CLauncher
+
+
+_CLAUNCHER = []
+
+
+def make_launcher(kernel, cfg):
+    """``kernel[grid, block]``: a CLauncher where the C extension is in use, else a PyLauncher
+    (decided per launcher, so OPUS_FAST_LAUNCH=0 takes effect for new ones)."""
+    from .gpu_launch import fast_launch_module
+    if fast_launch_module() is not None:
+        if not _CLAUNCHER:
+            _CLAUNCHER.append(_c_launcher_class())
+        if _CLAUNCHER[0] is not None:
+            return _CLAUNCHER[0](kernel, cfg)
+    return PyLauncher(kernel, cfg)
 
 
 def _entry_key(k, sel, args):

@@ -27,6 +27,7 @@ class Selection:
         return f"<{self.mode} {self.target.name}>"
 
 
+# Mutated in place, never rebound: the C launcher reads these very lists (launch.py).
 _stack: list[Selection] = []
 _auto: list[Selection] = []
 
