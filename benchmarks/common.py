@@ -127,6 +127,29 @@ def host_loop_us(fn, count=20000, warmup=2000, repeats=5, sync=None):
     return summary(per, "us/launch")
 
 
+def host_loops_interleaved_us(fns, count=20000, warmup=2000, repeats=5, sync=None):
+    """host_loop_us for several variants ({name: fn}), their loops interleaved: round r times
+    one loop of each, in an order rotated by r, so drift of the host (clocks, other tenants)
+    and the order of measurement fall on every variant alike. Medians over ``repeats``."""
+    names = list(fns)
+    for name in names:
+        for _ in range(warmup):
+            fns[name]()
+    per = {name: [] for name in names}
+    for r in range(repeats):
+        for name in names[r % len(names):] + names[:r % len(names)]:
+            fn = fns[name]
+            if sync:
+                sync()
+            t = time.perf_counter()
+            for _ in range(count):
+                fn()
+            if sync:
+                sync()
+            per[name].append((time.perf_counter() - t) / count * 1e6)
+    return {name: summary(v, "us/launch") for name, v in per.items()}
+
+
 def host_burst_us(fn, burst=256, bursts=60, sync=None):
     """Host time per call of ``fn`` in short bursts (fewer launches than the driver's queue
     holds, so the host never waits for the GPU): the clock stops before the synchronize."""
@@ -346,8 +369,8 @@ def render_markdown(res):
     lo = res.get("launch_overhead", {})
     if lo.get("launch"):
         lines += ["", "## Hot launch overhead (host µs per launch, n=1024, 1 block, median of "
-                  "5 x 20k; burst = host time of 256-launch bursts, clock stopped before the "
-                  "sync)", "", "| variant | µs/launch | burst µs/launch |", "| --- | --- | --- |"]
+                  "5 rounds of 20k, variants interleaved; burst = host time of 256-launch "
+                  "bursts, clock stopped before the sync)", "", "| variant | µs/launch | burst µs/launch |", "| --- | --- | --- |"]
         burst = lo.get("launch_burst_host_only", {})
         for k, v in lo["launch"].items():
             b = burst.get(k, {}).get("median")

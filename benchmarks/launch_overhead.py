@@ -4,7 +4,8 @@
 
 launch     host time per launch of the vector add on n=1024 f32 (1 block of 256 threads):
            the wall clock of a loop of ``--count`` launches divided by the count, after a
-           warm-up, synchronizing before starting and before stopping the clock; median of 5.
+           warm-up, synchronizing before starting and before stopping the clock; median of 5
+           rounds, each round one loop of every variant (order rotated round to round).
            opus is launched as users write it (``k[grid, block](x, y, out, n)``) with torch
            tensors, CuPy arrays and raw int addresses, through the C hot path (opus._fastlaunch,
            where built) and through the Python path alone (OPUS_FAST_LAUNCH=0); the lower
@@ -118,8 +119,9 @@ def launch_overhead(count, repeats):
         ("torch_add_out", lambda: torch.add(x, y, out=o)),
     ]
     burst = {}
+    res.update(common.host_loops_interleaved_us(dict(variants), count=count, warmup=2000,
+                                                repeats=repeats, sync=sync))
     for name, fn in variants:
-        res[name] = common.host_loop_us(fn, count=count, warmup=2000, repeats=repeats, sync=sync)
         burst[name] = common.host_burst_us(fn, sync=sync)
         print(f"[launch] {name:32s} {res[name]['median']:.2f} us, burst "
               f"{burst[name]['median']:.2f} us", file=sys.stderr)
