@@ -24,6 +24,10 @@
 #include <math.h>
 #include <float.h>
 
+/* Bumped with every change of what Python hands over or calls here; gpu_launch.py ignores a
+ * module built from another version (a build left over from older sources). */
+#define FASTLAUNCH_VERSION 2
+
 #ifndef Py_TPFLAGS_HAVE_VECTORCALL
 #define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
 #endif
@@ -696,7 +700,9 @@ PyMODINIT_FUNC PyInit__fastlaunch(void)
         !s_cuda_stream || !s_smem || !s_stream || !s_slow_call || !zero)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
-    if (m != NULL && PyModule_AddObjectRef(m, "LauncherBase", (PyObject *)&LauncherBaseType) < 0)
+    if (m != NULL &&
+        (PyModule_AddObjectRef(m, "LauncherBase", (PyObject *)&LauncherBaseType) < 0 ||
+         PyModule_AddIntConstant(m, "VERSION", FASTLAUNCH_VERSION) < 0))
         Py_CLEAR(m);
     return m;
 }

@@ -33,14 +33,27 @@ _K_PTR, _K_INT, _K_BOOL, _K_F32, _K_F64 = range(5)
 _I64_MAX = 2 ** 63 - 1
 
 
+FAST_LAUNCH_VERSION = 2  # FASTLAUNCH_VERSION in _fastlaunch.c
+_stale_warned = []
+
+
 def fast_launch_module():
     """The C hot path (opus._fastlaunch), or None where it was not built (no C compiler at
-    install time) or OPUS_FAST_LAUNCH=0 turns it off."""
+    install time), was built from other sources (warned once), or OPUS_FAST_LAUNCH=0."""
     if os.environ.get("OPUS_FAST_LAUNCH", "1") == "0":
         return None
     try:
         from .. import _fastlaunch
     except ImportError:
+        return None
+    if getattr(_fastlaunch, "VERSION", None) != FAST_LAUNCH_VERSION:
+        if not _stale_warned:
+            import warnings
+            warnings.warn(f"opus._fastlaunch ({_fastlaunch.__file__}) was built from older "
+                          "sources; launching from Python (about 1 us slower per launch) until "
+                          "it is rebuilt: pip install -e . (or python setup.py build_ext "
+                          "--inplace)", RuntimeWarning, stacklevel=2)
+            _stale_warned.append(True)
         return None
     return _fastlaunch
 

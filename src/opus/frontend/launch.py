@@ -97,7 +97,7 @@ class PyLauncher(_Launch):
 def _c_launcher_class():
     from .gpu_launch import fast_launch_module
     fl = fast_launch_module()
-    if fl is None or not hasattr(fl, "LauncherBase"):
+    if fl is None:
         return None
     from . import targeting
     fl.watch_selection(targeting._stack, targeting._auto)
