@@ -110,21 +110,7 @@ def summary(xs, unit):
 def host_loop_us(fn, count=20000, warmup=2000, repeats=5, sync=None):
     """Host time per call (µs) of ``fn`` called ``count`` times in a loop: warm-up first,
     synchronize before starting and before stopping the clock; median over ``repeats``."""
-    for _ in range(warmup):
-        fn()
-    if sync:
-        sync()
-    per = []
-    for _ in range(repeats):
-        if sync:
-            sync()
-        t = time.perf_counter()
-        for _ in range(count):
-            fn()
-        if sync:
-            sync()
-        per.append((time.perf_counter() - t) / count * 1e6)
-    return summary(per, "us/launch")
+    return host_loops_interleaved_us({"fn": fn}, count, warmup, repeats, sync)["fn"]
 
 
 def host_loops_interleaved_us(fns, count=20000, warmup=2000, repeats=5, sync=None):
