@@ -161,8 +161,8 @@ def launch_overhead(count, repeats):
     sync()
     s = io.StringIO()
     pstats.Stats(pr, stream=s).sort_stats("tottime").print_stats(14)
-    return {"launch": res, "launch_hot_path": hot_path, "launch_burst_host_only": burst, "launch_gpu_us_per_launch": gpu,
-            "launch_checks": checks, "launch_micro_us": micro,
+    return {"launch": res, "launch_hot_path": hot_path, "launch_burst_host_only": burst,
+            "launch_gpu_us_per_launch": gpu, "launch_checks": checks, "launch_micro_us": micro,
             "launch_profile": s.getvalue()[-6000:],
             "launch_config": {"n": n, "grid": 1, "block": 256, "count": count,
                               "repeats": repeats}}

@@ -45,9 +45,10 @@ def _kernels_in(namespace):
 
 @pytest.fixture(params=["C", "Python"])
 def launch_path(request, monkeypatch):
-    """Runs a GPU test once per launch hot path: the C extension (skipped where it was not
-    built) and the generated Python path alone. Launch entries of the kernels in the test's
-    module and in opus.examples are dropped before and after, so each run makes its own."""
+    """Runs a test once per launch path: through the C extension (its launcher and hot path;
+    skipped where it was not built) and through Python alone. Launchers and launch entries of
+    the kernels in the test's module and in opus.examples are dropped before and after, so
+    each run makes its own."""
     from opus import examples
     from opus.frontend.gpu_launch import fast_launch_module
     monkeypatch.setenv("OPUS_FAST_LAUNCH", "1" if request.param == "C" else "0")
