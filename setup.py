@@ -6,5 +6,6 @@ slower per launch; ``opus.frontend.gpu_launch.fast_launch_module()`` is None the
 """
 from setuptools import Extension, setup
 
-setup(ext_modules=[Extension("opus._fastlaunch", ["src/opus/_fastlaunch.c"], optional=True,
-                             extra_compile_args=["-O2", "-Wall", "-Werror=implicit-function-declaration"])])
+setup(ext_modules=[Extension(
+    "opus._fastlaunch", ["src/opus/_fastlaunch.c"], optional=True,
+    extra_compile_args=["-O2", "-Wall", "-Werror=implicit-function-declaration"])])

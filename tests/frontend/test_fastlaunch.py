@@ -9,15 +9,11 @@ import threading
 
 import pytest
 
+from opus.runtime.launcher import LaunchConfig
+
 fl = pytest.importorskip("opus._fastlaunch", reason="C extension not built (no C compiler)")
 
 K_PTR, K_INT, K_BOOL, K_F32, K_F64 = range(5)
-
-
-class Config(ctypes.Structure):  # CUlaunchConfig, as cuda.h lays it out
-    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
-                ("smem", ctypes.c_uint), ("stream", ctypes.c_void_p),
-                ("attrs", ctypes.c_void_p), ("nattrs", ctypes.c_uint)]
 
 
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
@@ -33,13 +29,14 @@ class Driver:
         self.address = ctypes.cast(self.fn, ctypes.c_void_p).value
 
     def _launch(self, config, function, params, extra):
-        c = Config.from_address(config)
+        c = LaunchConfig.from_address(config)  # CUlaunchConfig, as the ctypes path lays it out
         ptrs = (ctypes.c_void_p * len(self.codes)).from_address(params)
         values = tuple(struct.unpack(code, ctypes.string_at(p, struct.calcsize(code)))[0]
                        for code, p in zip(self.codes, ptrs))
-        self.launches.append(dict(grid=tuple(c.grid), block=tuple(c.block), smem=c.smem,
-                                  stream=c.stream or 0, function=function, extra=extra,
-                                  values=values))
+        self.launches.append(dict(grid=(c.gridDimX, c.gridDimY, c.gridDimZ),
+                                  block=(c.blockDimX, c.blockDimY, c.blockDimZ),
+                                  smem=c.sharedMemBytes, stream=c.hStream or 0,
+                                  function=function, extra=extra, values=values))
         return self.result
 
 

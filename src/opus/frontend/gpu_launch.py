@@ -165,7 +165,7 @@ _TAIL = """\
         if code:
             check_launch(code, function, config_ptr, params, config)
 
-    def adopt_torch(tensor_type, dtypes, stream_of_device):
+    def adopt_torch(tensor_type, dtypes, stream_of_device):  # dtypes: one per parameter
         nonlocal T, raw_stream{dtype_names}
         T, raw_stream = tensor_type, stream_of_device
         {dtype_assign}
@@ -314,8 +314,7 @@ class GpuEntry(EntryParams):
         tail = _TAIL.format(
             torch_first=torch_first, values=values,
             dtype_names="".join(", " + d for d in dtypes),
-            dtype_assign=(", ".join(dtypes) + (" = dtypes" if len(dtypes) != 1 else ", = dtypes"))
-            if dtypes else "pass")
+            dtype_assign="; ".join(f"{d} = dtypes[{d[1:]}]" for d in dtypes) or "pass")
         text = _HEAD.format(names=", ".join(env)) + "".join(body) + tail
         scope = {}
         exec(compile(text, f"<opus launch {self.name}>", "exec"), scope)
@@ -361,7 +360,7 @@ class GpuEntry(EntryParams):
         tensor_args.init_torch()
         tensor, stream = sys.modules["torch"].Tensor, tensor_args.torch_raw_stream()
         dtypes = self._per_param(tensor_args.torch_dtype)
-        self._adopt(tensor, [d for d, p in zip(dtypes, self.params) if p[2] == "ptr"], stream)
+        self._adopt(tensor, dtypes, stream)
         if self.fast is not None:  # nn.Parameter too: weights are passed as they are
             self.fast.adopt_torch(tensor, sys.modules["torch"].nn.Parameter, dtypes, stream)
         self._torch_adopted = True

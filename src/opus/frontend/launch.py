@@ -5,6 +5,7 @@ checkers prepared); later launches do a dict lookup, argument checks and one dri
 """
 from __future__ import annotations
 
+import functools
 import numbers
 
 from ..errors import ArgumentError, OpusError
@@ -94,11 +95,9 @@ class PyLauncher(_Launch):
         self._memo[nargs] = (sel, run)
 
 
-def _c_launcher_class():
-    from .gpu_launch import fast_launch_module
-    fl = fast_launch_module()
-    if fl is None:
-        return None
+@functools.cache
+def _c_launcher_class(fl):
+    """CLauncher over the extension module ``fl`` (made once, when first needed)."""
     from . import targeting
     fl.watch_selection(targeting._stack, targeting._auto)
 
@@ -114,19 +113,12 @@ def _c_launcher_class():
     return CLauncher
 
 
-_CLAUNCHER = []
-
-
 def make_launcher(kernel, cfg):
     """``kernel[grid, block]``: a CLauncher where the C extension is in use, else a PyLauncher
     (decided per launcher, so OPUS_FAST_LAUNCH=0 takes effect for new ones)."""
     from .gpu_launch import fast_launch_module
-    if fast_launch_module() is not None:
-        if not _CLAUNCHER:
-            _CLAUNCHER.append(_c_launcher_class())
-        if _CLAUNCHER[0] is not None:
-            return _CLAUNCHER[0](kernel, cfg)
-    return PyLauncher(kernel, cfg)
+    fl = fast_launch_module()
+    return (_c_launcher_class(fl) if fl is not None else PyLauncher)(kernel, cfg)
 
 
 def _entry_key(k, sel, args):

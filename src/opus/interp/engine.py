@@ -600,15 +600,26 @@ class Program:
         return self._unop(op, lambda v: v[:, idx])
 
     # -- memory ------------------------------------------------------------------------------------
+    def _address(self, p, o):
+        """``R -> (buffer, element indices)`` for pointer ``p`` plus offset ``o`` (u64 offsets
+        are widened to the index type first)."""
+        sp, so = self.slot(p), self.slot(o)
+        if scalar_of(o.type).name == "u64":
+            def address(R):
+                buf, base = R[sp]
+                return buf, base + R[so].astype(I64)
+        else:
+            def address(R):
+                buf, base = R[sp]
+                return buf, base + R[so]
+        return address
+
     def c_ptr_add(self, op):
-        sp, so, sr = self.slot(op.operands[0]), self.slot(op.operands[1]), self.slot(op.results[0])
-        u64 = scalar_of(op.operands[1].type).name == "u64"
+        address, sr = self._address(*op.operands[:2]), self.slot(op.results[0])
 
         def run(st, _op=op):
             R = st.R
-            b, base = R[sp]
-            off = R[so]
-            R[sr] = (b, base + (off.astype(I64) if u64 else off))
+            R[sr] = address(R)
         return run
 
     def c_load(self, op):
@@ -618,14 +629,11 @@ class Program:
         elem = p.type.elem
         nd = elem.np_dtype
         zero = nd.type(0)
-        sp, so, sr = self.slot(p), self.slot(o), self.slot(op.results[0])
-        u64 = scalar_of(o.type).name == "u64"
+        address, sr = self._address(p, o), self.slot(op.results[0])
 
         def run(st, _op=op):
             R = st.R
-            buf, base = R[sp]
-            off = R[so]
-            idx = base + (off.astype(I64) if u64 else off)
+            buf, idx = address(R)
             R[sr] = mem_load(st, _op, buf, idx, vec, None if sb is None else R[sb], st.mask,
                              zero, nd)
         return run
@@ -634,14 +642,11 @@ class Program:
         p, o, v = op.operands[:3]
         sb = self.slot(op.operands[3]) if len(op.operands) > 3 else None
         vec = op.attrs["vec"]
-        sp, so, sv = self.slot(p), self.slot(o), self.slot(v)
-        u64 = scalar_of(o.type).name == "u64"
+        address, sv = self._address(p, o), self.slot(v)
 
         def run(st, _op=op):
             R = st.R
-            buf, base = R[sp]
-            off = R[so]
-            idx = base + (off.astype(I64) if u64 else off)
+            buf, idx = address(R)
             mem_store(st, _op, buf, idx, R[sv], vec, None if sb is None else R[sb], st.mask)
         return run
 
