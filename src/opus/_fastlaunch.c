@@ -26,7 +26,7 @@
 
 /* Bumped with every change of what Python hands over or calls here; gpu_launch.py ignores a
  * module built from another version (a build left over from older sources). */
-#define FASTLAUNCH_VERSION 2
+#define FASTLAUNCH_VERSION 3
 
 #ifndef Py_TPFLAGS_HAVE_VECTORCALL
 #define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
@@ -516,8 +516,10 @@ static PyTypeObject FastLaunchType = {
  * that same target selection, calls run(launcher, args, smem, stream) from here; anything else
  * goes to the Python method _slow_call with the call as it came. The Python side records pairs
  * with _remember() and owns all the rules (which counts may be remembered, binding, errors).
- * The current selection is read as targeting.current_target() would: the last of its _stack
- * list, else the first of its _auto list (both handed over by watch_selection). */
+ * The current selection is read as targeting.current_target() would: the calling context's
+ * value of its _selected ContextVar, else the first of its _auto list (both handed over by
+ * watch_selection). So the selection is per thread, and a memo entry made under another
+ * thread's selection is never used here: the identity check below sends the call to Python. */
 
 #define MEMO_N 64
 
@@ -528,16 +530,26 @@ typedef struct {
     PyObject *memo_run[MEMO_N];
 } LauncherBase;
 
-static PyObject *sel_stack, *sel_auto;  /* targeting._stack and targeting._auto */
+static PyObject *sel_var, *sel_auto;  /* targeting._selected (a ContextVar) and targeting._auto */
 static PyObject *s_smem, *s_stream, *s_slow_call, *zero;
 
-static PyObject *current_selection(void)  /* borrowed; NULL: Python decides */
+/* Borrowed, for an identity check only; NULL: Python decides. The context keeps the value
+ * alive while this C code runs (no Python code can set the variable in between). A context
+ * variable's lookup is cached per thread, so a hit costs a few loads. */
+static PyObject *current_selection(void)
 {
-    if (sel_stack == NULL || sel_auto == NULL)
+    if (sel_var == NULL || sel_auto == NULL)
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(sel_stack);
-    if (n > 0)
-        return PyList_GET_ITEM(sel_stack, n - 1);
+    PyObject *sel;
+    if (PyContextVar_Get(sel_var, NULL, &sel) < 0) {
+        PyErr_Clear();
+        return NULL;
+    }
+    if (sel != NULL) {
+        Py_DECREF(sel);
+        if (sel != Py_None)
+            return sel;
+    }
     return PyList_GET_SIZE(sel_auto) > 0 ? PyList_GET_ITEM(sel_auto, 0) : NULL;
 }
 
@@ -596,8 +608,13 @@ static PyObject *launcher_remember(PyObject *self, PyObject *args)
     if (!PyArg_ParseTuple(args, "nOO", &n, &sel, &run))
         return NULL;
     if (n >= 0 && n < MEMO_N) {  /* more arguments than that: always the Python path */
-        Py_XSETREF(s->memo_sel[n], Py_NewRef(sel));
-        Py_XSETREF(s->memo_run[n], Py_NewRef(run));
+        /* both set before either old value is released: a destructor run by the release
+         * (it may switch threads) never sees a new selection paired with an old run */
+        PyObject *old_sel = s->memo_sel[n], *old_run = s->memo_run[n];
+        s->memo_sel[n] = Py_NewRef(sel);
+        s->memo_run[n] = Py_NewRef(run);
+        Py_XDECREF(old_sel);
+        Py_XDECREF(old_run);
     }
     Py_RETURN_NONE;
 }
@@ -660,17 +677,18 @@ static PyTypeObject LauncherBaseType = {
 
 static PyObject *watch_selection(PyObject *module, PyObject *args)
 {
-    PyObject *stack, *autos;
-    if (!PyArg_ParseTuple(args, "O!O!", &PyList_Type, &stack, &PyList_Type, &autos))
+    PyObject *var, *autos;
+    if (!PyArg_ParseTuple(args, "O!O!", &PyContextVar_Type, &var, &PyList_Type, &autos))
         return NULL;
-    Py_XSETREF(sel_stack, Py_NewRef(stack));
+    Py_XSETREF(sel_var, Py_NewRef(var));
     Py_XSETREF(sel_auto, Py_NewRef(autos));
     Py_RETURN_NONE;
 }
 
 static PyMethodDef module_methods[] = {
     {"watch_selection", watch_selection, METH_VARARGS,
-     "watch_selection(stack, auto): targeting's lists (mutated in place, never rebound)"},
+     "watch_selection(selected, auto): targeting's ContextVar of the explicit selection (None: "
+     "automatic) and its list holding the automatic one (mutated in place, never rebound)"},
     {"new", fastlaunch_new, METH_VARARGS,
      "new(launch_fn, function, params, buffer_size, nargs, fallback, owner, device, smem_max)"},
     {NULL, NULL, 0, NULL},

@@ -358,14 +358,29 @@ def test_collected_with_its_cycle():
 
 # -- LauncherBase: the memo hit of kernel[grid, block](...) in C ----------------------------------
 
+class Selected:
+    """The test's own explicit selection (a ContextVar, as targeting._selected)."""
+
+    def __init__(self):
+        import contextvars
+        self.var = contextvars.ContextVar("test_selected", default=None)
+
+    def append(self, sel):  # set_target(sel)
+        self.var.set(sel)
+
+    def clear(self):  # set_target(None)
+        self.var.set(None)
+
+
 @pytest.fixture
 def selection():
-    """Selection lists of the test's own, handed to the C side; targeting's are restored."""
+    """A selection variable and auto list of the test's own, handed to the C side; targeting's
+    are restored."""
     from opus.frontend import targeting
-    stack, auto = [], ["auto-selection"]
-    fl.watch_selection(stack, auto)
+    stack, auto = Selected(), ["auto-selection"]
+    fl.watch_selection(stack.var, auto)
     yield stack, auto
-    fl.watch_selection(targeting._stack, targeting._auto)
+    fl.watch_selection(targeting._selected, targeting._auto)
 
 
 class Recorder(fl.LauncherBase):

@@ -33,7 +33,7 @@ _K_PTR, _K_INT, _K_BOOL, _K_F32, _K_F64 = range(5)
 _I64_MAX = 2 ** 63 - 1
 
 
-FAST_LAUNCH_VERSION = 2  # FASTLAUNCH_VERSION in _fastlaunch.c
+FAST_LAUNCH_VERSION = 3  # FASTLAUNCH_VERSION in _fastlaunch.c
 _stale_warned = []
 
 

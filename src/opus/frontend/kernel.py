@@ -7,6 +7,7 @@ renders it for the target and compiles it (through the disk cache).
 """
 from __future__ import annotations
 
+import _thread  # not threading: that import costs ~1 ms of opus's import time
 import inspect
 import linecache
 import operator
@@ -131,6 +132,9 @@ class Kernel:
             if all(i >= n for i in self.const_idx)
             and all(p.kind == "constexpr" for p in self.params[n:]))
         self._rewritten = None
+        # Held while tracing a new specialization, so threads specializing one kernel at once
+        # rewrite it once and share one Specialization per key (no duplicate work or objects).
+        self._lock = _thread.RLock()
         self._specs = {}     # (target, constexpr values, their types) -> Specialization
         self._launch = {}    # (selection key, constexpr values) -> launch entry
         self._launchers = {}  # launch configuration -> launcher (launch.py)
@@ -232,7 +236,10 @@ class Kernel:
         key = (target.name, cvals, type_signature(cvals))
         s = self._specs.get(key)
         if s is None:
-            s = self._specs[key] = Specialization(self, target, cvals)
+            with self._lock:
+                s = self._specs.get(key)
+                if s is None:
+                    s = self._specs[key] = Specialization(self, target, cvals)
         return s
 
     # -- inspection shortcuts -------------------------------------------------------------------
@@ -256,11 +263,9 @@ class Kernel:
 
     # -- tracing --------------------------------------------------------------------------------
     def trace(self, target, cvals) -> tuple[Function, TraceContext]:
-        if self._rewritten is None:
-            try:
-                self._rewritten = rewrite_kernel(self.fn)
-            except RewriteError as e:
-                raise TraceError(str(e), kernel=self.name) from None
+        with self._lock:  # one rewrite for every thread (_located reads its code objects)
+            if self._rewritten is None:
+                self._rewritten = self._rewrite()
         factory, codes = self._rewritten
         cells = self.fn.__closure__ or ()
         try:
@@ -298,6 +303,12 @@ class Kernel:
                  "align": {p.name: c.align_req.get(p.value, 1) for p in params}}
         return Function(self.name, params, body, attrs), c
 
+    def _rewrite(self):
+        try:
+            return rewrite_kernel(self.fn)
+        except RewriteError as e:
+            raise TraceError(str(e), kernel=self.name) from None
+
     def _located(self, exc, message):
         """A TraceError pointing at the innermost kernel line of ``exc``'s traceback."""
         codes = self._rewritten[1]
@@ -333,6 +344,9 @@ class Specialization:
         self.static_smem = self.function.attrs["smem_bytes"]
         self._source = None
         self._compiled = None
+        # Held while compiling and while making a launch entry (launch.py), so threads asking
+        # for one specialization's binary at once compile it once.
+        self._lock = _thread.RLock()
 
     @property
     def source(self) -> str:
@@ -345,8 +359,10 @@ class Specialization:
     def compiled(self):
         """(binary, log, compiler version) — compiled through the disk cache."""
         if self._compiled is None:
-            from ..runtime.build import build
-            self._compiled = build(self.source, self.target)
+            with self._lock:
+                if self._compiled is None:
+                    from ..runtime.build import build
+                    self._compiled = build(self.source, self.target)
         return self._compiled
 
     @property

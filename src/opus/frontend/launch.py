@@ -99,7 +99,7 @@ class PyLauncher(_Launch):
 def _c_launcher_class(fl):
     """CLauncher over the extension module ``fl`` (made once, when first needed)."""
     from . import targeting
-    fl.watch_selection(targeting._stack, targeting._auto)
+    fl.watch_selection(targeting._selected, targeting._auto)  # read per thread in C
 
     class CLauncher(fl.LauncherBase, _Launch):
         """PyLauncher with its __call__ in C (opus._fastlaunch.LauncherBase): the memo hit
@@ -133,12 +133,15 @@ def _entry_for(k, sel, args):
     key = _entry_key(k, sel, args)
     entry = k._launch.get(key)
     if entry is None:
-        entry = k._launch[key] = _make_entry(k, sel, cvals)
+        spec = k._specialization(sel.target, cvals)
+        with spec._lock:  # threads launching it first at once: one entry (one module load)
+            entry = k._launch.get(key)
+            if entry is None:
+                entry = k._launch[key] = _make_entry(k, sel, spec)
     return entry
 
 
-def _make_entry(k, sel, cvals):
-    spec = k._specialization(sel.target, cvals)
+def _make_entry(k, sel, spec):
     if sel.mode == "gpu" and sel.target.vendor == "amd":
         from .hip_launch import HipEntry
         return HipEntry(k, spec)

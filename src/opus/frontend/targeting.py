@@ -4,10 +4,17 @@ Order of precedence: ``opus.set_target(...)`` (also a context manager), then the
 (``OPUS_INTERPRET=1`` runs in the interpreter; ``OPUS_TARGET`` names the interpreter's target),
 then the hardware: an NVIDIA GPU if the driver finds one, else an AMD gfx942/gfx950 with ROCm's
 HIP runtime, else the interpreter as sm_90a.
+
+Threads: ``set_target`` selects for the calling thread (its context, as ``contextvars`` defines
+it) alone. A new thread starts from the automatic selection, not from its creator's; an asyncio
+task starts from a copy of its creator's context, so it inherits the selection there. The
+automatic selection (environment, hardware) is found once and is the same for every thread.
 """
 from __future__ import annotations
 
+import _thread  # not threading: that import costs ~1 ms of opus's import time
 import os
+from contextvars import ContextVar
 
 from ..targets import get_target
 
@@ -15,7 +22,8 @@ __all__ = ["set_target", "current_target", "Selection"]
 
 
 class Selection:
-    """A target plus how kernels run on it: mode 'gpu' or 'interp'."""
+    """A target plus how kernels run on it: mode 'gpu' or 'interp'. One object per (target,
+    mode) (see _selection), so launchers can memoize by identity."""
 
     __slots__ = ("target", "mode", "key")
 
@@ -27,37 +35,83 @@ class Selection:
         return f"<{self.mode} {self.target.name}>"
 
 
-# Mutated in place, never rebound: the C launcher reads these very lists (launch.py).
-_stack: list[Selection] = []
-_auto: list[Selection] = []
+_selections: dict = {}  # (target name, mode) -> its one Selection
+
+
+def _selection(target, mode) -> Selection:
+    return _selections.setdefault((target.name, mode), Selection(target, mode))
+
+
+# The explicit selection of this thread/context, or None for the automatic one. A ContextVar
+# (not a module global) so that set_target in one thread never retargets launches in another;
+# its value is a Selection, never mutated, so a restore is just setting the previous value.
+# The C launcher reads this very variable and _auto (frontend/launch.py: watch_selection).
+_selected: ContextVar[Selection | None] = ContextVar("opus_target", default=None)
+_auto: list[Selection] = []  # [the automatic selection] once found; never rebound
+_lock = _thread.RLock()      # finding the automatic selection and the GPU, once per process
 
 
 class set_target:
-    """Select the target: ``opus.set_target("gfx942")`` runs kernels in the interpreter as an
-    MI300; ``opus.set_target("sm_90a", interpret=True)`` as an H100; ``set_target(None)``
-    returns to automatic selection. Usable as a context manager (restores the previous one)."""
+    """Select the target for the calling thread: ``opus.set_target("gfx942")`` runs kernels in
+    the interpreter as an MI300; ``opus.set_target("sm_90a", interpret=True)`` as an H100;
+    ``set_target(None)`` returns to automatic selection. Usable as a context manager (restores
+    the previous one). Other threads keep their own selection; new threads start automatic."""
 
     def __init__(self, name, interpret=None):
+        if interpret not in (None, True, False):
+            raise TypeError(f"opus.set_target: interpret must be True, False or None, "
+                            f"got {interpret!r}")
+        self._prev = _selected.get()
         if name is None:
-            _stack.clear()
+            if interpret is not None:
+                raise TypeError("opus.set_target(None) returns to automatic selection; "
+                                "interpret= needs a target name")
             self.sel = None
-            return
-        t = get_target(name)
-        if interpret is None:
-            interpret = _gpu_arch() != name
-        self.sel = Selection(t, "interp" if interpret else "gpu")
-        if not interpret and _gpu_arch() != name:
-            found = _gpu_arch()
-            raise RuntimeError(f"no {name} GPU found (this machine has "
-                               f"{found or 'no GPU opus can use'}); use interpret=True")
-        self._prev = list(_stack)
-        _stack.append(self.sel)
+        else:
+            self.sel = _explicit(name, interpret)
+        _selected.set(self.sel)
 
     def __enter__(self):
         return self.sel
 
     def __exit__(self, *exc):
-        _stack[:] = self._prev
+        _selected.set(self._prev)
+
+
+def _explicit(name, interpret) -> Selection:
+    t = _target_named(name, "opus.set_target")
+    if interpret is None:
+        interpret = _gpu_arch() != name
+    elif not interpret and _gpu_arch() != name:
+        found = _gpu_arch()
+        raise RuntimeError(f"opus.set_target: no {name} GPU found (this machine has "
+                           f"{found or 'no GPU opus can use'}); use interpret=True")
+    return _selection(t, "interp" if interpret else "gpu")
+
+
+def _known_names() -> tuple:
+    from ..targets.nvidia import NVIDIA_ARCHS
+    try:
+        from ..targets.amd import AMD_ARCHS
+    except ImportError:
+        AMD_ARCHS = ()
+    return tuple(NVIDIA_ARCHS) + tuple(AMD_ARCHS)
+
+
+def _target_named(name, what):
+    """The Target called ``name``; a clear error naming ``what`` gave it otherwise."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what}: a target is named by a string such as 'sm_90a' or 'gfx942', "
+                        f"got {name!r} ({type(name).__name__})")
+    known = _known_names()
+    if name in known:
+        return get_target(name)
+    hint = ""
+    if name.strip().lower() in known:
+        hint = f" (target names are lowercase: did you mean {name.strip().lower()!r}?)"
+    elif name.strip().lower() in ("", "none", "auto"):
+        hint = " (for the automatic selection use opus.set_target(None))"
+    raise ValueError(f"{what}: unknown target {name!r}{hint}; known: {', '.join(known)}")
 
 
 _found = []  # [arch or None] once looked up: the hardware does not change under a process
@@ -67,7 +121,9 @@ def _gpu_arch():
     """The arch of the GPU kernels run on: NVIDIA device 0 if the CUDA driver finds one, else
     the first AMD GPU that opus targets and the HIP runtime can drive; None without either."""
     if not _found:
-        _found.append(_find_gpu_arch())
+        with _lock:
+            if not _found:
+                _found.append(_find_gpu_arch())
     return _found[0]
 
 
@@ -85,15 +141,41 @@ def _find_gpu_arch():
 
 
 def current_target() -> Selection:
-    if _stack:
-        return _stack[-1]
-    if _auto:
-        return _auto[0]
-    if os.environ.get("OPUS_INTERPRET", "") not in ("", "0"):
-        sel = Selection(get_target(os.environ.get("OPUS_TARGET", "sm_90a")), "interp")
-    else:
-        arch = _gpu_arch()
-        sel = Selection(get_target(arch), "gpu") if arch else \
-            Selection(get_target(os.environ.get("OPUS_TARGET", "sm_90a")), "interp")
-    _auto.append(sel)
-    return sel
+    """The selection launches of the calling thread use (cheap: the launch path asks each time)."""
+    sel = _selected.get()
+    if sel is not None:
+        return sel
+    return _auto[0] if _auto else _automatic()
+
+
+_FLAG_VALUES = {"": False, "0": False, "false": False, "no": False, "off": False,
+                "1": True, "true": True, "yes": True, "on": True}
+
+
+def env_flag(var: str) -> bool:
+    """The boolean environment variable ``var`` (unset: False); a clear error for other values."""
+    raw = os.environ.get(var, "")
+    value = _FLAG_VALUES.get(raw.strip().lower())
+    if value is None:
+        raise ValueError(f"environment variable {var}={raw!r}: expected 1/0, true/false, "
+                         f"yes/no or on/off")
+    return value
+
+
+def _automatic() -> Selection:
+    """The selection without set_target, found once for the process (environment, then the
+    hardware) under a lock, so every thread gets the same object."""
+    with _lock:
+        if not _auto:
+            _auto.append(_find_automatic())
+    return _auto[0]
+
+
+def _find_automatic() -> Selection:
+    named = os.environ.get("OPUS_TARGET", "").strip()
+    fallback = _target_named(named, "environment variable OPUS_TARGET") if named else \
+        get_target("sm_90a")
+    if env_flag("OPUS_INTERPRET"):
+        return _selection(fallback, "interp")
+    arch = _gpu_arch()
+    return _selection(get_target(arch), "gpu") if arch else _selection(fallback, "interp")

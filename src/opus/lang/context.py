@@ -6,6 +6,7 @@ a kernel. Outside a trace, ``ctx()`` raises a clear error (opus functions are ke
 from __future__ import annotations
 
 import sys
+from contextvars import ContextVar
 
 from ..errors import OpusError
 from ..ir import Loc
@@ -60,25 +61,31 @@ class TraceContext:
         return None
 
 
-_current: list[TraceContext] = []
+# The trace in progress, per thread (and per asyncio task): a ContextVar rather than one list
+# for the process, so threads tracing kernels at once each emit into their own builder, and
+# rather than threading.local because .get() is the cheapest lookup of the two (ctx() runs for
+# every emitted op) and a context also isolates tasks of one thread.
+_current: ContextVar[TraceContext | None] = ContextVar("opus_trace", default=None)
 
 
 def ctx() -> TraceContext:
-    if not _current:
+    c = _current.get()
+    if c is None:
         raise OpusError("opus kernel functions can only be called inside a kernel being traced "
                         "(decorate the function with @opus.kernel and launch it)")
-    return _current[-1]
+    return c
 
 
 class tracing:
-    """Context manager making ``c`` the current trace."""
+    """Context manager making ``c`` the current trace of this thread (nests: the previous one
+    is current again on exit)."""
 
     def __init__(self, c: TraceContext):
         self.c = c
 
     def __enter__(self):
-        _current.append(self.c)
+        self._token = _current.set(self.c)
         return self.c
 
     def __exit__(self, *exc):
-        _current.pop()
+        _current.reset(self._token)

@@ -20,5 +20,5 @@ def get_target(name: str) -> Target:
                 t = AmdTarget(name)
             else:
                 raise ValueError(f"unknown target {name!r}; known: {NVIDIA_ARCHS + tuple(AMD_ARCHS)}")
-        _cache[name] = t
+        t = _cache.setdefault(name, t)  # two threads at once: both get the one kept
     return t
