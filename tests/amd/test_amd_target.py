@@ -220,7 +220,7 @@ def test_reduce_smem_barrier(arch):
     assert sum(i == "s_barrier" for i in ins) >= 9
     assert any(i.startswith("ds_write") or i.startswith("ds_read") for i in ins)
     from opus.runtime.amd_build import resources_amd
-    r = resources_amd(asm)["reduce"]
+    r = resources_amd(asm)["reduce_opus"]
     assert r["smem_bytes"] == 1024 and r["max_block"] == 256 and r["vgpr_spills"] == 0
 
 
@@ -246,7 +246,7 @@ def test_mfma_gemm_example_builds(arch):
     assert any(i.startswith("v_mfma_f32_32x32x8") for i in ins), [i for i in ins if "mfma" in i]
     from opus.runtime.amd_build import build_amd, resources_amd
     obj = build_amd(src, get_target(arch)).binary
-    assert obj[:4] == b"\x7fELF" and resources_amd(obj)["mma_gemm"]["vgpr_spills"] == 0
+    assert obj[:4] == b"\x7fELF" and resources_amd(obj)["mma_gemm_opus"]["vgpr_spills"] == 0
 
 
 def test_mfma_bf16():
@@ -269,7 +269,7 @@ def test_build_code_object_and_resources():
     b = build(mfma_smoke.source(target="gfx942"), get_target("gfx942"))
     dt = time.perf_counter() - t0
     assert b.binary[:4] == b"\x7fELF" and not b.cached
-    r = resources_amd(b.binary)["mfma_smoke"]
+    r = resources_amd(b.binary)["mfma_smoke_opus"]
     assert r["wave"] == 64 and r["vgprs"] > 0 and r["sgpr_spills"] == 0
     b2 = build(mfma_smoke.source(target="gfx942"), get_target("gfx942"))
     assert b2.cached and b2.binary == b.binary

@@ -83,7 +83,7 @@ def test_launch_goes_through_hip_with_packed_arguments(monkeypatch):
         with pytest.raises(opus.ArgumentError, match="'n'"):
             saxpy[4, 64](0x7000_0000, 0x7100_0000, 2.5, 2**31)
     assert len(fake.images) == 1 and fake.images[0][:4] == b"\x7fELF"
-    assert fake.kernel_name == "saxpy"
+    assert fake.kernel_name == "saxpy_opus"  # the kernel's C symbol (codegen.kernel_symbol)
     first, second = fake.launches
     assert first["grid"] == (4, 1, 1) and first["block"] == (64, 1, 1)
     assert first["smem"] == 0 and first["stream"] == 0x55 and first["extra"] is None

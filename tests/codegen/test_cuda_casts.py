@@ -342,7 +342,8 @@ def host_run(kernel, name, in_ctype, out_ctype, src, out_dtype, tmp_path):
     code = kernel.source(target="sm_80")
     assert "asm(" not in code  # pure C arithmetic: runs the same on the host
     path = tmp_path / f"{name}.cpp"
-    path.write_text(_SHIM + code + f"#define IN {in_ctype}\n#define OUT {out_ctype}\n#define KERNEL {name}\n"
+    from opus.codegen import kernel_symbol
+    path.write_text(_SHIM + code + f"#define IN {in_ctype}\n#define OUT {out_ctype}\n#define KERNEL {kernel_symbol(name)}\n"
                     + _MAIN)
     exe = tmp_path / name
     subprocess.run(_host_cxx() + ["-O1", "-std=c++17", "-o", str(exe), str(path)], check=True)

@@ -1,5 +1,5 @@
 """Renderers from IR to device source: CUDA C++ (NVIDIA) and HIP C++ (AMD)."""
-from .cemit import CodegenError
+from .cemit import CodegenError, kernel_symbol
 
 
 def render(fn, target) -> str:

@@ -13,6 +13,7 @@ per operation, as ir/ops.py specifies).
 from __future__ import annotations
 
 import math
+import os
 import struct
 
 from .. import dtypes as dt
@@ -20,7 +21,7 @@ from ..dtypes import DType
 from ..errors import OpusError
 from ..ir import VectorType, PointerType, scalar_of, lanes_of
 
-__all__ = ["CEmitter", "CodegenError"]
+__all__ = ["CEmitter", "CodegenError", "c_identifier", "kernel_symbol"]
 
 
 class CodegenError(OpusError):
@@ -58,11 +59,79 @@ def _lane_in(O, B, i):
     return f"(long long){O} + {i} >= 0 && (long long){O} + {i} < (long long){B}"
 
 
+def c_identifier(name: str) -> str:
+    """``name`` (a Python identifier) spelled with ASCII letters, digits and ``_`` only, one to
+    one: an ASCII name is itself; in any other, ``_`` is doubled and each non-ASCII character
+    becomes ``_<code point in hex>_`` (``größe`` -> ``gr_f6__df_e``), so two names that differ
+    only in non-ASCII letters stay apart."""
+    if name.isascii():
+        return name
+    return "".join("__" if c == "_" else c if c.isascii() else f"_{ord(c):x}_" for c in name)
+
+
+def kernel_symbol(name: str) -> str:
+    """The C symbol of the kernel named ``name``: the runtime looks it up by this, profilers
+    show it. A fixed suffix keeps user names off C/C++ keywords and device builtins (``exp``,
+    ``printf``, ``template``, ``threadIdx``) and off the ``opus_`` helpers; names with
+    non-ASCII letters end in ``_opus_u``, which no ASCII name's symbol does, so no two kernel
+    names share a symbol."""
+    return f"{name}_opus" if name.isascii() else f"{c_identifier(name)}_opus_u"
+
+
 def _wrap_type(e: DType) -> str:
     """The C type in which integer + - * and negation wrap as the language says: unsigned (signed
     overflow is UB in C) and at least 32 bits (narrower operands would be promoted to int,
     where 65535 * 65535 overflows)."""
     return _UNSIGNED[e.bits] if e.bits >= 32 else "unsigned"
+
+
+def _c_string(text: str) -> str:
+    """``text`` as the body of a C string literal (file names in #line markers)."""
+    out = []
+    for c in text:
+        if c in '\\"':
+            out.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) == 0x7F:
+            out.append(f"\\{ord(c):03o}")
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _python_line_comment(loc) -> str:
+    """``// file.py:12  <that line of Python>``: where the following C lines come from."""
+    import linecache
+    text = linecache.getline(loc.file, loc.line).strip()
+    text = "".join(c for c in text if c.isprintable()).rstrip("\\ ")  # a final \ would splice
+    if len(text) > 100:
+        text = text[:97] + "..."
+    return f"// {os.path.basename(loc.file)}:{loc.line}  {text}".rstrip()
+
+
+def with_line_markers(lines, locs) -> list:
+    """``lines`` (parallel ``locs``: each line's source location or None) with, before each
+    run of lines from one Python line, a comment naming it, and ``#line`` markers wherever the
+    compiler's own count (one more per line) would not give the line's Python location: its
+    diagnostics and profilers (ncu -lineinfo) then name the kernel's lines. The file name is
+    repeated only when it changes. Without the markers (runtime.diagnostics
+    .strip_line_markers) the text is what ``kernel.source()`` shows."""
+    out, file, next_no, shown = [], None, None, None
+    for text, loc in zip(lines, locs):
+        if loc is not None:
+            indent = text[:len(text) - len(text.lstrip())]
+            if (loc.file, loc.line) != shown:
+                out.append(indent + _python_line_comment(loc))
+                shown = (loc.file, loc.line)
+                if next_no is not None:
+                    next_no += 1
+            if (loc.file, loc.line) != (file, next_no):
+                name = "" if loc.file == file else f' "{_c_string(loc.file)}"'
+                out.append(f"{indent}#line {loc.line}{name}")
+                file, next_no = loc.file, loc.line
+        out.append(text)
+        if next_no is not None:
+            next_no += 1
+    return out
 
 
 class CEmitter:
@@ -76,8 +145,11 @@ class CEmitter:
         self.names = {}
         self.counter = 0
         self.lines = []
+        self.line_locs = []  # the source location (ir Loc or None) of each of self.lines
+        self.loc = None  # the location of the op being emitted
         self.helpers = {}  # name -> code, in first-use order
         self.vector_types = {}  # (elem name, n) -> struct name
+        self.symbol = kernel_symbol(fn.name)
 
     # -- names and types ---------------------------------------------------------------------
     def name(self, v):
@@ -129,21 +201,28 @@ class CEmitter:
     # -- output -------------------------------------------------------------------------------
     def line(self, indent, s):
         self.lines.append("  " * indent + s)
+        self.line_locs.append(self.loc)
 
     def render(self) -> str:
         signature = self.signature()  # names the parameters
         top = self.kernel_top()       # names the shared arrays
-        self.lines = []
+        self.lines, self.line_locs = [], []
         self.emit_block(self.fn.body, 1)
-        out = [f"// opus kernel {self.fn.name} for {self.target.name} (generated; no headers)"]
+        out = [f"// opus kernel {self.fn.name} (symbol {self.symbol}) for {self.target.name} "
+               "(generated; no headers)"]
         out += self.prelude()
         out += [self.vector_struct(e, n) for (e, n) in self.vector_types]
         out += list(self.helpers.values())
         out.append(signature + " {")
         out += top
-        out += self.lines
+        out += with_line_markers(self.lines, self.line_locs)
         out.append("}")
         return "\n".join(out) + "\n"
+
+    def params_decl(self) -> str:
+        """The kernel's C parameter list; each name is ``p_<name>_<n>`` (ASCII, unique)."""
+        return ", ".join(f"{self.ctype(p.type)} {self.fresh(p.value, f'p_{c_identifier(p.name)}_')}"
+                         for p in self.fn.params)
 
     # -- hooks (dialects override) ------------------------------------------------------------
     def prelude(self):
@@ -238,11 +317,16 @@ class CEmitter:
 
     def emit_block(self, block, indent):
         for op in block.ops:
-            getattr(self, "op_" + op.kind)(op, indent)
+            self.emit_op(op, indent)
 
-    def _loc_comment(self, op, indent):
-        if op.loc is not None:
-            self.line(indent, f"// line {op.loc.line}")
+    def emit_op(self, op, indent):
+        """Emit ``op``; the lines it writes carry its source location (else the enclosing op's)."""
+        outer = self.loc
+        self.loc = op.loc or outer
+        try:
+            getattr(self, "op_" + op.kind)(op, indent)
+        finally:
+            self.loc = outer
 
     # per-op emitters ------------------------------------------------------------------------
     def op_const(self, op, indent):
@@ -566,13 +650,12 @@ class CEmitter:
             elif op.kind == "condition":
                 self.line(indent, f"if (!({self.name(op.operands[0])})) break;")
             else:
-                getattr(self, "op_" + op.kind)(op, indent)
+                self.emit_op(op, indent)
 
     def op_for(self, op, indent):
         lb, ub, st = op.operands[:3]
         inits = op.operands[3:]
         body = op.regions[0]
-        self._loc_comment(op, indent)
         names = self._carried(inits, indent)
         iv = body.args[0]
         ivn = self.fresh(iv, prefix="i")
@@ -595,7 +678,6 @@ class CEmitter:
 
     def op_if(self, op, indent):
         (c,) = op.operands
-        self._loc_comment(op, indent)
         names = []
         for r in op.results:
             n = self.fresh(prefix="r")
@@ -611,7 +693,6 @@ class CEmitter:
 
     def op_while(self, op, indent):
         cond, body = op.regions
-        self._loc_comment(op, indent)
         names = self._carried(op.operands, indent)
         self._bind_args(cond.args, names)
         self._bind_args(body.args, names)

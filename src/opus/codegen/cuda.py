@@ -215,11 +215,9 @@ class CudaEmitter(CEmitter):
         return f"__shared__ __align__({align}) {ct} {name}[{count}];"
 
     def signature(self):
-        params = ", ".join(f"{self.ctype(p.type)} {self.fresh(p.value, 'p_' + p.name + '_')}"
-                           for p in self.fn.params)
         bs = self.fn.attrs.get("block_size")
         lb = f"__launch_bounds__({bs}) " if bs else ""
-        return f'extern "C" __global__ void {lb}{self.fn.name}({params})'
+        return f'extern "C" __global__ void {lb}{self.symbol}({self.params_decl()})'
 
     def kernel_top(self):
         out = super().kernel_top()

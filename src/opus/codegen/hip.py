@@ -60,11 +60,9 @@ class HipEmitter(CEmitter):
         return f"__attribute__((shared)) __attribute__((aligned({align}))) {ct} {name}[{count}];"
 
     def signature(self):
-        params = ", ".join(f"{self.ctype(p.type)} {self.fresh(p.value, 'p_' + p.name + '_')}"
-                           for p in self.fn.params)
         bs = self.fn.attrs.get("block_size") or 1024
         return (f'extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(1, {bs}))) '
-                f"void {self.fn.name}({params})")
+                f"void {self.symbol}({self.params_decl()})")
 
     def kernel_top(self):
         out = super().kernel_top()

@@ -267,7 +267,7 @@ class GpuEntry(EntryParams):
         built = spec.compiled
         drv.ensure_context()
         self.module = drv.load_module(built.binary, nvrtc_version=built.compiler_version)
-        self.function = self.module.get_function(spec.function.name)
+        self.function = self.module.get_function(spec.symbol)
         self.device = self.function.device
         props = drv.device_properties(self.device)
         self.max_smem = props.max_shared_memory_per_block_optin

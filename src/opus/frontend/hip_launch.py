@@ -20,7 +20,7 @@ class HipEntry(EntryParams):
         self.device = device
         self.max_smem = spec.target.smem_bytes  # LDS per workgroup
         self.module = hip.load_module(spec.compiled.binary)
-        self.function = hip.get_function(self.module, spec.function.name)
+        self.function = hip.get_function(self.module, spec.symbol)
         self._hip = hip
 
     def run(self, launcher, args, smem, stream):

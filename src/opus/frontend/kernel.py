@@ -244,7 +244,9 @@ class Kernel:
 
     # -- inspection shortcuts -------------------------------------------------------------------
     def source(self, target=None, **constexprs) -> str:
-        return self.specialize(target, **constexprs).source
+        """The rendered C++; the compiler gets it with #line markers (``specialize().source``)."""
+        from ..runtime.diagnostics import strip_line_markers
+        return strip_line_markers(self.specialize(target, **constexprs).source)
 
     def ir(self, target=None, **constexprs) -> str:
         return str(self.specialize(target, **constexprs).function)
@@ -371,6 +373,12 @@ class Specialization:
             raise OpusError(f"PTX exists only for NVIDIA targets, not {self.target.name}")
         from ..runtime.build import build_ptx
         return build_ptx(self.source, self.target)
+    @property
+    def symbol(self) -> str:
+        """The kernel's C symbol in the compiled binary (what the runtime looks up)."""
+        from ..codegen import kernel_symbol
+        return kernel_symbol(self.function.name)
+
 
     @property
     def sass(self) -> str:
@@ -382,7 +390,7 @@ class Specialization:
     @property
     def resources(self) -> dict:
         from ..runtime.build import resources
-        return resources(self.compiled, self.function.name, self.target)
+        return resources(self.compiled, self.symbol, self.target)
 
     @property
     def asm(self) -> str:

@@ -119,22 +119,41 @@ def _compile(source: str, target, kind: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="opus-amd-") as d:
         src = os.path.join(d, "k.hip")
         out = os.path.join(d, "k.s" if kind == "asm" else "k.hsaco")
-        with open(src, "w") as f:
+        with open(src, "w", encoding="utf-8") as f:
             f.write(source)
         cmd = comp.command(*FLAGS, f"--offload-arch={target.name}",
-                           "-S" if kind == "asm" else "-c", src, "-o", out)
+                           "-S" if kind == "asm" else "-c", "k.hip", "-o", out)
         t0 = time.perf_counter()
-        try:
-            r = subprocess.run(cmd, capture_output=True, text=True, cwd=d, timeout=600)
-        except (OSError, subprocess.SubprocessError) as e:
-            raise OpusRuntimeError(f"running {comp.what} failed: {e}") from None
+        r = _run_clang(comp, cmd, d)
         last_compile_seconds[(kind, target.name)] = time.perf_counter() - t0
         if r.returncode != 0 or not os.path.exists(out):
-            numbered = "\n".join(f"{i + 1:4d} {l}" for i, l in enumerate(source.splitlines()))
-            raise CompileError(f"HIP compile for {target.name} failed ({comp.what}):\n"
-                               f"{r.stderr.strip()}\n--- source ---\n{numbered}")
+            raise CompileError(_compile_error(comp, cmd, d, source, r.stderr, target))
         with open(out, "rb") as f:
             return f.read()
+
+
+def _run_clang(comp, cmd, folder):
+    try:
+        return subprocess.run(cmd, capture_output=True, encoding="utf-8", errors="replace",
+                              cwd=folder, timeout=600)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise OpusRuntimeError(f"running {comp.what} failed: {e}") from None
+
+
+def _compile_error(comp, cmd, folder, source, log, target) -> str:
+    """The CompileError message. A log on marked source names Python lines only (and shows
+    Python text as if it were C); the same source without markers, compiled again (only on
+    this failure path), names generated lines, shown with the Python line each comes from."""
+    from .diagnostics import located_report, strip_line_markers
+    plain = strip_line_markers(source)
+    if plain != source:
+        with open(os.path.join(folder, "k.hip"), "w", encoding="utf-8") as f:
+            f.write(plain)
+        r = _run_clang(comp, cmd, folder)
+        if r.returncode != 0:
+            log = r.stderr
+    return located_report(f"HIP compile for {target.name} failed ({comp.what}):", source,
+                          log.strip(), r"\bk\.hip:(\d+):", "k.hip")
 
 
 def _cached(source, target, kind):

@@ -252,7 +252,7 @@ def compile_cuda(source: str, *, arch: str, options: tuple[str, ...] = (), name:
     opts = _default_options(arch) + list(options)
     ok, log, cubin = _run(source, name, opts, want_ptx=False)
     if not ok:
-        raise CompileError(format_compile_error(source, log, name, arch))
+        raise CompileError(_compile_error(source, log, name, arch, opts))
     ptx = None
     if want_ptx:
         vopts = [f"-arch=compute_{m.group(1)}{m.group(2)}"] + [
@@ -264,19 +264,25 @@ def compile_cuda(source: str, *, arch: str, options: tuple[str, ...] = (), name:
     return CompileResult(cubin=cubin, ptx=ptx, log=log, nvrtc_version=version)
 
 
-# -- error reports -----------------------------------------------------------------------------
+# -- error reports ---------------------------------------------------------------------------
+
+def _compile_error(source: str, log: str, name: str, arch: str, opts: list) -> str:
+    """The CompileError message. A log on marked source names Python lines only; the same
+    source without markers, compiled again (only on this failure path), names generated lines,
+    which the report shows with the Python line each comes from."""
+    from .diagnostics import strip_line_markers
+    plain = strip_line_markers(source)
+    if plain != source:
+        ok, plain_log, _ = _run(plain, name, opts, want_ptx=False)
+        if not ok:
+            log = plain_log
+    return format_compile_error(source, log, name, arch)
+
 
 def format_compile_error(source: str, log: str, name: str, arch: str, context: int = 2) -> str:
-    """The NVRTC log followed by each source line it names, with a little context."""
+    """The NVRTC log (on ``source`` without markers) followed by each source line it names,
+    with a little context and the Python line it comes from."""
     import re
-    lines = source.splitlines()
-    line_re = re.compile(re.escape(name) + r"\((\d+)\)")
-    wanted = sorted({int(n) for n in line_re.findall(log) if 1 <= int(n) <= len(lines)})
-    parts = [f"NVRTC failed to compile {name} for {arch}:", log]
-    width = len(str(len(lines)))
-    for n in wanted[:10]:  # the first few errors are the useful ones
-        parts.append(f"\n{name}, line {n}:")
-        for k in range(max(1, n - context), min(len(lines), n + context) + 1):
-            mark = ">" if k == n else " "
-            parts.append(f"{mark} {k:>{width}} | {lines[k - 1]}")
-    return "\n".join(parts)
+    from .diagnostics import located_report
+    return located_report(f"NVRTC failed to compile {name} for {arch}:", source, log,
+                          re.escape(name) + r"\((\d+)\)", name, context)
