@@ -393,3 +393,15 @@ def test_8_processes_compile_one_kernel_into_one_cache(tmp_path):
     assert payload is not None  # magic, length and checksum verify
     binary, _, _ = _unpack(payload)
     assert hashlib.sha256(binary).hexdigest() in digests and binary[:4] == b"\x7fELF"
+
+
+def test_a_processes_first_compile_is_cached_under_the_key_later_ones_use(tmp_path):
+    # the compiler's identity (part of every key) must not change when NVRTC is first opened
+    from thread_worker import compile_cached
+    root = str(tmp_path / "cache")
+    mp = multiprocessing.get_context("spawn")
+    with mp.Pool(1, maxtasksperchild=1) as pool:  # a fresh process per task
+        first = pool.apply(compile_cached, (root, False))   # its first compile
+        later = pool.apply(compile_cached, (root, True))    # after another kernel's
+        again_first = pool.apply(compile_cached, (root, False))
+    assert (first, later, again_first) == (False, True, True)

@@ -37,8 +37,24 @@ def cache_dir() -> str:
     return os.path.join(base, "opus")
 
 
+_OFF_VALUES = ("", "0", "false", "no", "off")  # of OPUS_CACHE_DISABLE: the cache is used
+_ON_VALUES = ("1", "true", "yes", "on")
+_odd_values_warned = set()
+
+
 def cache_enabled() -> bool:
-    return os.environ.get("OPUS_CACHE_DISABLE", "").strip().lower() in ("", "0", "false", "no", "off")
+    """False when OPUS_CACHE_DISABLE is set to 1/true/yes/on; any other non-empty value but
+    0/false/no/off also disables the cache, with one warning naming it."""
+    raw = os.environ.get("OPUS_CACHE_DISABLE", "")
+    value = raw.strip().lower()
+    if value in _OFF_VALUES:
+        return True
+    if value not in _ON_VALUES and raw not in _odd_values_warned:
+        _odd_values_warned.add(raw)
+        warnings.warn(f"opus: OPUS_CACHE_DISABLE={raw!r} is none of 1/0, true/false, yes/no, "
+                      "on/off; taking it as set: the compile cache is off", RuntimeWarning,
+                      stacklevel=3)
+    return False
 
 
 def _encode(part, out: list):

@@ -74,20 +74,38 @@ _lib_path = None
 
 
 def _open(candidate: str):
+    """(library, path) for a candidate, or None where it is not there. A library that is there
+    but does not load is an error with the loader's reason: hiding it behind "not found" (or
+    another NVRTC further down the list) would leave a broken install undiagnosed."""
     if candidate == "<pathfinder>":
         try:
-            from cuda.pathfinder import load_nvidia_dynamic_lib
+            from cuda.pathfinder import DynamicLibNotFoundError, load_nvidia_dynamic_lib
         except ImportError:
             return None
         try:
             candidate = load_nvidia_dynamic_lib("nvrtc").abs_path
-        except Exception:
+        except DynamicLibNotFoundError:
             return None
+        except Exception as e:
+            raise OpusRuntimeError(f"cuda.pathfinder found NVRTC but could not load it: {e}; "
+                                   f"{_INSTALL_HINT}") from None
     try:
         _preload_builtins(candidate)
         return ctypes.CDLL(candidate), candidate
-    except OSError:
-        return None
+    except OSError as e:
+        if _absent(candidate, e):
+            return None
+        raise OpusRuntimeError(f"NVRTC at {candidate} is there but does not load: {e}. A damaged "
+                               "or partial install: reinstall what provides it (for the wheel: "
+                               "pip install --force-reinstall nvidia-cuda-nvrtc)") from None
+
+
+def _absent(candidate: str, error: OSError) -> bool:
+    """Whether loading ``candidate`` failed because there is no such library (a path that does
+    not exist, a soname the loader does not find), not because the library is broken."""
+    if os.path.isabs(candidate):
+        return not os.path.exists(candidate)
+    return "cannot open shared object file: No such file" in str(error)
 
 
 def _preload_builtins(lib_path: str):
@@ -173,16 +191,24 @@ def compiler_identity() -> tuple:
     Opening libnvrtc costs milliseconds, more than a whole cache hit, so when the library
     that _load would pick is a plain file we identify it by path, size and modification time
     (a different NVRTC is a different file). Otherwise (a soname the loader resolves) we open
-    it and use its version.
+    it and use its version. The identity is the same before and after the library is opened
+    (else the first kernel compiled in a process would be cached under another key).
     """
+    path = _library_file()
+    if path is not None:
+        st = os.stat(path)
+        return ("file", path, st.st_size, st.st_mtime_ns)
+    return ("version", nvrtc_path(), nvrtc_version())
+
+
+def _library_file():
+    """The plain file NVRTC is (or, not yet opened, will be) loaded from; None for a soname."""
     if _lib is None:
         for cand in filter(os.path.isabs, _lib_candidates()):
-            try:
-                st = os.stat(cand)
-            except OSError:
-                continue
-            return ("file", cand, st.st_size, st.st_mtime_ns)
-    return ("version", nvrtc_path(), nvrtc_version())
+            if os.path.isfile(cand):
+                return cand
+        _load()
+    return _lib_path if os.path.isabs(_lib_path) and os.path.isfile(_lib_path) else None
 
 
 # -- compiling ---------------------------------------------------------------------------------
