@@ -5,8 +5,8 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..ir import scalar_of
-from .cemit import CEmitter, CodegenError
-from .fp8 import FP8_FORMATS
+from .cemit import CEmitter
+from .fp8 import FP8_FORMATS, StorageConversions
 
 __all__ = ["render_cuda", "CudaEmitter"]
 
@@ -14,7 +14,7 @@ _SPECIAL = {"thread_id": "threadIdx", "block_id": "blockIdx", "block_dim": "bloc
             "grid_dim": "gridDim"}
 
 
-class CudaEmitter(CEmitter):
+class CudaEmitter(StorageConversions, CEmitter):
     backend = "cuda"
 
     def device_fn_prefix(self):
@@ -56,31 +56,26 @@ class CudaEmitter(CEmitter):
                        f"return x != x ? ({ct})0 : r; }}")
         return f"{n}({f})"
 
+    def f32_to_bits(self, f):
+        return f"__float_as_uint({f})"
+
     # -- storage types: fp8 (OCP and FNUZ) and e8m0 -----------------------------------------
-    # sm_89+ converts OCP fp8 in hardware, two lanes per cvt (cvt.rn.satfinite.e4m3x2.f32 packs
-    # its first source in the high byte; cvt.rn.f16x2.e4m3x2 unpacks the high byte to the high
-    # half). Everything else is exact bit arithmetic with the interpreter's semantics.
+    # Where the target's table says the chip converts an fp8 encoding (Target.hw_fp8: OCP on
+    # sm_89+), two lanes share one cvt (cvt.rn.satfinite.e4m3x2.f32 packs its first source in
+    # the high byte; cvt.rn.f16x2.e4m3x2 unpacks the high byte to the high half). Everything
+    # else is the exact bit arithmetic of codegen/fp8.py.
     def _hw_fp8(self, d: DType):
-        return d.name in ("fp8_e4m3", "fp8_e5m2") and self.target.sm >= 89
+        return d.name in self.target.hw_fp8
 
     def cast_storage(self, x, src, to, rounding, sat):
-        if src.storage_only and to.storage_only:
-            return self._encode(self._decode(x, src), to, rounding, sat)
-        if src.storage_only:
-            if to.name == "f16" and self._hw_fp8(src):
-                return f"(unsigned short){self._hw_decoder(src)}({x})"
-            return self.cast_expr(self._decode(x, src), dt.f32, to, rounding, sat)
-        f = x if src.name == "f32" else self.cast_expr(x, src, dt.f32, "rn", False)
-        return self._encode(f, to, rounding, sat)
+        if src.storage_only and to.name == "f16" and self._hw_fp8(src):
+            return f"(unsigned short){self._hw_decoder(src)}({x})"
+        return super().cast_storage(x, src, to, rounding, sat)
 
     def op_cast(self, op, indent):
         """Lane pairs share one cvt where the hardware converts fp8 two at a time."""
         (a,) = op.operands
         src, to, rnd, sat = scalar_of(a.type), op.attrs["to"], op.attrs["rounding"], op.attrs["sat"]
-        if any(d.storage_only and d.bits < 8 for d in (src, to)):
-            raise CodegenError(f"conversion {src.name} -> {to.name} is not supported by the cuda backend "
-                               f"({self.target.name}): 4-bit types have no register or memory "
-                               "representation on CUDA yet")
         xs = self.lanes(a)
         enc = self._hw_fp8(to) and rnd == "rn" and not src.storage_only
         dec = self._hw_fp8(src) and not to.storage_only
@@ -102,43 +97,11 @@ class CudaEmitter(CEmitter):
             out.append(self.cast_expr(xs[-1], src, to, rnd, sat))
         self.assign_lanes(op.results[0], out, indent)
 
-    def _decode(self, x, d: DType):
-        """Exact f32 value of a storage-type lane."""
-        if self._hw_fp8(d):
-            return self.to_f32(f"(unsigned short){self._hw_decoder(d)}({x})", dt.f16)
-        if d.name == "e8m0":  # 2^(b-127); b = 0 is the f32 subnormal 2^-127
-            n = self.helper("opus_e8m0_to_f32", f"float opus_e8m0_to_f32(unsigned char b) "
-                                                "{ return __uint_as_float(b == 0xFFu ? 0x7FFFFFFFu : "
-                                                "(b ? (unsigned)b << 23 : 0x400000u)); }")
-            return f"{n}({x})"
-        return f"{self._sw_decoder(d)}({x})"
+    def hw_fp8_decode(self, x, d: DType):
+        return self.to_f32(f"(unsigned short){self._hw_decoder(d)}({x})", dt.f16)
 
-    def _encode(self, f, d: DType, rounding, sat):
-        """A storage-type lane from f32 lane f (see interp/semantics.py for the rules)."""
-        if d.name == "e8m0":
-            return f"{self._e8m0_encoder(rounding, sat)}({f})"
-        if rounding != "rn":
-            raise CodegenError(f"rounding {rounding!r} for conversions to {d.name} on {self.target.name}: "
-                               "fp8 conversions round to nearest even")
-        if self._hw_fp8(d):
-            return f"(unsigned char){self._hw_encoder(d, sat)}({f}, 0.0f)"
-        return f"{self._sw_encoder(d, sat)}({f})"
-
-    def _fp8_consts(self, d: DType):
-        """(mantissa bits, exponent bias, largest finite code) of fp8 type d."""
-        import ml_dtypes  # only kernels that convert fp8 pay for the import
-        fi = ml_dtypes.finfo(d.np_dtype)
-        return fi.nmant, 1 - fi.minexp, int(fi.max.view("uint8"))
-
-    def _overflowed(self, d, sat, a="fabsf(f)"):
-        """(C condition on |f|, resulting code) for |f| too large for d after rounding."""
-        info = FP8_FORMATS[d.name]
-        sign = "((__float_as_uint(f) >> 24) & 0x80u)"
-        if sat:
-            code = f"({self._fp8_consts(d)[2]}u | {sign})"
-        else:
-            code = f"({info['ovf_bits']}u | {sign})" if info["signed_ovf"] else f"{info['ovf_bits']}u"
-        return f"{a} {'>=' if info['ovf_incl'] else '>'} {info['ovf']:.1f}f", code
+    def hw_fp8_encode(self, f, d: DType, sat):
+        return f"(unsigned char){self._hw_encoder(d, sat)}({f}, 0.0f)"
 
     def _hw_encoder(self, d: DType, sat):
         """opus_f32x2_to_<d>(lo, hi): two lanes into one 16-bit word, lo in the low byte. The
@@ -148,7 +111,7 @@ class CudaEmitter(CEmitter):
         fix = f"opus_fix_{d.name}{'_sat' if sat else ''}"
         body = f"return f != f ? {info['nan']}u : b;"
         if not sat:
-            cond, code = self._overflowed(d, sat)
+            cond, code = self.fp8_overflowed(d, sat, "fabsf(f)")
             body = f"return f != f ? {info['nan']}u : ({cond} ? {code} : b);"
         self.helper(fix, f"unsigned {fix}(float f, unsigned b) {{ {body} }}")
         n = f"opus_f32x2_to_{d.name}{'_sat' if sat else ''}"
@@ -163,53 +126,6 @@ class CudaEmitter(CEmitter):
         kind = d.name.split("_")[1] + "x2"
         return self.helper(n, f"unsigned {n}(unsigned short w) {{ unsigned r; "
                               f'asm("cvt.rn.f16x2.{kind} %0, %1;" : "=r"(r) : "h"(w)); return r; }}')
-
-    def _sw_decoder(self, d: DType):
-        """opus_<d>_to_f32(b) in bit arithmetic, for any fp8 format (sm_80/86; FNUZ)."""
-        info = FP8_FORMATS[d.name]
-        m, bias, top = self._fp8_consts(d)
-        n = f"opus_{d.name}_to_f32"
-        nan = "return __uint_as_float(0x7FFFFFFFu);"
-        if not info["signed_ovf"]:  # FNUZ: 0x80 is the one NaN
-            special = f"if (b == {info['nan']}u) {nan} "
-        else:  # OCP: codes past the largest finite one are NaN, but e5m2's first is inf
-            special = f"if (mag > {top}u) {nan} "
-            if info["ovf_bits"] != info["nan"]:
-                special = (f"if (mag == {info['ovf_bits']}u) "
-                           "return __uint_as_float(0x7F800000u | ((unsigned)(b & 0x80u) << 24)); " + special)
-        # the magnitude bits as an f32 bit pattern, scaled by 2^(127-bias): exact, subnormals too
-        return self.helper(n, f"float {n}(unsigned char b) {{ unsigned mag = b & 0x7Fu; "
-                              f"{special}float v = __uint_as_float(mag << {23 - m}) * {float(2.0 ** (127 - bias)).hex()}f; "
-                              "return (b & 0x80u) ? -v : v; }")
-
-    def _sw_encoder(self, d: DType, sat):
-        """opus_f32_to_<d>[_sat](f): round to nearest even in bit arithmetic, any fp8 format."""
-        info = FP8_FORMATS[d.name]
-        m, bias, _ = self._fp8_consts(d)
-        n = f"opus_f32_to_{d.name}{'_sat' if sat else ''}"
-        sh = 23 - m
-        cond, code = self._overflowed(d, sat, "a")
-        zero = "r | s" if info["signed_ovf"] else "r ? r | s : 0u"  # FNUZ has no -0
-        body = (f"unsigned s = (__float_as_uint(f) >> 24) & 0x80u; float a = fabsf(f); "
-                f"if (a != a) return (unsigned char){info['nan']}u; "
-                f"if ({cond}) return (unsigned char){code}; "
-                # subnormal codes count steps of 2^(1-bias-m); normals round the f32 bits (RNE)
-                f"unsigned v = __float_as_uint(a); unsigned r = a < {float(2.0 ** (1 - bias)).hex()}f ? "
-                f"(unsigned)rintf(a * {float(2.0 ** (m + bias - 1)).hex()}f) : "
-                f"((v + {(1 << (sh - 1)) - 1}u + ((v >> {sh}) & 1u)) >> {sh}) - {(127 - bias) << m}u; "
-                f"return (unsigned char)({zero});")
-        return self.helper(n, f"unsigned char {n}(float f) {{ {body} }}")
-
-    def _e8m0_encoder(self, rounding, sat):
-        """opus_f32_to_e8m0_<rounding>[_sat](f); the rules are _to_e8m0's in interp/semantics.py."""
-        n = f"opus_f32_to_e8m0_{rounding}{'_sat' if sat else ''}"
-        if rounding == "rz":
-            k = "u >> 23"
-        else:  # nearest, ties up; below 2^-126 the midpoint with 2^-127 is the bit pattern 0x600000
-            k = "u < 0x800000u ? (unsigned)(u >= 0x600000u) : (u + 0x400000u) >> 23"
-        return self.helper(n, f"unsigned char {n}(float f) {{ unsigned u = __float_as_uint(f); "
-                              f"unsigned k = {k}; {'if (k == 255u) k = 254u; ' if sat else ''}"
-                              "return (unsigned char)(u - 1u < 0x7F800000u ? k : 255u); }")
 
     def shared_decl(self, ct, name, count, align):
         return f"__shared__ __align__({align}) {ct} {name}[{count}];"
@@ -237,10 +153,11 @@ class CudaEmitter(CEmitter):
 
     def op_special(self, op, indent):
         w = op.attrs["which"]
+        ws = self.target.warp_size
         if w == "lane_id":
-            e = f"(int)({self._linear_tid()} & 31u)"
+            e = f"(int)({self._linear_tid()} & {ws - 1}u)"
         elif w == "warp_id":
-            e = f"(int)({self._linear_tid()} >> 5)"
+            e = f"(int)({self._linear_tid()} >> {ws.bit_length() - 1})"
         else:
             k, a = w.split(".")
             e = f"(int){_SPECIAL[k]}.{a}"

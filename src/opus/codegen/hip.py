@@ -22,7 +22,7 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..dtypes import DType
 from .cemit import CEmitter, CodegenError
-from .fp8 import FP8_FORMATS
+from .fp8 import FP8_FORMATS, StorageConversions
 
 __all__ = ["render_hip", "HipEmitter"]
 
@@ -32,7 +32,7 @@ _BUF_T = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "opus_u32x2
           16: "opus_u32x4_t"}
 _BUF_B = {1: "b8", 2: "b16", 4: "b32", 8: "b64", 16: "b128"}
 
-class HipEmitter(CEmitter):
+class HipEmitter(StorageConversions, CEmitter):
     backend = "hip"
 
     # -- dialect basics ----------------------------------------------------------------------
@@ -55,6 +55,9 @@ class HipEmitter(CEmitter):
 
     def bits_to_f64(self, bits):
         return f"__builtin_bit_cast(double, (unsigned long long){bits})"
+
+    def f32_to_bits(self, f):
+        return f"__builtin_bit_cast(unsigned, {f})"
 
     def shared_decl(self, ct, name, count, align):
         return f"__attribute__((shared)) __attribute__((aligned({align}))) {ct} {name}[{count}];"
@@ -84,10 +87,13 @@ class HipEmitter(CEmitter):
 
     def op_special(self, op, indent):
         w = op.attrs["which"]
-        if w == "lane_id":
-            e = "(int)__builtin_amdgcn_mbcnt_hi(~0u, __builtin_amdgcn_mbcnt_lo(~0u, 0u))"
+        ws = self.target.warp_size
+        if w == "lane_id":  # lanes below this one: mbcnt_lo counts 32 of them, mbcnt_hi the rest
+            lo = "__builtin_amdgcn_mbcnt_lo(~0u, 0u)"
+            e = f"(int)__builtin_amdgcn_mbcnt_hi(~0u, {lo})" if ws == 64 else f"(int){lo}"
         elif w == "warp_id":
-            e = f"(int)__builtin_amdgcn_readfirstlane((int)({self._linear_tid()} >> 6))"
+            e = (f"(int)__builtin_amdgcn_readfirstlane((int)({self._linear_tid()} >> "
+                 f"{ws.bit_length() - 1}))")
         else:
             k, a = w.split(".")
             e = {"thread_id": f"(int)__builtin_amdgcn_workitem_id_{a}()",
@@ -104,9 +110,8 @@ class HipEmitter(CEmitter):
         self.line(indent, '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");')
 
     def op_printf(self, op, indent):
-        raise CodegenError(f"printf is not supported on AMD ({self.target.name}): device printf "
-                           "needs the ROCm device library's hostcall buffer (ockl), which headerless "
-                           "device-only builds do not link")
+        raise CodegenError(f"internal: printf reached the hip renderer for {self.target.name} "
+                           "(Target.has_printf is False there: tracing refuses it)")
 
     # -- 16-bit floats ---------------------------------------------------------------------------
     def helper_h2f(self):
@@ -155,7 +160,7 @@ class HipEmitter(CEmitter):
                "sin": "__builtin_sinf", "cos": "__builtin_cosf", "tanh": "opus_tanhf",
                "floor": "__builtin_floorf", "ceil": "__builtin_ceilf", "trunc": "__builtin_truncf",
                "rint": "__builtin_rintf"}
-    # f64 functions the AMDGPU backend lowers without a device library
+    # spellings of the f64 functions the target's table lists (Target.math_f64)
     _MATH64 = {"sqrt": "__builtin_sqrt", "floor": "__builtin_floor", "ceil": "__builtin_ceil",
                "trunc": "__builtin_trunc", "rint": "__builtin_rint", "rsqrt": "opus_rsqrt64"}
 
@@ -163,8 +168,8 @@ class HipEmitter(CEmitter):
         if e.name == "f64":
             f = self._MATH64.get(fn)
             if f is None:
-                raise CodegenError(f"math.{fn} on f64 is not supported on {self.target.name} "
-                                   "(needs the ROCm device library); compute it in f32")
+                raise CodegenError(f"internal: f64 {fn} reached the hip renderer for "
+                                   f"{self.target.name} (tracing refuses it)")
             if f == "opus_rsqrt64":
                 self.helper(f, f"double opus_rsqrt64(double x) "
                                "{ return 1.0 / __builtin_sqrt(x); }")
@@ -193,51 +198,29 @@ class HipEmitter(CEmitter):
         return (f"({f} != {f} ? ({ct})0 : ({f} >= {lim_hi} ? {hi_c} : "
                 f"({f} <= {lim_lo} ? {lo_c} : ({ct})({f}))))")
 
-    # -- fp8 conversions (hardware, one flavour per chip) --------------------------------------
-    def cast_storage(self, x, src, to, rounding, sat):
-        if src.storage_only and to.storage_only:
-            if src.name == to.name:
-                return x
-            return self.cast_storage(self.cast_storage(x, src, dt.f32, "rn", False), dt.f32, to,
-                                     rounding, sat)
-        if src.storage_only:  # fp8 -> f32 (exact), then on
-            f = f"{self._fp8_decoder(src)}({x})"
-            return f if to.name == "f32" else self.cast_expr(f, dt.f32, to, "rn", sat)
-        if rounding != "rn":
-            raise CodegenError(f"rounding {rounding!r} for {src.name} -> {to.name} on {self.target.name}")
-        f = x if src.name == "f32" else self.cast_expr(x, src, dt.f32, "rn", False)
-        return f"{self._fp8_encoder(to, sat)}({f})"
-
-    def _fp8_info(self, d):
-        if d.name not in FP8_FORMATS or d.name not in self.target.fp8_types:
-            have = ", ".join(sorted(self.target.fp8_types))
-            raise CodegenError(f"conversion to/from {d.name} is not supported on {self.target.name} "
-                               f"(its hardware converts {have})")
-        return FP8_FORMATS[d.name]
-
-    def _fp8_decoder(self, d):
-        info = self._fp8_info(d)
+    # -- storage types: fp8 and e8m0 ----------------------------------------------------------
+    # The chip's flavour of fp8 (Target.hw_fp8: FNUZ on gfx942, OCP on gfx950) converts with
+    # its instructions; the other flavour and e8m0 with the exact bit arithmetic of
+    # codegen/fp8.py, the same as on NVIDIA.
+    def hw_fp8_decode(self, x, d):
+        info = FP8_FORMATS[d.name]
         n = f"opus_{d.name}_to_f32"
-        return self.helper(n, f"float {n}(unsigned char b) "
-                              f"{{ return __builtin_amdgcn_cvt_f32_{info['kind']}((int)b, 0); }}")
+        self.helper(n, f"float {n}(unsigned char b) "
+                       f"{{ return __builtin_amdgcn_cvt_f32_{info['kind']}((int)b, 0); }}")
+        return f"{n}({x})"
 
-    def _fp8_encoder(self, d, sat):
-        info = self._fp8_info(d)
+    def hw_fp8_encode(self, f, d, sat):
+        info = FP8_FORMATS[d.name]
         n = f"opus_f32_to_{d.name}{'_sat' if sat else ''}"
         mx = f"{info['max']:.1f}f"
         cvt = f"(unsigned char)__builtin_amdgcn_cvt_pk_{info['kind']}_f32(f, f, 0, false)"
-        sign = "((__builtin_bit_cast(unsigned, f) >> 24) & 0x80u)"
-        if sat:
-            body = (f"if (f != f) return (unsigned char){info['nan']}; "
-                    f"f = __builtin_fminf(__builtin_fmaxf(f, -{mx}), {mx}); return {cvt};")
-        else:
-            cmp = ">=" if info["ovf_incl"] else ">"
-            ovf = (f"(unsigned char)({info['ovf_bits']}u | {sign})" if info["signed_ovf"]
-                   else f"(unsigned char){info['ovf_bits']}")
-            body = (f"if (f != f) return (unsigned char){info['nan']}; "
-                    f"if (__builtin_fabsf(f) {cmp} {info['ovf']:.1f}f) return {ovf}; "
-                    f"f = __builtin_fminf(__builtin_fmaxf(f, -{mx}), {mx}); return {cvt};")
-        return self.helper(n, f"unsigned char {n}(float f) {{ {body} }}")
+        clamp = f"f = __builtin_fminf(__builtin_fmaxf(f, -{mx}), {mx}); return {cvt};"
+        body = f"if (f != f) return (unsigned char){info['nan']}; "
+        if not sat:
+            cond, code = self.fp8_overflowed(d, sat, "__builtin_fabsf(f)")
+            body += f"if ({cond}) return (unsigned char){code}; "
+        self.helper(n, f"unsigned char {n}(float f) {{ {body}{clamp} }}")
+        return f"{n}({f})"
 
     # -- memory: buffer resources for bounded global accesses ----------------------------------
     def _is_global(self, p):

@@ -24,7 +24,7 @@ from threading import get_ident
 from .. import dtypes as dt
 from ..errors import ArgumentError
 
-__all__ = ["GpuEntry", "EntryParams", "scalar_checker", "fast_launch_module"]
+__all__ = ["GpuEntry", "EntryParams", "scalar_checker", "fast_launch_module", "check_stream"]
 
 _DEFAULT_SMEM = 48 * 1024
 _F32_MAX = 3.4028234663852886e38
@@ -98,14 +98,21 @@ def scalar_checker(name, dtype):
 
 
 def _stream_handle(stream):
-    if isinstance(stream, numbers.Integral):
-        return int(stream)
-    for attr in ("cuda_stream", "ptr", "handle"):
-        h = getattr(stream, attr, None)
-        if isinstance(h, numbers.Integral):
-            return int(h)
-    raise ArgumentError(f"stream must be an int handle, a torch.cuda.Stream or a CuPy stream, "
-                        f"got {type(stream).__name__}")
+    """The handle of a ``stream=`` argument: the rule every entry kind follows (the interpreter
+    checks it too, then ignores the stream)."""
+    h = stream
+    if not isinstance(h, numbers.Integral):
+        for attr in ("cuda_stream", "ptr", "handle"):
+            h = getattr(stream, attr, None)
+            if isinstance(h, numbers.Integral):
+                break
+    if isinstance(h, numbers.Integral) and not _is_bool(h) and 0 <= h < 2 ** 64:
+        return int(h)
+    raise ArgumentError(f"stream must be an int handle (0 <= handle < 2**64), a torch.cuda.Stream "
+                        f"or a CuPy stream, got {type(stream).__name__} {stream!r}")
+
+
+check_stream = _stream_handle
 
 
 class _NoTensor:
@@ -146,7 +153,7 @@ _TAIL = """\
             h = raw_stream(DEV)
         else:
             h = stream_of(stream, args)
-        if smem:
+        if smem or type(smem) is not int:
             smem = check_smem(smem)
         if get_ident() != OWNER:
             return launch_elsewhere(launcher, smem, h, ({values},))
@@ -178,9 +185,12 @@ class EntryParams:
     """A loaded kernel's run-time parameters and their general-path argument handling, shared
     by the NVIDIA entry (below) and the AMD one (hip_launch.py)."""
 
+    max_smem = None  # shared bytes per block the device allows (None: the target's table)
+
     def __init__(self, kernel, spec):
         from ..runtime.launcher import POINTER_CTYPE, scalar_ctype
         self.name = kernel.name
+        self.target = spec.target
         self.static_smem = spec.static_smem
         self.params = []  # (kernel argument index, name, 'ptr' | 'scalar', dtype, alignment)
         ctypes_ = []
@@ -247,15 +257,10 @@ class EntryParams:
         return stream_of(args) or 0
 
     def check_smem_size(self, smem):
-        if not isinstance(smem, numbers.Integral) or isinstance(smem, bool) or smem < 0:
-            raise ArgumentError(f"smem must be a non-negative int of bytes, got {smem!r}")
-        smem = int(smem)
-        total = smem + self.static_smem
-        if total > self.max_smem:
-            raise ArgumentError(f"kernel {self.name!r} needs {total} bytes of shared memory "
-                                f"({self.static_smem} static + {smem} dynamic); the device "
-                                f"allows {self.max_smem}")
-        return smem
+        """``smem=`` checked by the rule every entry kind shares (targets/limits.py)."""
+        from ..targets.limits import check_dynamic_smem
+        return check_dynamic_smem(self.target.limits, self.target.name, self.name, smem,
+                                  self.static_smem, self.max_smem)
 
 
 class GpuEntry(EntryParams):

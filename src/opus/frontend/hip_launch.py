@@ -18,7 +18,6 @@ class HipEntry(EntryParams):
         from ..runtime import hip_driver as hip
         super().__init__(kernel, spec)
         self.device = device
-        self.max_smem = spec.target.smem_bytes  # LDS per workgroup
         self.module = hip.load_module(spec.compiled.binary)
         self.function = hip.get_function(self.module, spec.symbol)
         self._hip = hip
@@ -26,8 +25,7 @@ class HipEntry(EntryParams):
     def run(self, launcher, args, smem, stream):
         from ..runtime.launcher import ParamBlock
         values = self.values(args)
-        if smem:
-            smem = self.check_smem_size(smem)
+        smem = self.check_smem_size(smem)  # against the target's LDS size
         handle = self.stream(stream, args)
         block = ParamBlock(self.param_ctypes)  # per launch: no sharing between threads
         block.pack(block.buffer, 0, *values)

@@ -9,16 +9,15 @@ import functools
 import numbers
 
 from ..errors import ArgumentError, OpusError
+from ..targets.limits import check_launch_shape
+from .calls import guards_hold
 from .kernel import type_signature
 from .targeting import current_target
 
 __all__ = ["make_launcher", "PyLauncher"]
 
-_MAX_GRID = (2 ** 31 - 1, 65535, 65535)
-
-
 def _dim3(x, what):
-    if isinstance(x, numbers.Integral):
+    if isinstance(x, numbers.Integral) and not isinstance(x, bool):
         x = (int(x),)
     if not isinstance(x, (tuple, list)) or not 1 <= len(x) <= 3:
         raise ArgumentError(f"{what} must be an int or a tuple of 1 to 3 ints, got {x!r}")
@@ -35,6 +34,7 @@ class _Launch:
     configuration, and launch through the kernel's entries."""
 
     __slots__ = ()
+    _opus_launch_only = True  # calls.call: kernels cannot launch kernels
 
     def _setup(self, kernel, cfg):
         if not isinstance(cfg, tuple) or len(cfg) != 2:
@@ -42,16 +42,10 @@ class _Launch:
         self.kernel = kernel
         self.grid = _dim3(cfg[0], "grid")
         self.block = _dim3(cfg[1], "block")
-        for g, m, a in zip(self.grid, _MAX_GRID, "xyz"):
-            if g > m:
-                raise ArgumentError(f"grid.{a} = {g} exceeds the limit {m}")
-        nthreads = self.block[0] * self.block[1] * self.block[2]
-        if kernel.block is not None:
-            if self.block != (kernel.block, 1, 1):
-                raise ArgumentError(f"kernel {kernel.name!r} was declared with block={kernel.block}; "
-                                    f"launched with block={cfg[1]!r}")
-        elif nthreads > 1024:
-            raise ArgumentError(f"block {cfg[1]!r} has {nthreads} threads; at most 1024")
+        if kernel.block is not None and self.block != (kernel.block, 1, 1):
+            raise ArgumentError(f"kernel {kernel.name!r} was declared with block={kernel.block}; "
+                                f"launched with block={cfg[1]!r}")
+        # the limits of the chip are checked per target, at the first call under each (_call)
 
     def _slow_call(self, *args, smem=0, stream=None, **kwargs):
         self._call(args, kwargs, smem, stream)
@@ -63,6 +57,7 @@ class _Launch:
             tail = None if kwargs else k._default_tails.get(len(args))
             args = args + tail if tail is not None else k.bind(args, kwargs)
         sel = current_target()
+        check_shape(sel.target, k.name, self.grid, self.block)
         try:
             entry = k._launch[_entry_key(k, sel, args)]
         except (KeyError, TypeError):  # first launch here, or an unhashable constexpr
@@ -121,6 +116,19 @@ def make_launcher(kernel, cfg):
     return (_c_launcher_class(fl) if fl is not None else PyLauncher)(kernel, cfg)
 
 
+_shapes_ok = set()  # (target name, grid, block) already checked
+
+
+def check_shape(target, kernel_name, grid, block):
+    """Refuse a grid/block the target cannot launch (targets/limits.py); every entry kind, the
+    interpreter's too, goes through here first."""
+    key = (target.name, grid, block)
+    if key not in _shapes_ok:
+        check_launch_shape(target.limits, target.name, kernel_name, grid, block)
+        if len(_shapes_ok) < 4096:
+            _shapes_ok.add(key)
+
+
 def _entry_key(k, sel, args):
     if not k.const_idx:
         return sel.key
@@ -137,7 +145,10 @@ def _entry_for(k, sel, args):
         with spec._lock:  # threads launching it first at once: one entry (one module load)
             entry = k._launch.get(key)
             if entry is None:
-                entry = k._launch[key] = _make_entry(k, sel, spec)
+                entry = _make_entry(k, sel, spec)
+                if spec.guards:  # its trace read globals: each launch checks them
+                    entry = GuardedEntry(k, sel, spec, entry)
+                k._launch[key] = entry
     return entry
 
 
@@ -150,3 +161,35 @@ def _make_entry(k, sel, spec):
         return GpuEntry(k, spec)
     from .interp_launch import InterpEntry
     return InterpEntry(k, spec)
+
+
+class GuardedEntry:
+    """The launch entry of a kernel whose trace read module globals or closure variables
+    (calls.py): each launch checks that they hold what the trace saw (a dict lookup and an
+    identity test each) and, when one changed, moves to the specialization for the new values
+    (traced then, or made before)."""
+
+    __slots__ = ("kernel", "sel", "cvals", "current", "entries")
+
+    def __init__(self, kernel, sel, spec, entry):
+        self.kernel, self.sel, self.cvals = kernel, sel, spec.cvals
+        self.current = (spec.guards, entry)  # one attribute: threads see a matching pair
+        self.entries = {spec: entry}
+
+    def run(self, launcher, args, smem, stream):
+        guards, entry = self.current
+        if not guards_hold(guards):
+            entry = self._refresh()
+        return entry.run(launcher, args, smem, stream)
+
+    def _refresh(self):
+        spec = self.kernel._specialization(self.sel.target, self.cvals)
+        with spec._lock:
+            entry = self.entries.get(spec)
+            if entry is None:
+                entry = _make_entry(self.kernel, self.sel, spec)
+                if len(self.entries) >= 8:
+                    self.entries.clear()
+                self.entries[spec] = entry
+        self.current = (spec.guards, entry)
+        return entry

@@ -64,18 +64,22 @@ def _ptr_arg(a, name, elem, align):
 
 
 def _dim3(x, what):
-    if isinstance(x, numbers.Integral):
-        x = (int(x),)
-    x = tuple(int(d) for d in x)
-    if not 1 <= len(x) <= 3 or any(d < 1 for d in x):
+    if isinstance(x, numbers.Integral) and not isinstance(x, bool):
+        x = (x,)
+    if (not isinstance(x, (tuple, list)) or not 1 <= len(x) <= 3
+            or any(not isinstance(d, numbers.Integral) or isinstance(d, bool) or d < 1 for d in x)):
         raise ArgumentError(f"{what} must be 1 to 3 positive ints, got {x!r}")
-    return x + (1,) * (3 - len(x))
+    return tuple(int(d) for d in x) + (1,) * (3 - len(x))
 
 
-def _smem_arg(smem):
-    if not isinstance(smem, numbers.Integral) or smem < 0:
-        raise ArgumentError(f"smem must be a non-negative int of bytes, got {smem!r}")
-    return int(smem)
+def _launch_checks(prog, name, grid, block, smem):
+    """The checks of a GPU launch, with the target's limits: (grid3, block3, dynamic smem)."""
+    from ..targets.limits import check_dynamic_smem, check_launch_shape
+    limits, target = prog.target.limits, prog.target.name
+    grid, block = _dim3(grid, "grid"), _dim3(block, "block")
+    check_launch_shape(limits, target, name, grid, block)
+    smem = check_dynamic_smem(limits, target, name, smem, prog.static_smem)
+    return grid, block, smem
 
 
 def _steps(fn, names_to_index, align):
@@ -105,8 +109,8 @@ def make_runner(kernel, spec):
     steps = _steps(fn, idx, spec.align or {})
 
     def run(grid, block, args, smem=0):
-        prog.launch(_dim3(grid, "grid"), _dim3(block, "block"), _convert(steps, args),
-                    _smem_arg(smem), _checking_on())
+        grid, block, smem = _launch_checks(prog, kernel.name, grid, block, smem)
+        prog.launch(grid, block, _convert(steps, args), smem, _checking_on())
     run.program = prog
     return run
 
@@ -123,5 +127,5 @@ def run_function(fn, target, grid, block, args, smem=0):
     if len(args) != len(fn.params):
         raise ArgumentError(f"kernel {fn.name!r} takes {len(fn.params)} arguments, got {len(args)}")
     steps = _steps(fn, range(len(fn.params)), fn.attrs.get("align") or {})
-    prog.launch(_dim3(grid, "grid"), _dim3(block, "block"), _convert(steps, args),
-                _smem_arg(smem), _checking_on())
+    grid, block, smem = _launch_checks(prog, fn.name, grid, block, smem)
+    prog.launch(grid, block, _convert(steps, args), smem, _checking_on())

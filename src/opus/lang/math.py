@@ -6,7 +6,7 @@ import math as _pm
 
 from .. import dtypes as dt
 from ..ir import Value, scalar_of
-from .context import TraceError
+from .context import TraceError, ctx
 from .values import emit1, check_arith, binary, as_value, _coerce, cast, is_static, to_bool
 
 __all__ = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "floor", "ceil",
@@ -22,9 +22,11 @@ def _math(fn, py):
         e = check_arith(x.type, f"opus.{fn}")
         if not e.is_float:
             x = cast(x, dt.f32)
+        ctx().target.require_math(fn, scalar_of(x.type))  # f64 math is not everywhere
         return emit1("math", [x], x.type, {"fn": fn})
     f.__name__ = fn
-    f.__doc__ = f"Elementwise {fn} (floats; integers are converted to f32)."
+    f.__doc__ = (f"Elementwise {fn} (floats; integers are converted to f32). f64 is available "
+                 f"where the target's table says (Target.has_math).")
     return f
 
 

@@ -151,17 +151,29 @@ def make_smem(ptr, size=None):
     return Smem(ptr, None if size is None else _offset(size, "size"))
 
 
+def _smem_dtype(c, dtype, what):
+    if not isinstance(dtype, DType):
+        _err(f"{what} needs an opus dtype, got {dtype!r}")
+    return c.target.require_dtype(dtype, "shared arrays")
+
+
 def alloc_smem(dtype: DType, count: int, align: int = 16):
     """A block-wide shared-memory array of ``count`` elements (static size), as a view."""
     c = ctx()
-    dtype = c.target.resolve_dtype(dtype)
-    if not isinstance(count, int) or count <= 0:
+    dtype = _smem_dtype(c, dtype, "alloc_smem")
+    if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
         _err(f"alloc_smem count must be a positive compile-time int, got {count!r}")
     if align not in (1, 2, 4, 8, 16, 32, 64, 128):
         _err(f"alloc_smem align must be a power of two up to 128, got {align}")
+    # arrays are laid out in order, each at its alignment (as the interpreter places them)
+    total = (c.smem_bytes + align - 1) // align * align + count * dtype.itemsize
+    from ..targets.limits import static_smem_error
+    why = static_smem_error(c.target.limits, c.target.name, total)
+    if why is not None:
+        _err(f"alloc_smem({dtype.name}, {count}): {why}")
     name = f"smem{c.smem_count}"
     c.smem_count += 1
-    c.smem_bytes += count * dtype.itemsize
+    c.smem_bytes = total
     p = emit1("smem_alloc", [], PointerType(dtype, "shared"),
               {"dtype": dtype, "count": count, "align": align, "name": name})
     return Smem(p)
@@ -170,9 +182,15 @@ def alloc_smem(dtype: DType, count: int, align: int = 16):
 def dynamic_smem(dtype: DType, offset: int = 0):
     """A view of the dynamic shared memory given at launch (``smem=`` bytes), from ``offset``."""
     c = ctx()
-    dtype = c.target.resolve_dtype(dtype)
-    if not isinstance(offset, int) or offset < 0 or offset % max(1, dtype.itemsize):
-        _err(f"dynamic_smem offset must be a non-negative multiple of {dtype.itemsize}")
+    dtype = _smem_dtype(c, dtype, "dynamic_smem")
+    if (not isinstance(offset, int) or isinstance(offset, bool) or offset < 0
+            or offset % max(1, dtype.itemsize)):
+        _err(f"dynamic_smem offset must be a non-negative multiple of {dtype.itemsize}, got "
+             f"{offset!r}")
+    most = c.target.limits.smem_per_block
+    if offset >= most:
+        _err(f"dynamic_smem offset {offset} is beyond the {most} bytes of shared memory a "
+             f"block may have on {c.target.name}")
     c.uses_dyn_smem = True
     p = emit1("dyn_smem", [], PointerType(dtype, "shared"), {"dtype": dtype, "offset": offset})
     return Smem(p)

@@ -55,7 +55,9 @@ _CONV = {"d", "i", "u", "x", "X", "f", "e", "g", "c", "ld", "lld", "lu", "llu", 
 
 
 def printf(fmt: str, *args):
-    """Device printf (for debugging). Arguments are run-time values or numbers."""
+    """Device printf (for debugging). Arguments are run-time values or numbers. Not every
+    target has it (Target.has_printf: not AMD in headerless builds)."""
+    ctx().target.require_printf()
     if not isinstance(fmt, str):
         raise TraceError("printf format must be a str")
     n_conv = fmt.replace("%%", "").count("%")

@@ -38,7 +38,12 @@ def is_static(x) -> bool:
 
 
 def emit(kind, operands=(), result_types=(), attrs=None, regions=()):
-    return ctx().builder.emit(kind, operands, result_types, attrs, regions)
+    c = ctx()
+    for t in result_types:  # every run-time value is made here: one availability check
+        e = t.elem if isinstance(t, (VectorType, PointerType)) else t
+        if e.name in c.target.unavailable_dtypes:
+            c.target.require_dtype(e, "pointers" if isinstance(t, PointerType) else "values")
+    return c.builder.emit(kind, operands, result_types, attrs, regions)
 
 
 def emit1(kind, operands, result_type, attrs=None):
@@ -313,19 +318,18 @@ def to_bool(x, what="condition"):
 # -- casts ------------------------------------------------------------------------------------
 
 _ROUNDINGS = ("rn", "rz")
-_RZ_TARGETS = ("f16", "bf16", "e8m0")  # where a conversion can truncate (ir/ops.py 'cast')
 
 
 def cast(x, to: DType, rounding="rn", sat=False):
-    """Convert ``x`` to element type ``to`` (vectors convert lane by lane; see ir/ops.py 'cast')."""
+    """Convert ``x`` to element type ``to`` (vectors convert lane by lane; see ir/ops.py 'cast').
+    Which conversions exist on the chip is the target's table (Target.conversion)."""
     if not isinstance(to, DType):
         _err(f"cast target must be an opus dtype, got {to!r}")
-    to = ctx().target.resolve_dtype(to)
     if rounding not in _ROUNDINGS:
         _err(f"unknown rounding {rounding!r}; use one of {_ROUNDINGS}")
-    if rounding == "rz" and to.name not in _RZ_TARGETS:
-        _err(f"rounding='rz' is available for conversions to {', '.join(_RZ_TARGETS)}; "
-             f"conversions to {to.name} round to nearest even")
+    target = ctx().target
+    to = target.resolve_dtype(to)
+    target.conversion(to, to, rounding, sat)  # the rules that depend on the destination alone
     if isinstance(x, Undefined):
         x._fail()
     if isinstance(x, _STATIC) and rounding == "rz":  # the run-time conversion defines rz
@@ -428,6 +432,7 @@ class Val(Value):
     def __sub__(self, o):
         if isinstance(self.type, PointerType):
             from .memory import ptr_add
+    target.conversion(src, to, rounding, sat)
             return ptr_add(self, -o)
         return binary("sub", self, o)
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from .base import Target
+from .limits import Limits
 from . import amd_mfma
 
 __all__ = ["AmdTarget", "AMD_ARCHS"]
@@ -15,7 +16,22 @@ _FLAVOURS = {
     "gfx942": {"fp8": dt.fp8_e4m3fnuz, "bf8": dt.fp8_e5m2fnuz},
     "gfx950": {"fp8": dt.fp8_e4m3, "bf8": dt.fp8_e5m2},
 }
-_SMEM = {"gfx942": 65536, "gfx950": 163840}  # LDS bytes per workgroup
+_SMEM = {"gfx942": 65536, "gfx950": 163840}  # LDS bytes per workgroup (CDNA3 / CDNA4 ISA guides)
+# f64 functions the AMDGPU backend lowers without a device library (the others need ocml)
+_MATH_F64 = frozenset(("sqrt", "rsqrt", "floor", "ceil", "trunc", "rint"))
+
+
+def _limits(name):
+    """Workgroups of at most 1024 work-items, (1024, 1024, 1024) per axis (HIP's
+    maxThreadsPerBlock / maxThreadsDim on CDNA). Blocks per grid axis: 2^31-1, the limit of
+    HIP's gridDim and of the language's i32 block ids. The HSA dispatch packet holds each grid
+    axis in work-items as a u32, so blocks * block size must stay below 2^32 per axis (HIP
+    refuses a larger launch with hipErrorInvalidValue). LDS is the only shared memory: static
+    and dynamic together fit in it, with no opt-in."""
+    lds = _SMEM[name]
+    return Limits(block_dims=(1024, 1024, 1024), threads_per_block=1024,
+                  grid_dims=(2 ** 31 - 1,) * 3, grid_items=2 ** 32 - 1,
+                  static_smem=lds, dynamic_smem_default=lds, smem_per_block=lds)
 
 
 class AmdTarget(Target):
@@ -25,10 +41,15 @@ class AmdTarget(Target):
     mma_atoms = dict(amd_mfma.ATOMS)
 
     archs = AMD_ARCHS
+    math_f64 = _MATH_F64
+    has_printf = False  # device printf needs ockl's hostcall buffer (not linked headerless)
 
     def __init__(self, name):
         super().__init__(name)
         self.flavours = dict(_FLAVOURS[name])
         self.smem_bytes = _SMEM[name]
+        self.limits = _limits(name)
         self.buffer_config = 0x00020000  # last dword of a raw buffer resource (gfx9 family)
-        self.fp8_types = frozenset(d.name for d in self.flavours.values())  # hardware-converted
+        # the flavour's encodings convert in hardware (v_cvt_f32_fp8, v_cvt_pk_fp8_f32, ...); the
+        # other flavour and e8m0 in the same exact bit arithmetic as on NVIDIA (codegen/fp8.py)
+        self.hw_fp8 = frozenset(d.name for d in self.flavours.values())

@@ -1,7 +1,10 @@
 """Targets: what a chip offers, asked by the language layer while tracing.
 
 A Target answers: warp size, which fp8 encodings the flavoured ``fp8``/``bf8`` names mean,
-which target instructions exist (the instruction table) and which matrix atoms it has.
+what is available (dtypes, conversions and how they are done, math per dtype, printf, launch
+and shared-memory limits), which target instructions exist (the instruction table) and which
+matrix atoms it has. Tracing asks these questions; the interpreter and the renderers follow the
+answers and decide nothing themselves.
 Each Instruction keeps, in one place, its availability, its lowering per backend, its lane
 layout (for matrix instructions) and its interpreter emulation.
 """
@@ -9,11 +12,19 @@ from __future__ import annotations
 
 from ..errors import OpusError
 
-__all__ = ["Target", "Instruction", "UnsupportedOnTarget"]
+__all__ = ["Target", "Instruction", "UnsupportedOnTarget", "RZ_CONVERSIONS"]
 
 
 class UnsupportedOnTarget(OpusError):
-    pass
+    """What a kernel asks for does not exist on the target (a trace-time error)."""
+
+
+# No target has a register representation of the 4-bit types yet: they exist on the host
+# (numpy, the interpreter's semantics) but cannot be loaded, stored or converted in kernels.
+_NO_REGISTER_FORM = {n: "4-bit types have no register representation in generated code yet"
+                     for n in ("fp4_e2m1", "int4", "uint4")}
+# conversions that may truncate (rounding='rz'); every other one rounds to nearest even
+RZ_CONVERSIONS = ("f16", "bf16", "e8m0")
 
 
 class Instruction:
@@ -52,6 +63,57 @@ class Target:
         if d.flavour is None:
             return d
         return self.flavours[d.flavour]
+
+    # -- availability: one table per target, asked while tracing ------------------------------
+    # The interpreter running as this target and the renderer for it both follow these
+    # answers, so a kernel that traces for a target builds for it (renderers only spell).
+    unavailable_dtypes: dict = _NO_REGISTER_FORM  # dtype name -> why it is not available
+    hw_fp8: frozenset = frozenset()  # fp8 encodings the chip converts in hardware
+    math_f64 = None                  # f64 math functions available (None: every one)
+    has_printf = True
+    limits = None                    # targets.limits.Limits
+
+    def has_dtype(self, d) -> bool:
+        return self.resolve_dtype(d).name not in self.unavailable_dtypes
+
+    def require_dtype(self, d, what="values"):
+        """``d`` resolved, or UnsupportedOnTarget naming it, the chip and why."""
+        d = self.resolve_dtype(d)
+        why = self.unavailable_dtypes.get(d.name)
+        if why is not None:
+            raise UnsupportedOnTarget(f"{d.name} {what} are not available on {self.name}: {why}")
+        return d
+
+    def conversion(self, src, dst, rounding="rn", sat=False) -> str:
+        """How ``src`` converts to ``dst`` here: 'hardware' (an fp8 conversion instruction),
+        'software' (exact bit arithmetic: storage types the chip does not convert) or 'native'
+        (the dialect's arithmetic). Raises UnsupportedOnTarget for what cannot be done."""
+        src, dst = self.require_dtype(src), self.require_dtype(dst)
+        if rounding == "rz" and dst.name not in RZ_CONVERSIONS:
+            raise UnsupportedOnTarget(
+                f"rounding='rz' is available for conversions to {', '.join(RZ_CONVERSIONS)}; "
+                f"conversions to {dst.name} round to nearest even")
+        if not (src.storage_only or dst.storage_only):
+            return "native"
+        if src.name in self.hw_fp8 or dst.name in self.hw_fp8:
+            return "hardware"
+        return "software"
+
+    def has_math(self, fn, dtype) -> bool:
+        return dtype.name != "f64" or self.math_f64 is None or fn in self.math_f64
+
+    def require_math(self, fn, dtype):
+        if not self.has_math(fn, dtype):
+            have = ", ".join(sorted(self.math_f64)) or "none"
+            raise UnsupportedOnTarget(
+                f"opus.{fn} on f64 is not available on {self.name} (headerless builds link no "
+                f"device math library; f64 functions here: {have}); compute it in f32")
+
+    def require_printf(self):
+        if not self.has_printf:
+            raise UnsupportedOnTarget(
+                f"printf is not available on {self.name}: device printf needs the ROCm device "
+                "library's hostcall buffer (ockl), which headerless device-only builds do not link")
 
     # -- instructions ------------------------------------------------------------------------
     instructions: dict = {}

@@ -3,11 +3,29 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from .base import Target
+from .limits import Limits
 from . import nv_mma
 
 __all__ = ["NvidiaTarget", "NVIDIA_ARCHS"]
 
 NVIDIA_ARCHS = ("sm_80", "sm_86", "sm_89", "sm_90", "sm_90a")
+
+# Shared memory a block may have with the opt-in (cudaDevAttrMaxSharedMemoryPerBlockOptin; CUDA
+# C++ Programming Guide, "Technical Specifications per Compute Capability": 163 KB on 8.0,
+# 99 KB on 8.6 and 8.9, 227 KB on 9.0).
+_SMEM_OPTIN = {"sm_80": 166912, "sm_86": 101376, "sm_89": 101376, "sm_90": 232448,
+               "sm_90a": 232448}
+
+
+def _limits(name):
+    """The Programming Guide's per-compute-capability table: blocks of at most 1024 threads,
+    (1024, 1024, 64) per axis; grids of (2^31-1, 65535, 65535) blocks. Static __shared__ is at
+    most 48 KB per block (ptxas refuses more: "uses too much shared data (..., 0xc000 max)"),
+    as is dynamic shared memory without the opt-in that the launch path makes by itself."""
+    return Limits(block_dims=(1024, 1024, 64), threads_per_block=1024,
+                  grid_dims=(2 ** 31 - 1, 65535, 65535), grid_items=None,
+                  static_smem=48 * 1024, dynamic_smem_default=48 * 1024,
+                  smem_per_block=_SMEM_OPTIN[name])
 
 
 class NvidiaTarget(Target):
@@ -22,3 +40,7 @@ class NvidiaTarget(Target):
     def __init__(self, name):
         super().__init__(name)
         self.sm = int(name[3:5])  # 80, 86, 89, 90
+        self.limits = _limits(name)
+        # cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 and cvt.rn.f16x2.{e4m3x2,e5m2x2} need sm_89
+        # (PTX ISA, cvt); other fp8 encodings and older chips convert in exact bit arithmetic
+        self.hw_fp8 = frozenset(("fp8_e4m3", "fp8_e5m2")) if self.sm >= 89 else frozenset()
