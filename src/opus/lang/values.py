@@ -355,6 +355,7 @@ def cast(x, to: DType, rounding="rn", sat=False):
     src = scalar_of(x.type)
     if src is to:
         return x
+    target.conversion(src, to, rounding, sat)
     return emit1("cast", [x], _result_like(x.type, to), {"to": to, "rounding": rounding, "sat": sat})
 
 
@@ -432,7 +433,6 @@ class Val(Value):
     def __sub__(self, o):
         if isinstance(self.type, PointerType):
             from .memory import ptr_add
-    target.conversion(src, to, rounding, sat)
             return ptr_add(self, -o)
         return binary("sub", self, o)
 
