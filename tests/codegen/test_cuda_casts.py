@@ -248,8 +248,8 @@ OTHERS = [opus.f32, opus.f16, opus.bf16, opus.f64, opus.i32, opus.i8, opus.u64, 
 def _conversions_kernel(src):
     """A kernel converting a src value to every storage type (all sat/rounding variants) and a
     storage value of src's type (if storage) to every type; results are folded into one u64."""
-    targets = [(t, sat, rnd) for (t, sat, rnd) in ENCODINGS] if not src.storage_only else \
-        [(t, False, "rn") for t in STORAGE + OTHERS if t is not src]
+    targets = tuple((t, sat, rnd) for (t, sat, rnd) in ENCODINGS) if not src.storage_only else \
+        tuple((t, False, "rn") for t in STORAGE + OTHERS if t is not src)
 
     @opus.kernel
     def conv(x: opus.Ptr[src], out: opus.Ptr[opus.u64]):
@@ -342,10 +342,10 @@ def _host_cxx():
 
 
 def host_run(kernel, name, in_ctype, out_ctype, src, out_dtype, tmp_path):
+    from opus.codegen import kernel_symbol
     code = kernel.source(target="sm_80")
     assert "asm(" not in code  # pure C arithmetic: runs the same on the host
     path = tmp_path / f"{name}.cpp"
-    from opus.codegen import kernel_symbol
     path.write_text(_SHIM + code + f"#define IN {in_ctype}\n#define OUT {out_ctype}\n#define KERNEL {kernel_symbol(name)}\n"
                     + _MAIN)
     exe = tmp_path / name

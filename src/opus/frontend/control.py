@@ -13,6 +13,7 @@ from ..lang.context import ctx, TraceError
 from ..lang.values import (Undefined, as_value, cast, const, emit, emit1, is_static, promote_types,
                            py_default_type, to_bool)
 from ..lang.math import select
+from .calls import call
 
 __all__ = ["Undefined", "RangeSpec", "OpusRange", "static_ford", "Runtime", "RT"]
 
@@ -127,10 +128,16 @@ def _number(x):
 
 # -- the runtime object handed to rewritten kernels -----------------------------------------------
 
+def _frame():
+    """The call (of the kernel or a helper) being traced now."""
+    return ctx().frontend.frames[-1]
+
+
 class Runtime:
     """Functions the rewritten kernel calls (as ``__opus_rt.<name>``)."""
 
     range_spec = RangeSpec
+    call = staticmethod(call)
 
     @staticmethod
     def current(local_vars, names):
@@ -183,6 +190,11 @@ class Runtime:
     def static_iter(it, line):
         if isinstance(it, OpusRange):
             raise TraceError("a loop over opus.range cannot use break/continue")
+        if isinstance(it, RangeSpec):
+            if not it.is_static():
+                raise TraceError("a loop containing break/continue needs compile-time range() "
+                                 "bounds (run-time break/continue are not supported yet)")
+            return range(it.start, it.stop, it.step)
         if isinstance(it, Value) and not isinstance(it.type, VectorType):
             raise TraceError("cannot iterate over a run-time scalar")
         return it
@@ -196,16 +208,26 @@ class Runtime:
 
     # -- return -------------------------------------------------------------------------
     @staticmethod
-    def kernel_return(line):
-        c = ctx()
-        if c.dynamic_depth > 0:
+    def do_return(value, line):
+        """``return value`` inside a rewritten construct: a compile-time return ends the trace
+        of the function; in a kernel under run-time control flow it is an IR return; in a
+        helper under a run-time ``if`` the ``if`` merges what its branches return."""
+        f = _frame()
+        if f.regions and f.kind == "kernel":
             emit("return")
-        else:
-            c.returned = True
+        elif "loop" in f.regions:
+            raise TraceError(f"a helper function cannot return from inside a run-time loop "
+                             f"(line {line}); assign the result to a variable and return it "
+                             f"after the loop")
+        f.returned, f.value = True, value
 
     @staticmethod
     def returned():
-        return ctx().returned
+        return _frame().returned
+
+    @staticmethod
+    def result():
+        return _frame().value
 
     # -- if ---------------------------------------------------------------------------------
     @staticmethod
@@ -215,71 +237,29 @@ class Runtime:
         if isinstance(cond.type, VectorType):
             raise TraceError("`if` on a vector condition; use opus.select for lane-wise choice")
         cond = to_bool(cond, "`if` condition")
-        c = ctx()
-        b = c.builder
-        outs = []
-        blocks = []
+        f = _frame()
+        b = ctx().builder
+        outs, blocks, rets = [], [], []
         for fn in (then_fn, else_fn):
             leaves = []
             trees = [flatten(v, leaves) for v in values]
             fresh = iter(leaves)
             inputs = [unflatten(t, fresh) for t in trees]  # each branch gets its own containers
             blk = b.new_block()
-            b.push(blk)
-            c.dynamic_depth += 1
-            try:
-                res = fn(*inputs)
-            finally:
-                c.dynamic_depth -= 1
-                b.pop()
+            outs.append(_run_region(blk, fn, inputs, "if"))
             blocks.append(blk)
-            outs.append(res)
-        yields = ([], [])  # values each branch yields
-        final = []         # per name: a value, or (structure, merged leaves)
-        for i, name in enumerate(names):
-            lt, le = [], []
-            tt, te = flatten(outs[0][i], lt), flatten(outs[1][i], le)
-            if not tt.same_shape(te) or any(isinstance(x, Undefined) for x in lt + le):
-                if all(_same_static(x, y) for x, y in zip(lt, le)) and tt.same_shape(te):
-                    final.append(outs[0][i])
-                    continue
-                final.append(Undefined(name, f"is assigned in only one branch of the run-time "
-                                             f"`if` at line {line} (or with different structure); "
-                                             f"assign it in both branches or before the `if`"))
-                continue
-            merged = []
-            for x, y in zip(lt, le):
-                if _same_static(x, y):
-                    merged.append(("static", x))
-                    continue
-                if not (isinstance(x, Value) or _number(x)) or not (isinstance(y, Value) or _number(y)):
-                    raise TraceError(f"variable {name!r} is a different compile-time object in the "
-                                     f"two branches of the run-time `if` at line {line}")
-                t = _merge_type(x, y, name, line)
-                merged.append(("dyn", len(yields[0])))
-                for k, (v, blk) in enumerate(((x, blocks[0]), (y, blocks[1]))):
-                    b.push(blk)
-                    try:
-                        yields[k].append(_coerce_to(v, t, name))
-                    finally:
-                        b.pop()
-            final.append((tt, merged))
-        for k, blk in enumerate(blocks):
-            b.push(blk)
-            try:
-                emit("yield", yields[k])
-            finally:
-                b.pop()
-        op = emit("if", [cond], [v.type for v in yields[0]], regions=blocks)
-        out = []
-        for f in final:
-            if isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], _Node):
-                tree, merged = f
-                leaves = [val if kind == "static" else op.results[val] for kind, val in merged]
-                out.append(unflatten(tree, iter(leaves)))
-            else:
-                out.append(f)
-        return tuple(out)
+            rets.append((f.returned, f.value))
+            f.returned, f.value = False, None
+        if rets[0][0] or rets[1][0]:  # a helper's branch returned (a kernel's emitted a return)
+            if not (rets[0][0] and rets[1][0]):
+                raise TraceError(f"the helper function returns in only one branch of the "
+                                 f"run-time `if` at line {line}: return in both branches (or "
+                                 f"assign a result in both and return it after the `if`)")
+            f.returned, f.value = True, _merge_branches(
+                cond, blocks, ("the returned value",), [(rets[0][1],), (rets[1][1],)], line,
+                strict=True)[0]
+            return tuple(values)  # not used: the helper returns
+        return _merge_branches(cond, blocks, names, outs, line)
 
     # -- for ------------------------------------------------------------------------------
     @staticmethod
@@ -296,7 +276,7 @@ class Runtime:
     @staticmethod
     def while_(cond_fn, body_fn, names, values, line):
         vals = tuple(values)
-        c = ctx()
+        f = _frame()
         for _ in range(_MAX_STATIC_WHILE):
             cv = cond_fn(*vals)
             if isinstance(cv, Value):
@@ -304,13 +284,73 @@ class Runtime:
             if not cv:
                 return vals
             vals = tuple(body_fn(*vals))
-            if c.returned:
+            if f.returned:
                 return vals
         raise TraceError(f"the compile-time `while` loop at line {line} ran {_MAX_STATIC_WHILE} "
                          "iterations; is its condition ever false?")
 
 
 RT = Runtime()
+
+
+def _merge_branches(cond, blocks, names, outs, line, strict=False):
+    """Emit the run-time ``if`` whose branches (``blocks``) end with the values ``outs[0]`` and
+    ``outs[1]`` of ``names``; return each name's value after it. A name that is unset in one
+    branch, or structured differently, is Undefined after it (``strict``: an error)."""
+    b = ctx().builder
+    yields = ([], [])  # values each branch yields
+    final = []         # per name: a value, or (structure, merged leaves)
+    for i, name in enumerate(names):
+        lt, le = [], []
+        tt, te = flatten(outs[0][i], lt), flatten(outs[1][i], le)
+        if not tt.same_shape(te) or any(isinstance(x, Undefined) for x in lt + le):
+            if all(_same_static(x, y) for x, y in zip(lt, le)) and tt.same_shape(te):
+                final.append(outs[0][i])
+                continue
+            if strict:
+                raise TraceError(f"{name} differs in structure between the branches of the "
+                                 f"run-time `if` at line {line}")
+            final.append(Undefined(name, f"is assigned in only one branch of the run-time "
+                                         f"`if` at line {line} (or with different structure); "
+                                         f"assign it in both branches or before the `if`"))
+            continue
+        merged = []
+        for x, y in zip(lt, le):
+            if _same_static(x, y):
+                merged.append(("static", x))
+                continue
+            if not (isinstance(x, Value) or _number(x)) or not (isinstance(y, Value) or _number(y)):
+                raise TraceError(f"{_what(name)} is a different compile-time object in the "
+                                 f"two branches of the run-time `if` at line {line}")
+            t = _merge_type(x, y, name, line)
+            merged.append(("dyn", len(yields[0])))
+            for k, (v, blk) in enumerate(((x, blocks[0]), (y, blocks[1]))):
+                b.push(blk)
+                try:
+                    yields[k].append(_coerce_to(v, t, name))
+                finally:
+                    b.pop()
+        final.append((tt, merged))
+    for k, blk in enumerate(blocks):
+        b.push(blk)
+        try:
+            emit("yield", yields[k])
+        finally:
+            b.pop()
+    op = emit("if", [cond], [v.type for v in yields[0]], regions=blocks)
+    out = []
+    for f in final:
+        if isinstance(f, tuple) and len(f) == 2 and isinstance(f[0], _Node):
+            tree, merged = f
+            leaves = [val if kind == "static" else op.results[val] for kind, val in merged]
+            out.append(unflatten(tree, iter(leaves)))
+        else:
+            out.append(f)
+    return tuple(out)
+
+
+def _what(name):
+    return name if " " in name else f"variable {name!r}"
 
 
 def _merge_type(x, y, name, line):
@@ -320,9 +360,9 @@ def _merge_type(x, y, name, line):
         if tx == ty:
             return tx
         if isinstance(tx, VectorType) or isinstance(ty, VectorType):
-            raise TraceError(f"variable {name!r} is {type_str(tx)} in one branch and "
+            raise TraceError(f"{_what(name)} is {type_str(tx)} in one branch and "
                              f"{type_str(ty)} in the other (line {line})")
-        return promote_types(tx, ty, f"variable {name!r} after the `if` at line {line}")
+        return promote_types(tx, ty, f"{_what(name)} after the `if` at line {line}")
     t = tx or ty
     if t is None:
         return promote_types(py_default_type(x), py_default_type(y))
@@ -342,10 +382,10 @@ def _coerce_to(v, t, name):
 
 def _static_loop(iterable, body, values):
     vals = tuple(values)
-    c = ctx()
+    f = _frame()
     for item in iterable:
         vals = tuple(body(item, *vals))
-        if c.returned:
+        if f.returned:
             break
     return vals
 
@@ -430,15 +470,21 @@ def _iter_type(*xs):
     return t
 
 
-def _run_region(blk, fn, args):
+def _run_region(blk, fn, args, kind="loop"):
+    """Trace ``fn(*args)`` into the block ``blk`` of a run-time ``kind`` ("if" or "loop")."""
     c = ctx()
+    f = c.frontend.frames[-1]
     c.builder.push(blk)
     c.dynamic_depth += 1
+    f.regions.append(kind)
     try:
         return fn(*args)
     finally:
+        f.regions.pop()
         c.dynamic_depth -= 1
         c.builder.pop()
+        if f.kind == "kernel":
+            f.returned = False  # its IR return ended this region's path, not the kernel's trace
 
 
 def _carried_loop(names, values, line, trace_once):

@@ -23,14 +23,22 @@ from ..targets import get_target
 from ..targets.base import UnsupportedOnTarget
 from ..ir.builder import ScopeError
 from .annotations import ParamSpec, PtrSpec, _Constexpr
+from .calls import Frame, TraceState, guards_hold, register_rewritten
 from .control import RT
-from .rewrite import RewriteError, rewrite_kernel
+from .rewrite import RewriteError, capture_source, param_line, rewrite_function
 from .targeting import current_target
 
 __all__ = ["kernel", "Kernel", "Specialization"]
 
 
-def _annotations(fn):
+def _param_error(fn, source, name, message):
+    """A TraceError at the line declaring parameter ``name`` of the kernel ``fn``."""
+    from ..ir import Loc
+    line = param_line(fn, source, name)
+    return TraceError(message, Loc(source.filename, line), source.line(line), fn.__name__)
+
+
+def _annotations(fn, source):
     """Parameter annotations, evaluating string ones (``from __future__ import annotations``)
     in the function's globals and closure."""
     raw = dict(getattr(fn, "__annotations__", {}))
@@ -47,21 +55,23 @@ def _annotations(fn):
             try:
                 a = eval(a, fn.__globals__, local)
             except Exception as e:
-                raise OpusError(f"kernel {fn.__name__!r}: cannot evaluate the annotation of "
-                                f"{k!r} ({a!r}): {e} (under `from __future__ import annotations`, a local "
-                                f"name used only in annotations is invisible: use a global or drop "
-                                f"the import)") from None
+                raise _param_error(
+                    fn, source, k, f"cannot evaluate the annotation of {k!r} ({a!r}): {e} (under "
+                    f"`from __future__ import annotations`, a local name used only in "
+                    f"annotations is invisible: use a global or drop the import)") from None
         out[k] = a
     return out
 
 
-def _parse_params(fn):
+def _parse_params(fn, source):
     sig = inspect.signature(fn)
-    ann = _annotations(fn)
+    ann = _annotations(fn, source)
     params = []
     for i, (name, p) in enumerate(sig.parameters.items()):
         if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
-            raise OpusError(f"kernel {fn.__name__!r}: *args/**kwargs parameters are not supported")
+            raise _param_error(fn, source, name, f"kernel {fn.__name__!r}: *args/**kwargs "
+                               f"parameters are not supported; give each parameter a name and "
+                               f"an annotation")
         a = ann.get(name, inspect.Parameter.empty)
         default = p.default if p.default is not p.empty else None
         has_default = p.default is not p.empty
@@ -73,7 +83,8 @@ def _parse_params(fn):
             params.append(ParamSpec(name, "constexpr", None, default, i))
             params[-1].default = p.default  # may be p.empty: required
         else:
-            raise OpusError(
+            raise _param_error(
+                fn, source, name,
                 f"kernel {fn.__name__!r}: parameter {name!r} needs an annotation: opus.Ptr[dtype] "
                 f"for a pointer, a dtype such as opus.i32 for a scalar, or opus.constexpr for a "
                 f"compile-time value (got {a!r})")
@@ -112,13 +123,17 @@ def type_signature(value):
 class Kernel:
     """A decorated kernel. Index it with a launch configuration to launch it."""
 
+    _opus_launch_only = True  # calls.call: not callable from kernel code
+
     def __init__(self, fn, block=None):
         if block is not None and (not isinstance(block, int) or not 1 <= block <= 1024):
             raise OpusError(f"@opus.kernel(block=...) must be an int in 1..1024, got {block!r}")
         self.fn = fn
         self.name = fn.__name__
         self.block = block
-        self.params = _parse_params(fn)
+        # The source as it is now: a file edited later does not change the kernel.
+        self._source = capture_source(fn)
+        self.params = _parse_params(fn, self._source)
         self.nparams = len(self.params)
         self.const_idx = tuple(p.index for p in self.params if p.kind == "constexpr")
         # the launch path's key part for constexpr values: one C call instead of a genexpr
@@ -136,6 +151,7 @@ class Kernel:
         # rewrite it once and share one Specialization per key (no duplicate work or objects).
         self._lock = _thread.RLock()
         self._specs = {}     # (target, constexpr values, their types) -> Specialization
+        self._earlier = {}   # same key -> specializations made under other values of globals
         self._launch = {}    # (selection key, constexpr values) -> launch entry
         self._launchers = {}  # launch configuration -> launcher (launch.py)
         self.__doc__ = fn.__doc__
@@ -235,11 +251,26 @@ class Kernel:
     def _specialization(self, target, cvals):
         key = (target.name, cvals, type_signature(cvals))
         s = self._specs.get(key)
-        if s is None:
+        if s is None or (s.guards and not guards_hold(s.guards)):
             with self._lock:
                 s = self._specs.get(key)
-                if s is None:
-                    s = self._specs[key] = Specialization(self, target, cvals)
+                if s is None or (s.guards and not guards_hold(s.guards)):
+                    s = self._specs[key] = self._respecialize(key, target, cvals, s)
+        return s
+
+    def _respecialize(self, key, target, cvals, stale):
+        """The globals a trace read are part of its key: when one of them changed (``stale``
+        no longer holds), an earlier specialization made under today's values, or a new one."""
+        earlier = self._earlier.setdefault(key, [])
+        for s in earlier:
+            if guards_hold(s.guards):
+                earlier.remove(s)
+                break
+        else:
+            s = Specialization(self, target, cvals)
+        if stale is not None:
+            earlier.insert(0, stale)
+            del earlier[8:]
         return s
 
     # -- inspection shortcuts -------------------------------------------------------------------
@@ -268,16 +299,13 @@ class Kernel:
         with self._lock:  # one rewrite for every thread (_located reads its code objects)
             if self._rewritten is None:
                 self._rewritten = self._rewrite()
-        factory, codes = self._rewritten
-        cells = self.fn.__closure__ or ()
-        try:
-            pyfn = factory(RT, *[c.cell_contents for c in cells])
-        except ValueError:
-            raise OpusError(f"kernel {self.name!r} refers to a variable of its enclosing function "
-                            "that is not assigned yet") from None
+        state = TraceState(RT, self._rewritten.infos)
+        pyfn = state.bind(self.fn, self._rewritten)
         body = Block(value_class=Val)
         builder = Builder(body, Val)
-        c = TraceContext(builder, target, self.name, codes)
+        c = TraceContext(builder, target, self.name, state.code_info)
+        c.frontend = state
+        state.frames.append(Frame("kernel"))
         builder.loc_fn = c.loc
         params, call_args = [], []
         cit = iter(cvals)
@@ -285,7 +313,8 @@ class Kernel:
             if p.kind == "constexpr":
                 call_args.append(next(cit))
                 continue
-            t = PointerType(target.resolve_dtype(p.dtype)) if p.kind == "ptr" else target.resolve_dtype(p.dtype)
+            d = self._param_dtype(target, p)
+            t = PointerType(d) if p.kind == "ptr" else d
             v = body.add_arg(t, p.name)
             params.append(Param(p.name, t, v))
             call_args.append(v)
@@ -293,13 +322,13 @@ class Kernel:
             try:
                 pyfn(*call_args)
             except TraceError as e:
-                raise self._located(e, e.raw_message) from None
+                raise self._located(e, e.raw_message, state) from None
             except (ScopeError, UnsupportedOnTarget) as e:
-                raise self._located(e, str(e)) from None
+                raise self._located(e, str(e), state) from None
             except OpusError:
                 raise
             except Exception as e:
-                raise self._located(e, f"{type(e).__name__}: {e}") from e
+                raise self._located(e, f"{type(e).__name__}: {e}", state) from e
         attrs = {"block_size": self.block, "target": target.name, "dyn_smem": c.uses_dyn_smem,
                  "smem_bytes": c.smem_bytes,
                  "align": {p.name: c.align_req.get(p.value, 1) for p in params}}
@@ -307,23 +336,46 @@ class Kernel:
 
     def _rewrite(self):
         try:
-            return rewrite_kernel(self.fn)
+            r = rewrite_function(self.fn, self._source, "kernel")
         except RewriteError as e:
-            raise TraceError(str(e), kernel=self.name) from None
+            raise TraceError(e.raw_message, e.loc, e.source_line, self.name) from None
+        register_rewritten(r)
+        return r
 
-    def _located(self, exc, message):
-        """A TraceError pointing at the innermost kernel line of ``exc``'s traceback."""
-        codes = self._rewritten[1]
-        loc = None
-        for fs, lineno in traceback.walk_tb(exc.__traceback__):
-            if fs.f_code in codes:
-                loc = (fs.f_code.co_filename, lineno)
-        if loc is None and getattr(exc, "loc", None) is not None:
-            loc = (exc.loc.file, exc.loc.line)
+    def _param_dtype(self, target, p):
+        """Parameter p's element type on ``target``; one the target lacks is a TraceError at
+        the kernel's def line."""
+        try:
+            return target.require_dtype(p.dtype, "pointers" if p.kind == "ptr" else "values")
+        except UnsupportedOnTarget as e:
+            raise _param_error(self.fn, self._source, p.name,
+                               f"parameter {p.name!r}: {e}") from None
+
+    def _located(self, exc, message, state):
+        """A TraceError at the innermost line of kernel code (the kernel's or a helper's) in
+        ``exc``'s traceback, noting the calls that led there."""
         from ..ir import Loc
-        if loc is None:
+        calls = []  # per call of a rewritten function, outermost first: [CodeInfo, line]
+        for fs, lineno in traceback.walk_tb(exc.__traceback__):
+            info = state.code_info.get(fs.f_code)
+            if info is None:
+                continue
+            if info.top or not calls:
+                calls.append([info, lineno])
+            else:
+                calls[-1][1] = lineno  # a branch or loop body of the same call
+        if isinstance(exc, RewriteError):  # a helper that cannot be rewritten: its own line
+            loc, src = exc.loc, exc.source_line
+        elif calls:
+            info, line = calls.pop()
+            loc, src = Loc(info.source.filename, line), info.source.line(line)
+        elif getattr(exc, "loc", None) is not None:
+            loc, src = exc.loc, linecache.getline(exc.loc.file, exc.loc.line)
+        else:
             return TraceError(message, kernel=self.name)
-        return TraceError(message, Loc(loc[0], loc[1]), linecache.getline(loc[0], loc[1]), self.name)
+        notes = [f"  called from {i.source.filename}:{n} ({i.kind} {i.name!r}): "
+                 f"{i.source.line(n).strip()}" for i, n in reversed(calls)]
+        return TraceError(message, Loc(loc.file, loc.line), src, self.name, notes)
 
 
 def _hashable(x):
@@ -342,6 +394,8 @@ class Specialization:
         self.target = target
         self.cvals = cvals
         self.function, ctx = kernel.trace(target, cvals)
+        # the globals (and closure variables) the trace read, which must hold for it to be used
+        self.guards = tuple(ctx.frontend.guards.values())
         self.align = self.function.attrs["align"]
         self.static_smem = self.function.attrs["smem_bytes"]
         self._source = None
@@ -356,6 +410,12 @@ class Specialization:
             from ..codegen import render
             self._source = render(self.function, self.target)
         return self._source
+
+    @property
+    def symbol(self) -> str:
+        """The kernel's C symbol in the compiled binary (what the runtime looks up)."""
+        from ..codegen import kernel_symbol
+        return kernel_symbol(self.function.name)
 
     @property
     def compiled(self):
@@ -373,12 +433,6 @@ class Specialization:
             raise OpusError(f"PTX exists only for NVIDIA targets, not {self.target.name}")
         from ..runtime.build import build_ptx
         return build_ptx(self.source, self.target)
-    @property
-    def symbol(self) -> str:
-        """The kernel's C symbol in the compiled binary (what the runtime looks up)."""
-        from ..codegen import kernel_symbol
-        return kernel_symbol(self.function.name)
-
 
     @property
     def sass(self) -> str:

@@ -1,7 +1,7 @@
-"""AST rewrite of a kernel function, so that Python control flow can become IR control flow.
+"""AST rewrite of a kernel or helper function, so that Python control flow can become IR control flow.
 
 Tracing alone cannot see rebinding (``acc = acc + x`` inside a loop), so, like CuTe DSL and
-AutoGraph, we rewrite the kernel's syntax tree once:
+AutoGraph, we rewrite the function's syntax tree once:
 
 * ``for t in it: body`` becomes a nested function ``body(item, *names) -> names`` handed to
   ``rt.for_``; ``names`` are the variables the body assigns (or mutates, like ``acc[i] = v``).
@@ -12,32 +12,90 @@ AutoGraph, we rewrite the kernel's syntax tree once:
 * ``while c: body`` becomes a condition function and a body function handed to ``rt.while_``.
 * ``and``/``or``/``not``, chained comparisons and ``x if c else y`` go through ``rt`` so they
   work on run-time values (static values keep Python's short-circuit behaviour).
+* Every call ``f(a, k=b)`` becomes ``rt.call(f, a, k=b)``: a plain Python function of the
+  user's is rewritten the same way (once per code object) and traced as a helper, with the
+  same control flow as the kernel (calls.py).
 * A loop whose body has ``break``/``continue``, and an ``if`` that has them, stay Python
   statements behind ``rt.static_iter``/``rt.static_cond``: they must be compile-time.
-* ``return`` inside a rewritten construct becomes ``rt.kernel_return()`` (an IR ``return`` when
-  the surrounding control flow is run-time) plus a return of the carried names.
+* ``return`` inside a rewritten construct becomes ``rt.do_return(value)`` (an IR ``return``
+  when a kernel's surrounding control flow is run-time) plus a return of the carried names.
+  In a helper, ``if c: ...; return a`` followed by more statements takes those statements as
+  its ``else`` (the same meaning), so a run-time condition sees a return on both paths.
 
-Line numbers are preserved so that errors and IR locations point at the user's source.
+The source comes from a snapshot of the file's lines taken when the kernel was defined (or the
+helper first traced), so editing the file later changes nothing. Line numbers are the file's,
+so that errors and IR locations point at the user's source; syntax that kernels cannot have
+is a RewriteError (a TraceError) naming the file and line.
 """
 from __future__ import annotations
 
+import _thread
 import ast
 import inspect
 import itertools
 import linecache
 import textwrap
 import types
+from typing import NamedTuple
 
-from ..errors import OpusError
+from ..ir import Loc
+from ..lang.context import TraceError
 
-__all__ = ["rewrite_kernel", "RewriteError", "RT_NAME"]
+__all__ = ["rewrite_function", "capture_source", "SourceSnapshot", "Rewritten", "CodeInfo",
+           "RewriteError", "RT_NAME", "param_line"]
 
 RT_NAME = "__opus_rt"
 _counter = itertools.count()
+# CPython 3.11 counts the depth of AST conversions per interpreter, not per thread: two threads
+# parsing or compiling syntax trees at once can fail with "AST constructor recursion depth
+# mismatch". Rewrites are rare, so they take turns.
+_ast_lock = _thread.allocate_lock()
 
 
-class RewriteError(OpusError):
-    pass
+class SourceSnapshot(NamedTuple):
+    """A function's file name, first line (its first decorator's) and the file's lines, as they
+    were when the snapshot was taken."""
+    filename: str
+    first_line: int
+    lines: list
+
+    def line(self, n):
+        return self.lines[n - 1] if 0 < n <= len(self.lines) else ""
+
+
+def capture_source(fn) -> SourceSnapshot:
+    """The source lines of ``fn``'s file now. linecache hands out the list it caches, and
+    replaces (never edits) that list when the file changes, so keeping it is a snapshot."""
+    code = fn.__code__
+    linecache.checkcache(code.co_filename)  # a file edited since it was cached (reload) is re-read
+    return SourceSnapshot(code.co_filename, code.co_firstlineno,
+                          linecache.getlines(code.co_filename, fn.__globals__))
+
+
+class RewriteError(TraceError):
+    """Syntax a kernel (or a helper it calls) cannot have, at the user's file and line."""
+
+    def __init__(self, message, source: SourceSnapshot, line, kernel=None):
+        self.source_line = source.line(line)
+        super().__init__(message, Loc(source.filename, line), self.source_line, kernel)
+
+
+class CodeInfo(NamedTuple):
+    """What a code object of a rewritten function is: the user function it belongs to, that
+    function's source, and whether it is that function's own code (a new call of it) rather
+    than a generated branch or loop body."""
+    name: str
+    kind: str  # "kernel" or "helper"
+    source: SourceSnapshot
+    top: bool
+
+
+class Rewritten(NamedTuple):
+    """A rewritten function: ``factory`` is the code of ``__opus_factory(__opus_rt)``, which
+    returns the function (made with the globals it should read); ``infos`` describes every
+    code object inside it."""
+    factory: types.CodeType
+    infos: dict
 
 
 # -- name analysis ------------------------------------------------------------------------------
@@ -168,13 +226,64 @@ def _str_tuple(names):
 
 
 def _loc(node):
-    return ast.Constant(node.lineno)
+    return ast.Constant(node.lineno)  # the file's line: the tree's lines are made absolute first
+
+
+# Calls left as they are: these builtins look at the calling frame.
+_FRAME_SENSITIVE = frozenset({"super", "locals", "globals", "vars", "dir", "eval", "exec"})
+
+_WHERE = "in kernel code (a kernel and the Python functions it calls)"
+
+
+def _terminates(stmts):
+    """Does every path through ``stmts`` end in a return (or raise)?"""
+    if not stmts:
+        return False
+    last = stmts[-1]
+    if isinstance(last, (ast.Return, ast.Raise)):
+        return True
+    return isinstance(last, ast.If) and _terminates(last.body) and _terminates(last.orelse)
+
+
+def _fold_early_returns(stmts):
+    """``if c: ...; return a`` then more statements: those statements become the if's else (or
+    the then-part, when the else is what returns), which means the same in Python and gives a
+    helper's run-time ``if`` a return on both paths."""
+    for i, s in enumerate(stmts[:-1]):
+        if isinstance(s, ast.If):
+            rest = stmts[i + 1:]
+            if _terminates(s.body) and not _terminates(s.orelse):
+                s.orelse = s.orelse + rest
+                return stmts[:i + 1]
+            if s.orelse and _terminates(s.orelse) and not _terminates(s.body):
+                s.body = s.body + rest
+                return stmts[:i + 1]
+    return stmts
+
+
+def _is_generator(fdef):
+    """Does the function ``fdef`` itself (not a function nested in it) contain yield?"""
+    todo = list(fdef.body)
+    while todo:
+        n = todo.pop()
+        if isinstance(n, (ast.Yield, ast.YieldFrom)):
+            return True
+        if not isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda, ast.ClassDef)):
+            todo.extend(ast.iter_child_nodes(n))
+    return False
 
 
 class _Rewriter(ast.NodeTransformer):
-    def __init__(self):
-        # For each generated function we are inside: the names it returns (None = the kernel).
+    def __init__(self, source, kind):
+        self.source = source
+        # The user function we are in ("kernel" or "helper"), innermost last.
+        self.kinds = [kind]
+        # For each generated function we are inside: the names it returns; None for the body
+        # of a user function itself.
         self.ret_stack = [None]
+
+    def error(self, node, message):
+        return RewriteError(message, self.source, node.lineno)
 
     # expressions ---------------------------------------------------------------------------
     def visit_BoolOp(self, node):
@@ -205,8 +314,30 @@ class _Rewriter(ast.NodeTransformer):
         return _call("if_exp", [node.test, ast.Lambda(_no_args(), node.body),
                                 ast.Lambda(_no_args(), node.orelse)], node)
 
+    def visit_Call(self, node):
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Name) and (f.id in _FRAME_SENSITIVE or f.id.startswith("__opus")):
+            return node
+        return ast.copy_location(ast.Call(_rt("call", node), [f] + node.args, node.keywords), node)
+
+    def visit_NamedExpr(self, node):
+        raise self.error(node, f"assignment expressions (:=) are not supported {_WHERE}; "
+                               "assign the value on its own line")
+
+    def visit_Yield(self, node):
+        raise self.error(node, f"yield is not supported {_WHERE}: it would make the kernel a "
+                               "generator, which traces nothing")
+
+    visit_YieldFrom = visit_Yield
+
+    def visit_Await(self, node):
+        raise self.error(node, f"await is not supported {_WHERE}")
+
     # statements ------------------------------------------------------------------------------
     def _visit_body(self, stmts):
+        if self.kinds[-1] == "helper":
+            stmts = _fold_early_returns(stmts)
         out = []
         for s in stmts:
             r = self.visit(s)
@@ -216,21 +347,44 @@ class _Rewriter(ast.NodeTransformer):
         return out
 
     def visit_FunctionDef(self, node):
-        if node.name.startswith("__opus"):
-            return node
-        # a nested helper function the user wrote: rewrite its body too, as its own scope
-        self.ret_stack.append("user")
+        if node.name.startswith("__opus") or _is_generator(node):
+            return node  # ours; or a generator: plain Python, for compile-time iteration
+        # a helper function defined in the kernel: rewritten here, as its own scope
+        node.decorator_list = [self.visit(d) for d in node.decorator_list]
+        node.args.defaults = [self.visit(d) for d in node.args.defaults]
+        node.args.kw_defaults = [d if d is None else self.visit(d) for d in node.args.kw_defaults]
+        self.kinds.append("helper")
+        self.ret_stack.append(None)
         node.body = self._visit_body(node.body)
         self.ret_stack.pop()
+        self.kinds.pop()
         return node
 
+    def visit_AsyncFunctionDef(self, node):
+        raise self.error(node, f"async def is not supported {_WHERE}")
+
+    def visit_AsyncFor(self, node):
+        raise self.error(node, f"async for is not supported {_WHERE}")
+
+    def visit_AsyncWith(self, node):
+        raise self.error(node, f"async with is not supported {_WHERE}")
+
+    def visit_ClassDef(self, node):
+        raise self.error(node, f"class definitions are not supported {_WHERE}; define the class "
+                               "outside the kernel")
+
     def visit_Return(self, node):
+        if self.kinds[-1] == "kernel" and node.value is not None:
+            raise self.error(node, "a kernel cannot return a value; store results through a "
+                                   "pointer parameter (a helper function called from the "
+                                   "kernel can return values)")
+        if node.value is not None:
+            node.value = self.visit(node.value)
         names = self.ret_stack[-1]
-        if names is None or names == "user":
-            if names is None and node.value is not None:
-                raise RewriteError(f"line {node.lineno}: a kernel cannot return a value")
-            return node
-        stmt = ast.Expr(_call("kernel_return", [_loc(node)], node))
+        if names is None:
+            return node  # the function's own body: a plain return
+        value = node.value if node.value is not None else ast.Constant(None)
+        stmt = ast.Expr(_call("do_return", [value, _loc(node)], node))
         ret = ast.Return(_names_tuple(names, ast.Load))
         return [ast.copy_location(stmt, node), ast.copy_location(ret, node)]
 
@@ -239,9 +393,12 @@ class _Rewriter(ast.NodeTransformer):
         if not has_ret:
             return []
         names = self.ret_stack[-1]
-        if names == "user":
-            return []
-        value = None if names is None else _names_tuple(names, ast.Load)
+        if names is not None:
+            value = _names_tuple(names, ast.Load)
+        elif self.kinds[-1] == "kernel":
+            value = None
+        else:
+            value = _call("result", [], node)
         ret = ast.Return(value)
         test = _call("returned", [], node)
         return [ast.copy_location(ast.If(test, [ast.copy_location(ret, node)], []), node)]
@@ -263,11 +420,11 @@ class _Rewriter(ast.NodeTransformer):
 
     def visit_For(self, node):
         if node.orelse:
-            raise RewriteError(f"line {node.lineno}: for/else is not supported in kernels")
+            raise self.error(node, f"for/else is not supported {_WHERE}")
         f = _finds(node.body)
         if f.brk:
             # break/continue: keep a Python loop; its iterable must be compile-time.
-            node.iter = _call("static_iter", [self.visit(node.iter), _loc(node)], node)
+            node.iter = _call("static_iter", [self._iterable(node.iter), _loc(node)], node)
             node.body = self._visit_body(node.body)
             return node
         k = next(_counter)
@@ -276,18 +433,22 @@ class _Rewriter(ast.NodeTransformer):
         item = f"__opus_item{k}"
         unpack = ast.copy_location(ast.Assign([node.target], ast.Name(item, ast.Load())), node)
         fn = self._make_fn(f"__opus_for{k}", [item] + names, [unpack] + node.body, names, node)
-        it = node.iter
-        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
-            it = _call("range_spec", [self.visit(a) for a in it.args], it)
-        else:
-            it = self.visit(it)
+        it = self._iterable(node.iter)
         call = _call("for_", [it, ast.Name(fn.name, ast.Load()), _str_tuple(names),
                               self._current(names, node), _loc(node)], node)
         return [fn, self._assign_back(names, call, node)] + self._after_return_check(node, f.ret)
 
+    def _iterable(self, it):
+        """A ``for`` loop's iterable; the builtin ``range(...)`` becomes ``rt.range_spec``."""
+        if isinstance(it, ast.Call) and isinstance(it.func, ast.Name) and it.func.id == "range":
+            if it.keywords or any(isinstance(a, ast.Starred) for a in it.args):
+                raise self.error(it, "range() in a kernel's `for` takes 1 to 3 plain arguments")
+            return _call("range_spec", [self.visit(a) for a in it.args], it)
+        return self.visit(it)
+
     def visit_While(self, node):
         if node.orelse:
-            raise RewriteError(f"line {node.lineno}: while/else is not supported in kernels")
+            raise self.error(node, f"while/else is not supported {_WHERE}")
         f = _finds(node.body)
         if f.brk:
             node.test = _call("static_cond", [self.visit(node.test), _loc(node)], node)
@@ -326,16 +487,34 @@ class _Rewriter(ast.NodeTransformer):
                                  _str_tuple(names)], node)
 
     def visit_With(self, node):
+        for item in node.items:
+            item.context_expr = self.visit(item.context_expr)
         node.body = self._visit_body(node.body)
         return node
 
     def visit_Try(self, node):
-        raise RewriteError(f"line {node.lineno}: try/except is not supported in kernels")
+        raise self.error(node, f"try/except is not supported {_WHERE}: errors are raised while "
+                               "the kernel is traced, and the GPU has no exceptions")
+
+    visit_TryStar = visit_Try
+
+    def visit_Match(self, node):
+        raise self.error(node, f"match statements are not supported {_WHERE}; use if/elif")
 
     def visit_Global(self, node):
-        raise RewriteError(f"line {node.lineno}: global/nonlocal are not supported in kernels")
+        kw = "global" if isinstance(node, ast.Global) else "nonlocal"
+        raise self.error(node, f"{kw} statements are not supported {_WHERE}: a kernel cannot "
+                               "assign variables outside itself")
 
     visit_Nonlocal = visit_Global
+
+    def visit_Delete(self, node):
+        for t in node.targets:
+            if isinstance(t, ast.Name):
+                raise self.error(node, f"`del {t.id}` is not supported {_WHERE} (variables are "
+                                       "carried through control flow); rebind it instead")
+        self.generic_visit(node)
+        return node
 
 
 def _funcdef(name, args, body):
@@ -360,30 +539,30 @@ def _code_objects(code):
     return out
 
 
-def _parse_definition(fn):
-    """(module AST holding only ``fn``'s definition, file name, first line of the definition)."""
-    tree = _parse_definition_fast(fn)
-    if tree is not None:
-        return tree, fn.__code__.co_filename, fn.__code__.co_firstlineno
-    try:
-        src = inspect.getsource(fn)
-        filename = inspect.getsourcefile(fn) or "<kernel>"
-        _, first_line = inspect.getsourcelines(fn)
-    except (OSError, TypeError) as e:
-        raise RewriteError(f"cannot read the source of kernel {fn.__name__!r}: {e}. "
-                           "Kernels must be defined in a file (not exec'd strings or the REPL).")
-    return ast.parse(textwrap.dedent(src)), filename, first_line
+def _parse_definition(fn, source):
+    """Module AST holding only ``fn``'s definition, with the file's line numbers."""
+    start = source.first_line - 1  # the first decorator's line
+    tree = _parse_definition_fast(fn, source.lines, start)
+    if tree is None:
+        try:
+            if not 0 <= start < len(source.lines):
+                raise OSError("its source lines are not available")
+            block = inspect.getblock(source.lines[start:])
+            tree = ast.parse(textwrap.dedent("".join(block)))
+        except (OSError, SyntaxError, IndentationError) as e:
+            raise TraceError(f"cannot read the source of {fn.__name__!r} ({source.filename}): "
+                             f"{e}. Kernels and their helpers must be defined in a file (not in "
+                             "exec'd strings or the plain REPL).") from None
+    ast.increment_lineno(tree, source.first_line - 1)
+    return tree
 
 
-def _parse_definition_fast(fn):
-    """The common case without inspect.getsource, whose tokenizer costs milliseconds in a fresh
+def _parse_definition_fast(fn, lines, start):
+    """The common case without inspect's tokenizer, which costs milliseconds in a fresh
     process: the definition is the decorators and ``def`` line at one indentation, then the
     lines indented deeper. Anything unusual (a header spread over lines that end at that same
     indentation, a string literal at column 0 inside the body) fails the parse or the name
     check, and the caller falls back to inspect."""
-    code = fn.__code__
-    lines = linecache.getlines(code.co_filename, fn.__globals__)
-    start = code.co_firstlineno - 1  # the first decorator's line
     if not 0 <= start < len(lines):
         return None
     head = lines[start]
@@ -404,37 +583,72 @@ def _parse_definition_fast(fn):
         tree = ast.parse("".join(block))
     except SyntaxError:
         return None
-    ok = (len(tree.body) == 1 and isinstance(tree.body[0], ast.FunctionDef)
+    ok = (len(tree.body) == 1 and isinstance(tree.body[0], (ast.FunctionDef, ast.AsyncFunctionDef))
           and tree.body[0].name == fn.__name__)
     return tree if ok else None
 
 
-def rewrite_kernel(fn):
-    """Return (factory, code_objects): ``factory(rt, *freevar_values)`` builds the rewritten
-    kernel function; ``code_objects`` are all its code objects (used to find kernel frames)."""
-    tree, filename, first_line = _parse_definition(fn)
-    fdef = tree.body[0]
-    if not isinstance(fdef, ast.FunctionDef):
-        raise RewriteError(f"{fn.__name__!r} is not a plain function definition")
+def _strip_signature(fdef):
+    """Annotations and defaults come from the live function, not from the rewrite."""
     fdef.decorator_list = []
     fdef.returns = None
-    for a in fdef.args.args + fdef.args.kwonlyargs:
-        a.annotation = None  # annotations and defaults come from the live function
-    fdef.args.defaults = []
-    fdef.args.kw_defaults = [None] * len(fdef.args.kwonlyargs)
-    if fdef.args.vararg or fdef.args.kwarg:
-        raise RewriteError(f"kernel {fn.__name__!r}: *args/**kwargs parameters are not supported")
-    fdef.body = _Rewriter()._visit_body(fdef.body)
-    freevars = fn.__code__.co_freevars
-    factory_args = ast.arguments(posonlyargs=[], args=[ast.arg(RT_NAME)] + [ast.arg(v) for v in freevars],
-                                 vararg=None, kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
+    a = fdef.args
+    for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
+        if arg is not None:
+            arg.annotation = None
+    a.defaults = []
+    a.kw_defaults = [None] * len(a.kwonlyargs)
+
+
+def rewrite_function(fn, source: SourceSnapshot, kind: str) -> Rewritten:
+    """Rewrite ``fn`` (``kind`` "kernel" or "helper") from ``source``. The rewritten function
+    has no free variables: the names it read from enclosing functions are read as globals, from
+    the namespace it is made with (calls.py gives that namespace the closure's cells)."""
+    with _ast_lock:
+        return _rewrite(fn, source, kind)
+
+
+def _rewrite(fn, source, kind):
+    tree = _parse_definition(fn, source)
+    fdef = tree.body[0]
+    if isinstance(fdef, ast.AsyncFunctionDef):
+        raise RewriteError(f"async def is not supported {_WHERE}", source, fdef.lineno)
+    _strip_signature(fdef)
+    if kind == "kernel":
+        star = fdef.args.vararg or fdef.args.kwarg
+        if star is not None:
+            raise RewriteError(f"kernel {fn.__name__!r}: *args/**kwargs parameters are not "
+                               "supported; give each parameter a name and an annotation",
+                               source, star.lineno)
+    fdef.body = _Rewriter(source, kind)._visit_body(fdef.body)
+    factory_args = ast.arguments(posonlyargs=[], args=[ast.arg(RT_NAME)], vararg=None,
+                                 kwonlyargs=[], kw_defaults=[], kwarg=None, defaults=[])
     factory = _funcdef("__opus_factory", factory_args,
                        [fdef, ast.Return(ast.Name(fdef.name, ast.Load()))])
     mod = ast.Module([factory], type_ignores=[])
+    ast.copy_location(factory, fdef)
     ast.fix_missing_locations(mod)
-    ast.increment_lineno(mod, first_line - 1)
-    code = compile(mod, filename, "exec")
+    code = compile(mod, source.filename, "exec")
     fcode = next(c for c in code.co_consts if isinstance(c, types.CodeType))
-    factory_fn = types.FunctionType(fcode, fn.__globals__, "__opus_factory")
-    kcodes = _code_objects(fcode) - {fcode}
-    return factory_fn, kcodes
+    infos = {}
+    for c in _code_objects(fcode) - {fcode}:
+        top = c.co_name == fdef.name and c.co_firstlineno == fdef.lineno
+        user_def = not c.co_name.startswith(("__opus", "<"))
+        infos[c] = CodeInfo(fn.__name__ if top else c.co_name, kind if top else "helper",
+                            source, user_def)
+    return Rewritten(fcode, infos)
+
+
+def param_line(fn, source: SourceSnapshot, name: str) -> int:
+    """The file line declaring parameter ``name`` of ``fn`` (its def line if not found): for
+    errors about a parameter, found by parsing only then."""
+    try:
+        with _ast_lock:
+            fdef = _parse_definition(fn, source).body[0]
+    except TraceError:
+        return source.first_line
+    a = fdef.args
+    for arg in a.posonlyargs + a.args + a.kwonlyargs + [a.vararg, a.kwarg]:
+        if arg is not None and arg.arg == name:
+            return arg.lineno
+    return fdef.lineno

@@ -17,7 +17,7 @@ __all__ = ["TraceContext", "ctx", "tracing", "TraceError"]
 class TraceError(OpusError):
     """An error in the user's kernel, reported with the kernel's file and line."""
 
-    def __init__(self, message, loc=None, source_line=None, kernel=None):
+    def __init__(self, message, loc=None, source_line=None, kernel=None, notes=()):
         self.raw_message = message
         self.loc = loc
         where = ""
@@ -29,6 +29,8 @@ class TraceError(OpusError):
         text = where + message
         if source_line:
             text += "\n    " + source_line.strip()
+        for note in notes:  # e.g. the kernel line that called the helper where the error is
+            text += "\n" + note
         super().__init__(text)
 
 
@@ -45,6 +47,7 @@ class TraceContext:
         self.target = target
         self.kernel_name = kernel_name
         self.kernel_codes = kernel_codes
+        self.frontend = None  # the frontend's state of this trace (frontend/calls.py)
         self.dynamic_depth = 0
         self.returned = False
         self.smem_count = 0
