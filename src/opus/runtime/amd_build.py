@@ -1,9 +1,10 @@
 """HIP source -> AMDGCN assembly / code object (hsaco), device-only, through the disk cache.
 
-Compiler, in order of preference: $OPUS_HIP_CLANG (a clang with the AMDGPU backend), ROCm's
-clang ($ROCM_PATH/llvm/bin/clang, /opt/rocm/llvm/bin/clang), a system ``clang`` >= 20, and the
-``ziglang`` wheel (clang 22 with the AMDGPU backend; its ``ld.lld`` links the code object through
-a small wrapper that clang finds via ``-B``). The flags are pinned, so output is reproducible.
+Compiler: $OPUS_HIP_CLANG when set (a clang >= 20 with the AMDGPU backend; if it is not usable
+that is an error, never a silent fallback), else the first clang >= 20 of ROCm's
+($ROCM_PATH/llvm/bin/clang, /opt/rocm/llvm/bin/clang) and the system's, else the ``ziglang``
+wheel (clang 22 with the AMDGPU backend; its ``ld.lld`` links the code object through a small
+wrapper that clang finds via ``-B``). The flags are pinned, so output is reproducible.
 """
 from __future__ import annotations
 
@@ -40,77 +41,170 @@ class _Compiler:
         return self.argv + extra + list(args)
 
 
-def _version_of(argv):
+def _probe_clang(argv):
+    """(version tuple, None) when ``argv --version`` runs and is clang, else (None, why not)."""
     try:
-        out = subprocess.run(argv + ["--version"], capture_output=True, text=True, timeout=60).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    m = re.search(r"clang version (\d+)\.(\d+)\.(\d+)", out)
-    return tuple(int(x) for x in m.groups()) if m else None
+        r = subprocess.run(argv + ["--version"], capture_output=True, encoding="utf-8",
+                           errors="replace", timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        return None, f"it cannot be run ({e})"
+    if r.returncode != 0:
+        return None, f"`--version` failed with exit code {r.returncode}: {_tail(r.stderr or r.stdout)}"
+    m = re.search(r"clang version (\d+)\.(\d+)\.(\d+)", r.stdout)
+    if not m:
+        return None, f"it is not clang (its --version says: {_tail(r.stdout)})"
+    return tuple(int(x) for x in m.groups()), None
+
+
+def _tail(text: str, n: int = 300) -> str:
+    text = " ".join(text.split())
+    return (text[:n] + "...") if len(text) > n else (text or "(no output)")
+
+
+def _configured_clang(path: str, variable: str) -> _Compiler:
+    """The clang that the environment variable ``variable`` names (``path``); anything wrong
+    with it is an error (no fallback to another compiler)."""
+    def bad(why):
+        return OpusRuntimeError(f"{variable}={path!r} does not name a usable clang: {why}. "
+                                f"Point {variable} at a clang >= 20 with the AMDGPU backend, or "
+                                "unset it to use ROCm's clang or the ziglang package")
+    if not os.path.exists(path):
+        raise bad("no such file")
+    if os.path.isdir(path):
+        raise bad("it is a directory")
+    if not os.access(path, os.X_OK):
+        raise bad(f"it is not executable (mode {stat.filemode(os.stat(path).st_mode)})")
+    v, problem = _probe_clang([path])
+    if problem:
+        raise bad(problem)
+    if v[0] < 20:
+        raise bad(f"it is clang {'.'.join(map(str, v))}; AMD targets need clang >= 20")
+    return _Compiler([path], ("clang",) + v, None, f"{path} {'.'.join(map(str, v))}")
 
 
 def _zig_compiler():
+    """The ziglang package's clang, or None where the package is not installed. A package that
+    is installed but broken is an error saying what to reinstall."""
     try:
         import ziglang
     except ImportError:
         return None
-    zig = os.path.join(os.path.dirname(ziglang.__file__), "zig")
-    if not os.path.exists(zig):
-        return None
-    v = _version_of([zig, "clang"])
-    if v is None:
-        return None
-    # clang's AMDGPU toolchain runs `lld -flavor gnu ...`; zig spells the linker `zig ld.lld`.
+    folders = list(getattr(ziglang, "__path__", None) or [])  # a bare folder has no __file__
+    zig = next((os.path.join(f, "zig") for f in folders if os.path.isfile(os.path.join(f, "zig"))),
+               None)
+    reinstall = "reinstall it with: pip install --force-reinstall ziglang"
+    if zig is None:
+        raise OpusRuntimeError(f"the ziglang package ({', '.join(folders) or 'no folder'}) has no "
+                               f"zig binary, so it cannot compile for AMD targets; {reinstall}")
+    v, problem = _probe_clang([zig, "clang"])
+    if problem:
+        raise OpusRuntimeError(f"the ziglang package's compiler {zig} does not work: {problem}; "
+                               f"{reinstall}")
+    lld_dir = _lld_wrapper_dir(zig, f"zig-{v[0]}.{v[1]}.{v[2]}")
+    return _Compiler([zig, "clang"], ("zig-clang",) + v, lld_dir,
+                     f"ziglang clang {'.'.join(map(str, v))}")
+
+
+# -- the linker wrapper ----------------------------------------------------------------------
+# clang's AMDGPU toolchain runs `lld -flavor gnu ...`, found through -B; zig spells the linker
+# `zig ld.lld` (and does not take -flavor, nor dispatch on its own name), so a two-line script
+# named lld stands in for it. It must be able to run: the cache folder is tried first, then a
+# private temporary folder (a cache on a noexec mount cannot run programs).
+
+def _lld_script(zig: str) -> str:
+    return f'#!/bin/sh\nif [ "$1" = "-flavor" ]; then shift 2; fi\nexec "{zig}" ld.lld "$@"\n'
+
+
+def _lld_wrapper_dir(zig: str, tag: str) -> str:
+    """A folder whose ``lld`` runs zig's linker (checked by running it)."""
     from .cache import cache_dir
-    d = os.path.join(cache_dir(), "amd-tools", f"zig-{v[0]}.{v[1]}.{v[2]}")
-    lld = os.path.join(d, "lld")
-    script = f'#!/bin/sh\nif [ "$1" = "-flavor" ]; then shift 2; fi\nexec "{zig}" ld.lld "$@"\n'
+    script = _lld_script(zig)
+    problems = []
+    for folder in (os.path.join(cache_dir(), "amd-tools", tag), None):
+        try:
+            if folder is None:
+                folder = tempfile.mkdtemp(prefix="opus-amd-lld-")
+                import atexit
+                atexit.register(shutil.rmtree, folder, True)
+            path = _write_lld_wrapper(folder, script)
+        except OSError as e:
+            problems.append(f"{folder}: cannot write the wrapper ({e})")
+            continue
+        problem = _lld_wrapper_problem(path)
+        if problem is None:
+            return folder
+        problems.append(f"{path}: {problem}")
+    raise OpusRuntimeError("the AMD linker wrapper (a shell script running `zig ld.lld`) cannot "
+                           "run in the opus cache nor in a temporary folder: "
+                           + "; ".join(problems) + ". Set OPUS_CACHE_DIR or TMPDIR to a folder "
+                           "on a mount that allows running programs (not noexec)")
+
+
+def _write_lld_wrapper(folder: str, script: str) -> str:
+    """``folder``/lld holding ``script`` and executable; an existing one is kept only if it is
+    both (a wrapper that lost its mode is written again)."""
+    path = os.path.join(folder, "lld")
     try:
-        cur = open(lld).read() if os.path.exists(lld) else None
-        if cur != script:
-            os.makedirs(d, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=d)
-            with os.fdopen(fd, "w") as f:
-                f.write(script)
-            os.chmod(tmp, stat.S_IRWXU | stat.S_IRGRP | stat.S_IXGRP | stat.S_IROTH | stat.S_IXOTH)
-            os.replace(tmp, lld)
+        with open(path) as f:
+            if f.read() == script and os.access(path, os.X_OK):
+                return path
     except OSError:
-        d = tempfile.mkdtemp(prefix="opus-amd-lld-")
-        lld = os.path.join(d, "lld")
-        with open(lld, "w") as f:
+        pass
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=folder)
+    try:
+        with os.fdopen(fd, "w") as f:
             f.write(script)
-        os.chmod(lld, 0o755)
-    return _Compiler([zig, "clang"], ("zig-clang",) + v, d, f"ziglang clang {'.'.join(map(str, v))}")
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+    return path
+
+
+def _lld_wrapper_problem(path: str):
+    """None when the wrapper at ``path`` runs zig's linker, else why not."""
+    try:
+        if os.statvfs(os.path.dirname(path)).f_flag & os.ST_NOEXEC:
+            return "its folder is on a noexec mount"
+    except OSError:
+        pass
+    try:
+        r = subprocess.run([path, "-flavor", "gnu", "--version"], capture_output=True,
+                           encoding="utf-8", errors="replace", timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        return f"it cannot be run ({e})"
+    if r.returncode != 0 or "LLD" not in r.stdout:
+        return f"`lld --version` through it failed: {_tail(r.stderr or r.stdout)}"
+    return None
 
 
 def hip_compiler() -> _Compiler:
     """The clang used for AMD builds (found once per process)."""
     global _compiler
     with _lock:
-        if _compiler is not None:
-            return _compiler
-        cands = []
-        if os.environ.get("OPUS_HIP_CLANG"):
-            cands.append(os.environ["OPUS_HIP_CLANG"])
-        rocm = os.environ.get("ROCM_PATH", "/opt/rocm")
-        cands += [os.path.join(rocm, "llvm", "bin", "clang"), "/opt/rocm/llvm/bin/clang"]
-        sysclang = shutil.which("clang")
-        if sysclang:
-            cands.append(sysclang)
-        for c in cands:
-            if not (c and os.path.exists(c)):
-                continue
-            v = _version_of([c])
-            if v and v[0] >= 20:
-                _compiler = _Compiler([c], ("clang",) + v, None, f"{c} {'.'.join(map(str, v))}")
-                return _compiler
-        z = _zig_compiler()
-        if z is None:
-            raise OpusRuntimeError(
-                "no compiler for AMD targets: install ROCm, a clang >= 20 with the AMDGPU backend "
-                "(set OPUS_HIP_CLANG), or the 'ziglang' Python package")
-        _compiler = z
+        if _compiler is None:
+            _compiler = _find_compiler()
         return _compiler
+
+
+def _find_compiler() -> _Compiler:
+    explicit = os.environ.get("OPUS_HIP_CLANG")
+    if explicit:
+        return _configured_clang(explicit, "OPUS_HIP_CLANG")
+    rocm = os.path.join(os.environ.get("ROCM_PATH", "/opt/rocm"), "llvm", "bin", "clang")
+    for c in (rocm, "/opt/rocm/llvm/bin/clang", shutil.which("clang")):
+        if c and os.path.isfile(c):
+            v, _ = _probe_clang([c])
+            if v and v[0] >= 20:  # a clang found by default that is older (ROCm 6) is not used
+                return _Compiler([c], ("clang",) + v, None, f"{c} {'.'.join(map(str, v))}")
+    z = _zig_compiler()
+    if z is None:
+        raise OpusRuntimeError(
+            "no compiler for AMD targets: install ROCm, a clang >= 20 with the AMDGPU backend "
+            "(set OPUS_HIP_CLANG), or the 'ziglang' Python package")
+    return z
 
 
 def _compile(source: str, target, kind: str) -> bytes:
