@@ -1,0 +1,138 @@
+"""Generated code names the Python lines it comes from: #line markers for the compiler and
+profilers, comments for readers (codegen/cemit.py), and kernel symbols that are safe C names."""
+import importlib.util
+import os
+import re
+import subprocess
+
+import pytest
+from hypothesis import given, strategies as st
+
+import opus
+from opus import examples as ex, f32
+from opus.codegen import kernel_symbol
+from opus.runtime import amd_build, nvrtc
+from opus.runtime.diagnostics import line_origins, strip_line_markers
+
+HERE = os.path.abspath(__file__)
+
+
+@opus.kernel
+def shared_line(x: opus.Ptr[f32], n: opus.i32):
+    g = opus.make_gmem(x, n)
+    i = opus.thread_id_x() * 4
+    v = g.load(i, vec=4)
+    w = opus.fma(v, v, v) * v  # LINE: fma
+    g.store(w, i, vec=4)
+
+
+def _line(tag):
+    with open(HERE) as f:
+        return next(n for n, text in enumerate(f, 1) if text.rstrip().endswith(f"# LINE: {tag}"))
+
+
+def test_kernel_source_names_python_lines_without_markers():
+    src = shared_line.source(target="sm_90a")
+    assert "#line" not in src
+    n = _line("fma")
+    assert f"  // test_line_markers.py:{n}  w = opus.fma(v, v, v) * v  # LINE: fma\n" in src
+    marked = shared_line.specialize(target="sm_90a").source
+    assert f'#line {_line("fma") - 2} "{HERE}"' in marked  # the first kernel line names the file
+    assert strip_line_markers(marked) == src
+
+
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90a", "gfx942", "gfx950"])
+@pytest.mark.parametrize("kernel", [shared_line, ex.vector_add, ex.block_reduce],
+                         ids=["shared_line", "vector_add", "block_reduce"])
+def test_each_line_is_attributed_to_the_python_line_its_comment_names(kernel, arch):
+    # the comments are written per run of lines; the markers must agree on every line of it
+    marked = kernel.specialize(target=arch).source
+    lines, origins = strip_line_markers(marked).split("\n"), line_origins(marked)
+    comment = re.compile(r"^\s*// (\S+\.py):(\d+)(  |$)")
+    named, checked = None, 0
+    for text, origin in zip(lines, origins):
+        m = comment.match(text)
+        if m:
+            named = (m.group(1), int(m.group(2)))
+        elif named is not None and text.strip() not in ("}", ""):  # the kernel's end
+            assert origin is not None and (os.path.basename(origin[0]), origin[1]) == named, text
+            checked += 1
+    assert checked > 5
+
+
+def _with_undeclared_after(marked, line_text):
+    """``marked`` with an undeclared identifier at the end of the generated line ``line_text``
+    (the last line of a multi-line vector op; on the same line, so no line moves)."""
+    return marked.replace(line_text + "\n", line_text + " opus_undeclared_for_test = 1;\n", 1)
+
+
+def _last_lane_of_fma(marked):
+    return next(l for l in marked.split("\n") if re.match(r"\s+v\d+\.v\[3\] = fmaf?\(", l) or
+                re.match(r"\s+v\d+\.v\[3\] = __builtin_fmaf\(", l))
+
+
+def test_nvrtc_itself_names_the_python_line_of_a_marked_line():
+    marked = shared_line.specialize(target="sm_90a").source
+    bad = _with_undeclared_after(marked, _last_lane_of_fma(marked))
+    ok, log, _ = nvrtc._run(bad, "kernel.cu", nvrtc._default_options("sm_90a"), want_ptx=False)
+    assert not ok and f'{HERE}({_line("fma")}): error' in log, log
+
+
+def test_clang_itself_names_the_python_line_of_a_marked_line(tmp_path):
+    marked = shared_line.specialize(target="gfx942").source
+    bad = _with_undeclared_after(marked, _last_lane_of_fma(marked))
+    (tmp_path / "k.hip").write_text(bad)
+    cmd = amd_build.hip_compiler().command(*amd_build.FLAGS, "--offload-arch=gfx942",
+                                           "-fsyntax-only", "k.hip")
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode != 0 and f'{HERE}:{_line("fma")}:' in r.stderr, r.stderr
+
+
+def test_file_names_with_quotes_and_backslashes_reach_the_compiler(tmp_path):
+    folder = tmp_path / 'we"ird\\dir'
+    folder.mkdir()
+    path = folder / "k.py"
+    path.write_text("import opus\nfrom opus import f32\n\n@opus.kernel\n"
+                    "def k(x: opus.Ptr[f32]):\n    x[0] = opus.exp(x[1])\n")
+    spec = importlib.util.spec_from_file_location("opus_test_weird_path", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    marked = mod.k.specialize(target="sm_90a").source
+    store = next(i for i, l in enumerate(strip_line_markers(marked).split("\n")) if "p_x_1[0] =" in l)
+    assert line_origins(marked)[store] == (str(path), 6)
+    bad = marked.replace("expf(", "opus_undeclared_for_test(")
+    ok, log, _ = nvrtc._run(bad, "kernel.cu", nvrtc._default_options("sm_90a"), want_ptx=False)
+    assert not ok and f"{path}(6): error" in log, log
+
+
+# -- kernel symbols ----------------------------------------------------------------------------
+
+def _decode(symbol):
+    """The kernel name back from its symbol (written here from the scheme's description)."""
+    if symbol.endswith("_opus_u"):
+        body, out, i = symbol[:-len("_opus_u")], [], 0
+        while i < len(body):
+            if body[i] != "_":
+                out.append(body[i])
+                i += 1
+            elif body[i + 1] == "_":
+                out.append("_")
+                i += 2
+            else:
+                end = body.index("_", i + 1)
+                out.append(chr(int(body[i + 1:end], 16)))
+                i = end + 1
+        return "".join(out)
+    assert symbol.endswith("_opus")
+    return symbol[:-len("_opus")]
+
+
+identifiers = st.text(st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1,
+                      max_size=12).filter(str.isidentifier)
+
+
+@given(identifiers)
+def test_symbols_are_ascii_c_identifiers_that_name_one_kernel(name):
+    sym = kernel_symbol(name)
+    assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", sym)
+    assert _decode(sym) == name  # one to one: two kernel names never share a symbol
