@@ -18,11 +18,12 @@ from .lang.math import (exp, exp2, log, log2, sqrt, rsqrt, sin, cos, tanh, floor
                         rint, fma, max, min, select, tdiv, tmod)
 from .lang.memory import make_gmem, make_smem, alloc_smem, dynamic_smem, load, store
 from .lang.threads import (thread_id_x, thread_id_y, thread_id_z, block_id_x, block_id_y,
-                           block_id_z, block_size_x, block_size_y, block_size_z, grid_size_x,
-                           grid_size_y, grid_size_z, lane_id, warp_id, warp_size, sync_threads,
-                           printf)
+                           block_id_z, block_size_x, block_size_y, block_size_z, num_blocks_x,
+                           num_blocks_y, num_blocks_z, grid_size_x, grid_size_y, grid_size_z,
+                           lane_id, warp_id, warp_size, sync_threads, printf)
 from .lang.mma import make_mma
-from .frontend import Ptr, constexpr, kernel, range, static_ford, set_target, current_target
+from .frontend import (Ptr, constexpr, kernel, func, range, static_ford, set_target,
+                       current_target)
 
 
 def __getattr__(name):

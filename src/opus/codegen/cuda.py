@@ -11,7 +11,7 @@ from .fp8 import FP8_FORMATS, StorageConversions
 __all__ = ["render_cuda", "CudaEmitter"]
 
 _SPECIAL = {"thread_id": "threadIdx", "block_id": "blockIdx", "block_dim": "blockDim",
-            "grid_dim": "gridDim"}
+            "num_blocks": "gridDim"}
 
 
 class CudaEmitter(StorageConversions, CEmitter):
@@ -158,6 +158,8 @@ class CudaEmitter(StorageConversions, CEmitter):
             e = f"(int)({self._linear_tid()} & {ws - 1}u)"
         elif w == "warp_id":
             e = f"(int)({self._linear_tid()} >> {ws.bit_length() - 1})"
+        elif w.startswith("grid_size."):  # threads in the grid: unsigned product, wraps
+            e = f"(int)(gridDim.{w[-1]} * blockDim.{w[-1]})"
         else:
             k, a = w.split(".")
             e = f"(int){_SPECIAL[k]}.{a}"

@@ -96,11 +96,13 @@ class HipEmitter(StorageConversions, CEmitter):
                  f"{ws.bit_length() - 1}))")
         else:
             k, a = w.split(".")
+            # the hardware's grid size counts work items; blocks are a division of it
             e = {"thread_id": f"(int)__builtin_amdgcn_workitem_id_{a}()",
                  "block_id": f"(int)__builtin_amdgcn_workgroup_id_{a}()",
                  "block_dim": f"(int)__builtin_amdgcn_workgroup_size_{a}()",
-                 "grid_dim": f"(int)(__builtin_amdgcn_grid_size_{a}() / "
-                             f"(unsigned)__builtin_amdgcn_workgroup_size_{a}())"}[k]
+                 "grid_size": f"(int)__builtin_amdgcn_grid_size_{a}()",
+                 "num_blocks": f"(int)(__builtin_amdgcn_grid_size_{a}() / "
+                               f"(unsigned)__builtin_amdgcn_workgroup_size_{a}())"}[k]
         self.assign_lanes(op.results[0], [e], indent)
 
     def op_barrier(self, op, indent):

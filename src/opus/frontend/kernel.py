@@ -364,17 +364,22 @@ class Kernel:
                 calls.append([info, lineno])
             else:
                 calls[-1][1] = lineno  # a branch or loop body of the same call
+        callee = "a helper"
         if isinstance(exc, RewriteError):  # a helper that cannot be rewritten: its own line
             loc, src = exc.loc, exc.source_line
         elif calls:
             info, line = calls.pop()
             loc, src = Loc(info.source.filename, line), info.source.line(line)
+            callee = f"{info.kind} {info.name!r}"
         elif getattr(exc, "loc", None) is not None:
             loc, src = exc.loc, linecache.getline(exc.loc.file, exc.loc.line)
         else:
             return TraceError(message, kernel=self.name)
-        notes = [f"  called from {i.source.filename}:{n} ({i.kind} {i.name!r}): "
-                 f"{i.source.line(n).strip()}" for i, n in reversed(calls)]
+        notes = []
+        for info, n in reversed(calls):  # the call chain, innermost call first
+            notes.append(f"  in {callee}, called from {info.source.filename}:{n} ({info.kind} "
+                         f"{info.name!r}): {info.source.line(n).strip()}")
+            callee = f"{info.kind} {info.name!r}"
         return TraceError(message, Loc(loc.file, loc.line), src, self.name, notes)
 
 

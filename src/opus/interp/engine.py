@@ -194,7 +194,8 @@ def _check_align(st, op, kind, buf, idx, lanes, vec):
 
 def _eidx_valid(st, idx, vec, bound, m):
     """Element indices [T|1(, vec)] and the valid mask (None = all), plus the lanes whose
-    access is one vector instruction (None = all)."""
+    access is one vector instruction (None = all). ``bound`` is the window ``(lo, hi)`` of
+    element indices a bounded access may touch (Program._window), or None."""
     if vec > 1:
         eidx = idx[:, None] + _arange(vec)
         mm = None if m is None else m[:, None]
@@ -203,7 +204,10 @@ def _eidx_valid(st, idx, vec, bound, m):
         mm = m
     if bound is None:
         return eidx, mm, m
-    inb = (eidx >= 0) & (eidx < (bound[:, None] if vec > 1 else bound))
+    lo, hi = bound
+    if vec > 1:
+        lo, hi = lo[:, None], hi[:, None]
+    inb = (eidx >= lo) & (eidx < hi)
     valid = inb if mm is None else inb & mm
     vl = valid.all(axis=1) if vec > 1 else None
     return eidx, valid, vl
@@ -222,7 +226,7 @@ def _check_all(st, op, kind, buf, idx, eidx, vec, bound):
 def _check_masked(st, op, kind, buf, idx, eidx, valid, vl, m, vec, bound):
     """The same for an access by the ``valid`` lanes only (a size bound drops the others)."""
     n = buf.arr.shape[0]
-    bad = valid & (eidx >= n) if bound is not None else valid & ((eidx < 0) | (eidx >= n))
+    bad = valid & ((eidx < 0) | (eidx >= n))
     if bad.any():
         _fault(st, op, kind, buf, eidx, bad, vec, bound is not None)
     if vec > 1:
@@ -622,9 +626,26 @@ class Program:
             R[sr] = address(R)
         return run
 
+    def _window(self, p, bound):
+        """``R -> (lo, hi)``: the element indices ``[lo, hi)`` of the buffer that a bounded
+        access through pointer ``p`` may touch. The bound counts from ``p`` itself (ir/ops.py:
+        0 <= off + i < bound), so a view shifted by k has its window shifted by k too."""
+        if bound is None:
+            return lambda R: None
+        sp, sb = self.slot(p), self.slot(bound)
+        wide_unsigned = scalar_of(bound.type).name == "u64"
+
+        def window(R):
+            lo = R[sp][1]
+            b = R[sb]
+            if wide_unsigned:  # beyond any buffer anyway; keeps the sum in int64
+                b = np.minimum(b, np.uint64(1 << 62))
+            return lo, lo + b.astype(I64)
+        return window
+
     def c_load(self, op):
         p, o = op.operands[:2]
-        sb = self.slot(op.operands[2]) if len(op.operands) > 2 else None
+        window = self._window(p, op.operands[2] if len(op.operands) > 2 else None)
         vec = op.attrs["vec"]
         elem = p.type.elem
         nd = elem.np_dtype
@@ -634,20 +655,19 @@ class Program:
         def run(st, _op=op):
             R = st.R
             buf, idx = address(R)
-            R[sr] = mem_load(st, _op, buf, idx, vec, None if sb is None else R[sb], st.mask,
-                             zero, nd)
+            R[sr] = mem_load(st, _op, buf, idx, vec, window(R), st.mask, zero, nd)
         return run
 
     def c_store(self, op):
         p, o, v = op.operands[:3]
-        sb = self.slot(op.operands[3]) if len(op.operands) > 3 else None
+        window = self._window(p, op.operands[3] if len(op.operands) > 3 else None)
         vec = op.attrs["vec"]
         address, sv = self._address(p, o), self.slot(v)
 
         def run(st, _op=op):
             R = st.R
             buf, idx = address(R)
-            mem_store(st, _op, buf, idx, R[sv], vec, None if sb is None else R[sb], st.mask)
+            mem_store(st, _op, buf, idx, R[sv], vec, window(R), st.mask)
         return run
 
     # -- threads -----------------------------------------------------------------------------------
@@ -943,7 +963,7 @@ class Program:
                 if sp is None:
                     sp = tcache[k] = self._thread_specials(whiches, block, k)
                 vals = dict(sp)
-                vals.update(self._block_specials(whiches, grid, base, k, nthreads))
+                vals.update(self._block_specials(whiches, grid, block, base, k, nthreads))
                 for s, w in self.specials:
                     R[s] = vals[w]
                 st.mask = None
@@ -983,7 +1003,7 @@ class Program:
                 out[w] = np.array([block["xyz".index(w[-1])]], np.int32)
         return out
 
-    def _block_specials(self, whiches, grid, base, k, nt):
+    def _block_specials(self, whiches, grid, block, base, k, nt):
         gx, gy, gz = grid
         out = {}
         if k == 1:
@@ -997,8 +1017,11 @@ class Program:
                 out[w] = (b // gx % gy).astype(np.int32)
             elif w == "block_id.z":
                 out[w] = (b // (gx * gy)).astype(np.int32)
-            elif w.startswith("grid_dim."):
+            elif w.startswith("num_blocks."):
                 out[w] = np.array([grid["xyz".index(w[-1])]], np.int32)
+            elif w.startswith("grid_size."):  # threads: an i32 that wraps as on the GPU
+                a = "xyz".index(w[-1])
+                out[w] = np.array([grid[a] * block[a]], np.int64).astype(np.int32)
         return out
 
 

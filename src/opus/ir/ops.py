@@ -45,9 +45,10 @@ Vectors
 
 Memory (offsets count elements, not bytes)
   ptr_add    p, off                                    -> pointer
-  load       p, off [, bound]; attrs vec, cache        -> scalar (vec 1) or vector
-  store      p, off, value [, bound]; attrs vec, cache -> none
-               With a bound operand (an i32/i64 element count), each element at index
+  load       p, off [, bound]; attrs vec               -> scalar (vec 1) or vector
+  store      p, off, value [, bound]; attrs vec        -> none
+               With a bound operand (an i32/i64 element count, counted from p itself, so
+               a shifted pointer's bound starts at its own address), each element at index
                off+i is accessed only if 0 <= off+i < bound: loads read 0 for the others,
                stores drop them. Without it the access is unchecked (caller's promise).
                A vec > 1 access needs its address aligned to vec*itemsize bytes.
@@ -56,7 +57,8 @@ Memory (offsets count elements, not bytes)
 
 Threads
   special    attrs which in thread_id.{x,y,z} block_id.{x,y,z} block_dim.{x,y,z}
-               grid_dim.{x,y,z} lane_id warp_id        -> i32
+               num_blocks.{x,y,z} (blocks in the grid) grid_size.{x,y,z} (threads in the
+               grid: num_blocks * block_dim, wrapping at 32 bits) lane_id warp_id    -> i32
   barrier    (block-wide: every thread of the block waits; shared-memory writes before it are
               visible to reads after it)
   target_op  operands; attrs name (key in the Target's instruction table), plus its own attrs;
@@ -96,7 +98,8 @@ CMP_PREDS = frozenset("lt le gt ge eq ne".split())
 UNARY_OPS = frozenset("neg invert not abs".split())
 MATH_FNS = frozenset("exp exp2 log log2 sqrt rsqrt sin cos tanh floor ceil trunc rint".split())
 SPECIALS = frozenset(
-    [f"{k}.{a}" for k in ("thread_id", "block_id", "block_dim", "grid_dim") for a in "xyz"]
+    [f"{k}.{a}" for k in ("thread_id", "block_id", "block_dim", "num_blocks", "grid_size")
+     for a in "xyz"]
     + ["lane_id", "warp_id"])
 
 OPS = {s.kind: s for s in [

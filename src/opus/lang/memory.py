@@ -11,7 +11,7 @@ from .. import dtypes as dt
 from ..dtypes import DType
 from ..ir import Value, VectorType, PointerType, scalar_of, lanes_of, type_str
 from .context import ctx, TraceError
-from .values import emit1, emit, as_value, cast, is_static, py_default_type
+from .values import Undefined, emit1, emit, as_value, convert_implicitly, is_static, py_default_type
 
 __all__ = ["ptr_add", "load", "store", "Gmem", "Smem", "make_gmem", "make_smem", "alloc_smem",
            "dynamic_smem"]
@@ -23,25 +23,55 @@ def _err(msg):
     raise TraceError(msg)
 
 
+def _describe(x) -> str:
+    """What ``x`` is, in the kernel writer's terms (for error messages)."""
+    if isinstance(x, Gmem):
+        return f"a gmem view of {x.dtype.name} (from opus.make_gmem)"
+    if isinstance(x, Smem):
+        return f"an smem view of {x.dtype.name} (from opus.alloc_smem, dynamic_smem or make_smem)"
+    if isinstance(x, Value):
+        t = x.type
+        if isinstance(t, PointerType):
+            if t.space == "global":
+                return f"a global pointer to {t.elem.name} (an opus.Ptr parameter)"
+            return f"a shared-memory pointer to {t.elem.name}"
+        return f"a run-time {type_str(t)} value"
+    if isinstance(x, (bool, int, float)):
+        return f"the Python {type(x).__name__} {x!r}"
+    text = repr(x)
+    return f"a {type(x).__name__} ({text if len(text) <= 40 else text[:37] + '...'})"
+
+
 def _offset(off, what="offset"):
-    if is_static(off):
-        if isinstance(off, float) or isinstance(off, bool):
-            _err(f"{what} must be an integer, got {off!r}")
+    """``off`` as a run-time scalar integer (an element count)."""
+    if isinstance(off, Undefined):
+        off._fail()
+    if isinstance(off, int) and not isinstance(off, bool):
         return as_value(off, py_default_type(off))
-    if not isinstance(off, Value) or not scalar_of(off.type).is_int or lanes_of(off.type) != 1:
-        _err(f"{what} must be a scalar integer, got {getattr(off, 'type', type(off).__name__)}")
-    return off
+    if (isinstance(off, Value) and not isinstance(off.type, PointerType)
+            and scalar_of(off.type).is_int and lanes_of(off.type) == 1):
+        return off
+    hint = (": views and pointers are one-dimensional, so compute the flat offset "
+            "(e.g. i * stride + j)" if isinstance(off, tuple) else "")
+    _err(f"{what} must be a scalar integer, got {_describe(off)}{hint}")
+
+
+def _size(size, what="size"):
+    """An element bound: a non-negative integer (checked here when it is compile-time)."""
+    if isinstance(size, int) and not isinstance(size, bool) and size < 0:
+        _err(f"{what} must be >= 0 elements, got {size}")
+    return _offset(size, what)
 
 
 def ptr_add(p, off):
-    if is_static(off) and off == 0:
+    if is_static(off) and not isinstance(off, (bool, float)) and off == 0:
         return p
     return emit1("ptr_add", [p, _offset(off)], p.type)
 
 
 def _check_vec(vec, elem: DType):
-    if not isinstance(vec, int) or vec not in _VECS:
-        _err(f"vec must be one of {_VECS}, got {vec!r}")
+    if isinstance(vec, bool) or not isinstance(vec, int) or vec not in _VECS:
+        _err(f"vec must be one of {_VECS} (a compile-time int), got {_describe(vec)}")
     if vec * elem.bits > 128 and vec > 1:
         _err(f"vec={vec} of {elem.name} is {vec * elem.bits // 8} bytes; one access moves at most "
              f"16 bytes (split it into several loads)")
@@ -54,39 +84,68 @@ def _note_alignment(p, nbytes):
         c.align_req[p] = max(c.align_req.get(p, 1), nbytes)
 
 
+def _refuse_cache(cache, what):
+    # Cache hints are not lowered by any backend yet: accepting them would promise a behaviour
+    # the kernel does not get.
+    if cache is not None:
+        _err(f"{what}: cache={cache!r} is not supported (no backend implements cache hints "
+             f"yet); remove the argument")
+
+
+def _is_pointer(x, space=None) -> bool:
+    return (isinstance(x, Value) and isinstance(x.type, PointerType)
+            and space in (None, x.type.space))
+
+
+def _need_pointer(p, what):
+    if _is_pointer(p):
+        return
+    hint = (f"; a view is accessed with its own methods: view.{what}(...) or view[i]"
+            if isinstance(p, _View) else "")
+    _err(f"{what} needs a pointer (an opus.Ptr parameter or a view's .ptr), got "
+         f"{_describe(p)}{hint}")
+
+
+def _memory_of(p) -> str:
+    return f"{'shared' if p.type.space == 'shared' else 'global'} {p.type.elem.name} memory"
+
+
 def load(p, off=0, vec=1, bound=None, cache=None):
     """Load ``vec`` consecutive elements at ``p[off]`` (bounds-checked if ``bound`` is given)."""
-    if not isinstance(p, Value) or not isinstance(p.type, PointerType):
-        _err(f"load needs a pointer, got {getattr(p, 'type', type(p).__name__)}")
+    _refuse_cache(cache, "load")
+    _need_pointer(p, "load")
     elem = p.type.elem
     _check_vec(vec, elem)
     operands = [p, _offset(off)]
     if bound is not None:
-        operands.append(_offset(bound, "size"))
+        operands.append(_size(bound))
     _note_alignment(p, vec * elem.itemsize)
     rt = VectorType(elem, vec) if vec > 1 else elem
-    return emit1("load", operands, rt, {"vec": vec, "cache": cache})
+    return emit1("load", operands, rt, {"vec": vec})
 
 
 def store(p, value, off=0, vec=None, bound=None, cache=None):
-    """Store a scalar or vector at ``p[off]``; a scalar with vec > 1 is broadcast."""
-    if not isinstance(p, Value) or not isinstance(p.type, PointerType):
-        _err(f"store needs a pointer, got {getattr(p, 'type', type(p).__name__)}")
+    """Store a scalar or vector at ``p[off]``; a scalar with vec > 1 is broadcast. The value
+    converts to the element type only where that cannot change it (lang.values
+    convert_implicitly): narrowing needs an explicit opus.cast."""
+    _refuse_cache(cache, "store")
+    _need_pointer(p, "store")
     elem = p.type.elem
     n = lanes_of(value.type) if isinstance(value, Value) else 1
     if vec is None:
         vec = n
     _check_vec(vec, elem)
     if n not in (1, vec):
-        _err(f"storing a {type_str(value.type)} with vec={vec}")
-    value = cast(as_value(value, elem), elem)
+        _err(f"store of a {type_str(value.type)} ({n} lanes) with vec={vec}: vec must be the "
+             f"value's lane count (a scalar is broadcast to vec lanes)")
+    value = convert_implicitly(value, elem, f"store into {_memory_of(p)}")
     if vec > 1 and n == 1:
         value = emit1("broadcast", [value], VectorType(elem, vec), {"n": vec})
     operands = [p, _offset(off), value]
     if bound is not None:
-        operands.append(_offset(bound, "size"))
+        operands.append(_size(bound))
     _note_alignment(p, vec * elem.itemsize)
-    emit("store", operands, [], {"vec": vec, "cache": cache})
+    emit("store", operands, [], {"vec": vec})
 
 
 class _View:
@@ -114,8 +173,8 @@ class _View:
 
     def __add__(self, off):
         """A view shifted by ``off`` elements (its bound shrinks accordingly)."""
-        size = None if self.size is None else self.size - off
-        return type(self)(ptr_add(self.ptr, off), size)
+        ptr = ptr_add(self.ptr, off)
+        return type(self)(ptr, None if self.size is None else self.size - off)
 
     # carried through run-time loops/branches as (ptr, size)
     def __opus_flatten__(self):
@@ -127,28 +186,54 @@ class Gmem(_View):
 
 
 class Smem(_View):
-    """Shared (LDS) memory seen as elements of one dtype."""
+    """Shared (LDS) memory seen as elements of one dtype, optionally bounded."""
+
+
+def _bytes_to_elements(nbytes, elem: DType):
+    """The element bound that ``nbytes`` bytes give (whole elements only)."""
+    per_byte = 8 // elem.bits if elem.bits < 8 else None
+    if isinstance(nbytes, int) and not isinstance(nbytes, bool):
+        if nbytes < 0 or (per_byte is None and nbytes % elem.itemsize):
+            _err(f"nbytes must be a non-negative multiple of {elem.itemsize} (the size of one "
+                 f"{elem.name}), got {nbytes}; or give size= in elements")
+        return nbytes * per_byte if per_byte else nbytes // elem.itemsize
+    nbytes = _offset(nbytes, "nbytes")  # run time: the elements wholly inside
+    return nbytes * per_byte if per_byte else nbytes // elem.itemsize
 
 
 def make_gmem(ptr, size=None, *, nbytes=None):
     """A global-memory view of ``ptr``. ``size`` (elements) or ``nbytes`` turns on per-element
     out-of-bounds protection: reads past it give 0, writes past it are dropped."""
-    if not isinstance(ptr, Value) or not isinstance(ptr.type, PointerType) or ptr.type.space != "global":
+    if not _is_pointer(ptr, "global"):
+        hint = ""
+        if isinstance(ptr, Smem) or _is_pointer(ptr):
+            hint = "; shared memory is viewed with opus.make_smem"
+        elif isinstance(ptr, Gmem):
+            hint = "; it is a view already: shift it with g + offset, or re-view g.ptr"
         _err(f"make_gmem needs a global pointer (an opus.Ptr[...] parameter), got "
-             f"{getattr(ptr, 'type', type(ptr).__name__)}")
+             f"{_describe(ptr)}{hint}")
     if size is not None and nbytes is not None:
         _err("give make_gmem either size (elements) or nbytes, not both")
     if nbytes is not None:
-        size = nbytes // ptr.type.elem.itemsize
-    if size is not None:
-        size = _offset(size, "size")
-    return Gmem(ptr, size)
+        size = _bytes_to_elements(nbytes, ptr.type.elem)
+    return Gmem(ptr, None if size is None else _size(size))
 
 
-def make_smem(ptr, size=None):
-    if not isinstance(ptr, Value) or not isinstance(ptr.type, PointerType) or ptr.type.space != "shared":
-        _err("make_smem needs a shared-memory pointer (from opus.alloc_smem or opus.dynamic_smem)")
-    return Smem(ptr, None if size is None else _offset(size, "size"))
+def make_smem(mem, size=None):
+    """A shared-memory view of ``mem``: an smem view (from opus.alloc_smem or
+    opus.dynamic_smem) or its ``.ptr``. ``size`` (elements) bounds every access as in
+    make_gmem; without it an smem view keeps its own bound."""
+    if isinstance(mem, Smem):
+        ptr, old = mem.ptr, mem.size
+    elif _is_pointer(mem, "shared"):
+        ptr, old = mem, None
+    else:
+        hint = ""
+        if isinstance(mem, Gmem) or _is_pointer(mem):
+            hint = "; global memory is viewed with opus.make_gmem"
+        _err(f"make_smem needs shared memory: a view from opus.alloc_smem or opus.dynamic_smem "
+             f"(or its .ptr), got {_describe(mem)}{hint}")
+    return Smem(ptr, old if size is None else _size(size))
 
 
 def _smem_dtype(c, dtype, what):

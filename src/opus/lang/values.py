@@ -24,7 +24,8 @@ from ..ir import Value, VectorType, PointerType, scalar_of, lanes_of, type_str
 from .context import ctx, TraceError
 
 __all__ = ["Undefined", "Val", "is_value", "is_static", "const", "as_value", "promote_types", "binary", "compare",
-           "unary", "cast", "bitcast", "emit", "emit1", "check_arith", "to_bool", "py_default_type"]
+           "unary", "cast", "bitcast", "emit", "emit1", "check_arith", "to_bool", "py_default_type",
+           "converts_implicitly", "convert_implicitly"]
 
 _STATIC = (bool, int, float)
 
@@ -137,7 +138,9 @@ def as_value(x, like=None) -> "Val":
     _err(f"expected a number or run-time value, got {type(x).__name__} {x!r}")
 
 
-def promote_types(a: DType, b: DType, what="operation") -> DType:
+def _promotion(a: DType, b: DType) -> DType | None:
+    """The type of a binary operation on ``a`` and ``b`` (the table in docs/language.md); None
+    for a signed/unsigned mix whose unsigned type is not the narrower."""
     if a is b:
         return a
     if a.is_bool:
@@ -155,10 +158,81 @@ def promote_types(a: DType, b: DType, what="operation") -> DType:
     if a.kind == b.kind:
         return a if a.bits > b.bits else b
     s, u = (a, b) if a.kind == "int" else (b, a)
-    if u.bits < s.bits:
-        return s
+    return s if u.bits < s.bits else None
+
+
+def promote_types(a: DType, b: DType, what="operation") -> DType:
+    t = _promotion(a, b)
+    if t is not None:
+        return t
+    s, u = (a, b) if a.kind == "int" else (b, a)
     _err(f"{what} mixes {a.name} and {b.name} (signed and unsigned of which the unsigned is not "
          f"narrower): convert one explicitly, e.g. opus.{s.name}(x) or opus.{u.name}(x)")
+
+
+def converts_implicitly(src: DType, dst: DType) -> bool:
+    """Whether a run-time ``src`` value becomes a ``dst`` without an explicit cast: where the
+    binary-operation promotion of the two gives ``dst`` (widening, int -> float, bool -> any).
+    Conversions into storage types round, so they are always explicit."""
+    if src is dst:
+        return True
+    if dst.storage_only:
+        return False
+    if src is dt.e8m0 and dst is dt.f16:  # 2^-127..2^127 is far outside f16's range
+        return False
+    return _promotion(src, dst) is dst
+
+
+def _float_max(t: DType) -> float:
+    import ml_dtypes
+    return float(ml_dtypes.finfo(t.np_dtype).max)
+
+
+def _literal_into(x, to: DType, what: str):
+    """The Python number ``x`` as a run-time ``to``: ints exactly (in range), floats rounded
+    (a finite one beyond the type's largest finite value is an error)."""
+    if not isinstance(x, bool) and to.is_float:
+        if math.isfinite(x) and abs(x) > _float_max(to):
+            _err(f"{what}: the literal {x!r} is out of the range of {to.name} (largest finite "
+                 f"value {_float_max(to):g}); convert explicitly with opus.cast({x!r}, "
+                 f"opus.{to.name}, sat=...) if that is meant")
+    elif to.is_bool:
+        if x not in (0, 1):
+            _err(f"{what}: the literal {x!r} is not a bool (True/False, 1/0); write "
+                 f"opus.bool_({x!r}) or a comparison for 'non-zero'")
+    elif to.is_int:
+        if isinstance(x, float) and not x.is_integer():
+            _err(f"{what}: the float literal {x!r} is not an integer, so it cannot become a "
+                 f"{to.name} without rounding; write opus.{to.name}({x!r}) to truncate")
+        lo, hi = to.int_range()
+        if not lo <= int(x) <= hi:
+            _err(f"{what}: the literal {x!r} does not fit {to.name} (range {lo}..{hi}); "
+                 f"convert explicitly, e.g. opus.cast(v, opus.{to.name}), if wrapping is meant")
+    return cast(x, to)
+
+
+def convert_implicitly(x, to: DType, what: str):
+    """``x`` (a Python number or a run-time scalar/vector) as element type ``to``, where the
+    language converts without being asked: a run-time value only by widening
+    (converts_implicitly), a Python literal when it is in range. Anything else is an error that
+    names both types and asks for ``opus.cast``. Used wherever a value is written into a slot
+    of a given type: memory stores, vector lanes."""
+    if isinstance(x, Undefined):
+        x._fail()
+    if isinstance(x, _STATIC):
+        return _literal_into(x, to, what)
+    if not isinstance(x, Value):
+        _err(f"{what}: expected a number or run-time value, got {type(x).__name__} {x!r}")
+    if isinstance(x.type, PointerType):
+        _err(f"{what}: a pointer ({type_str(x.type)}) is not a value that can be written "
+             f"there")
+    src = scalar_of(x.type)
+    if converts_implicitly(src, to):
+        return cast(x, to)
+    _err(f"{what}: {type_str(x.type)} does not convert implicitly to "
+         f"{type_str(_result_like(x.type, to))} (it could change the value: nothing narrows "
+         f"implicitly); convert explicitly with opus.cast(v, opus.{to.name}) or "
+         f"v.to(opus.{to.name})")
 
 
 def check_arith(t, what):
@@ -277,7 +351,10 @@ def _shift(op, a, b, what):
     eb = scalar_of(b.type)
     if not eb.is_int:
         _err(f"{what} needs an integer shift amount, got {eb.name}")
-    if eb is not ea:
+    if eb.bits > ea.bits:  # clamp before narrowing, or 2**32 would shift a 32-bit value by 0
+        wide = {16: dt.u16, 32: dt.u32, 64: dt.u64}[eb.bits]
+        b = binary("min", cast(b, wide), ea.bits)  # the amount is read as unsigned
+    if scalar_of(b.type) is not ea:
         b = cast(b, ea)
     n = max(lanes_of(a.type), lanes_of(b.type))
     a, b = _to_shape(a, ea, n), _to_shape(b, ea, n)

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from ..dtypes import DType
-from ..ir import Value, VectorType, scalar_of, lanes_of, type_str
-from .context import TraceError
-from .values import emit1, as_value, cast, promote_types, is_static
+from ..ir import Value, VectorType, PointerType, scalar_of, lanes_of, type_str
+from .context import TraceError, ctx
+from .values import emit1, as_value, convert_implicitly, promote_types, is_static
 
 __all__ = ["make_vector", "vector_getitem", "insert", "concat", "splat", "zeros"]
 
@@ -14,34 +14,41 @@ def _err(msg):
 
 
 def make_vector(*xs, dtype: DType | None = None):
-    """A vector from scalars (run-time or Python numbers); ``dtype`` fixes the element type."""
+    """A vector from scalars (run-time or Python numbers); ``dtype`` fixes the element type,
+    into which each element must convert implicitly (widening; use opus.cast to narrow)."""
     if len(xs) == 1 and isinstance(xs[0], (tuple, list)):
         xs = tuple(xs[0])
     if not xs:
         _err("make_vector needs at least one element")
+    vals = [x for x in xs if isinstance(x, Value)]
+    for v in vals:
+        if isinstance(v.type, PointerType):
+            _err(f"make_vector: a pointer ({type_str(v.type)}) cannot be a vector element")
     if dtype is None:
-        vals = [x for x in xs if isinstance(x, Value)]
         if not vals:
             _err("make_vector of only Python numbers needs dtype=...")
         dtype = scalar_of(vals[0].type)
         for v in vals[1:]:
             dtype = promote_types(dtype, scalar_of(v.type), "make_vector")
-    elems = []
+    elif not isinstance(dtype, DType):
+        _err(f"make_vector dtype must be an opus dtype, got {dtype!r}")
+    else:
+        dtype = ctx().target.resolve_dtype(dtype)
+    lanes = []
     for x in xs:
         if isinstance(x, Value) and isinstance(x.type, VectorType):
-            elems.extend(vector_getitem(x, i) for i in range(x.type.n))
+            lanes.extend(vector_getitem(x, i) for i in range(x.type.n))
         else:
-            elems.append(cast(as_value(x, dtype), dtype))
+            lanes.append(x)
+    elems = [convert_implicitly(x, dtype, f"make_vector of {dtype.name}") for x in lanes]
     if len(elems) == 1:
         return elems[0]
     return emit1("vector", elems, VectorType(dtype, len(elems)))
 
 
 def splat(x, n: int, dtype: DType | None = None):
-    """n copies of a scalar."""
-    v = as_value(x, dtype) if dtype is not None else as_value(x)
-    if dtype is not None:
-        v = cast(v, dtype)
+    """n copies of a scalar (converted implicitly to ``dtype`` when given)."""
+    v = convert_implicitly(x, dtype, f"splat to {dtype.name}") if dtype is not None else as_value(x)
     if n == 1:
         return v
     return emit1("broadcast", [v], VectorType(scalar_of(v.type), n), {"n": n})
@@ -82,7 +89,9 @@ def insert(v, i: int, x):
         _err("insert needs a vector")
     if not isinstance(i, int) or not -t.n <= i < t.n:
         _err(f"insert: lane {i!r} must be a compile-time int in range for {type_str(t)}")
-    x = cast(as_value(x, t.elem), t.elem)
+    if isinstance(x, Value) and isinstance(x.type, VectorType):
+        _err(f"insert: lane {i} takes a scalar, got a {type_str(x.type)}")
+    x = convert_implicitly(x, t.elem, f"insert into a {type_str(t)}")
     return emit1("insert", [v, x], t, {"index": i % t.n})
 
 
