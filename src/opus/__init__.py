@@ -31,4 +31,9 @@ def __getattr__(name):
     if name == "interp":
         import importlib
         return importlib.import_module(".interp", __name__)
-    raise AttributeError(f"module 'opus' has no attribute {name!r}")
+    hint = ""
+    if not name.startswith("_"):  # a misspelt opus.exp in a kernel: name the close ones
+        import difflib
+        near = difflib.get_close_matches(name, [n for n in globals() if not n.startswith("_")])
+        hint = "; did you mean " + " or ".join(f"opus.{n}" for n in near) + "?" if near else ""
+    raise AttributeError(f"module 'opus' has no attribute {name!r}{hint}")
