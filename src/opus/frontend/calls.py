@@ -24,10 +24,10 @@ import types
 
 from ..ir import Value
 from ..lang.context import TraceError, ctx
-from .rewrite import CodeInfo, Rewritten, capture_source, rewrite_function
+from .rewrite import CodeInfo, Rewritten, SourceSnapshot, capture_source, rewrite_function
 
 __all__ = ["Frame", "TraceState", "call", "func", "guards_hold", "same_data",
-           "register_rewritten"]
+           "register_rewritten", "plain_code_info"]
 
 
 # -- frames: one per call of a rewritten function being traced ------------------------------------
@@ -205,6 +205,16 @@ def _is_user_file(filename):
     if filename.startswith("<"):
         return bool(linecache.getlines(filename))  # notebook cells are; exec'd strings are not
     return not os.path.realpath(filename).startswith(_library_dirs())
+
+
+def plain_code_info(code):
+    """CodeInfo for the code of a user function called as it is (a lambda, a generator), so
+    that an error inside it points at its line; None for library code."""
+    if not _is_user_file(code.co_filename):
+        return None
+    lines = linecache.getlines(code.co_filename)
+    return CodeInfo(code.co_name, "function", SourceSnapshot(code.co_filename,
+                                                             code.co_firstlineno, lines), True)
 
 
 def _conversion(fn):

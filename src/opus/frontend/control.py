@@ -8,7 +8,7 @@ views): containers are flattened into leaves, each leaf carried on its own.
 """
 from __future__ import annotations
 
-from ..ir import Block, Value, VectorType, scalar_of, type_str
+from ..ir import Block, PointerType, Value, VectorType, scalar_of, type_str
 from ..lang.context import ctx, TraceError
 from ..lang.values import (Undefined, as_value, cast, const, emit, emit1, is_static, promote_types,
                            py_default_type, to_bool)
@@ -458,9 +458,9 @@ def _iter_type(*xs):
     t = None
     for x in xs:
         if isinstance(x, Value):
-            e = scalar_of(x.type)
-            if not e.is_int or isinstance(x.type, VectorType):
+            if isinstance(x.type, (VectorType, PointerType)) or not scalar_of(x.type).is_int:
                 raise TraceError(f"range() bounds must be scalar integers, got {type_str(x.type)}")
+            e = scalar_of(x.type)
             t = e if t is None else promote_types(t, e, "range() bounds")
     if t is None:
         t = py_default_type(0)

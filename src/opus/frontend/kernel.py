@@ -23,7 +23,7 @@ from ..targets import get_target
 from ..targets.base import UnsupportedOnTarget
 from ..ir.builder import ScopeError
 from .annotations import ParamSpec, PtrSpec, _Constexpr
-from .calls import Frame, TraceState, guards_hold, register_rewritten
+from .calls import Frame, TraceState, guards_hold, plain_code_info, register_rewritten
 from .control import RT
 from .rewrite import RewriteError, capture_source, param_line, rewrite_function
 from .targeting import current_target
@@ -358,6 +358,8 @@ class Kernel:
         calls = []  # per call of a rewritten function, outermost first: [CodeInfo, line]
         for fs, lineno in traceback.walk_tb(exc.__traceback__):
             info = state.code_info.get(fs.f_code)
+            if info is None and calls:  # a function of the user's called as it is: its line
+                info = plain_code_info(fs.f_code)
             if info is None:
                 continue
             if info.top or not calls:

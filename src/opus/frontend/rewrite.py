@@ -209,12 +209,20 @@ def _finds(stmts):
 
 # -- the transformer ------------------------------------------------------------------------------
 
+def _at(new, node):
+    """``new`` placed on the first line of ``node`` only. Spanning the lines of a whole loop or
+    call, as ast.copy_location would make it, Python reports a call in it at the last line."""
+    new.lineno = new.end_lineno = node.lineno
+    new.col_offset = new.end_col_offset = getattr(node, "col_offset", 0)
+    return new
+
+
 def _rt(attr, node):
-    return ast.copy_location(ast.Attribute(ast.Name(RT_NAME, ast.Load()), attr, ast.Load()), node)
+    return _at(ast.Attribute(_at(ast.Name(RT_NAME, ast.Load()), node), attr, ast.Load()), node)
 
 
 def _call(attr, args, node):
-    return ast.copy_location(ast.Call(_rt(attr, node), args, []), node)
+    return _at(ast.Call(_rt(attr, node), args, []), node)
 
 
 def _names_tuple(names, ctx):
@@ -319,7 +327,7 @@ class _Rewriter(ast.NodeTransformer):
         f = node.func
         if isinstance(f, ast.Name) and (f.id in _FRAME_SENSITIVE or f.id.startswith("__opus")):
             return node
-        return ast.copy_location(ast.Call(_rt("call", node), [f] + node.args, node.keywords), node)
+        return _at(ast.Call(_rt("call", node), [f] + node.args, node.keywords), node)
 
     def visit_NamedExpr(self, node):
         raise self.error(node, f"assignment expressions (:=) are not supported {_WHERE}; "
@@ -386,7 +394,7 @@ class _Rewriter(ast.NodeTransformer):
         value = node.value if node.value is not None else ast.Constant(None)
         stmt = ast.Expr(_call("do_return", [value, _loc(node)], node))
         ret = ast.Return(_names_tuple(names, ast.Load))
-        return [ast.copy_location(stmt, node), ast.copy_location(ret, node)]
+        return [_at(stmt, node), _at(ret, node)]
 
     def _after_return_check(self, node, has_ret):
         """After a construct that may have returned statically, stop tracing this function."""
@@ -401,7 +409,7 @@ class _Rewriter(ast.NodeTransformer):
             value = _call("result", [], node)
         ret = ast.Return(value)
         test = _call("returned", [], node)
-        return [ast.copy_location(ast.If(test, [ast.copy_location(ret, node)], []), node)]
+        return [_at(ast.If(test, [_at(ret, node)], []), node)]
 
     def _make_fn(self, name, params, body_stmts, ret_names, node):
         self.ret_stack.append(ret_names)
@@ -415,8 +423,8 @@ class _Rewriter(ast.NodeTransformer):
     def _assign_back(self, names, value, node):
         if names:
             tgt = _names_tuple(names, ast.Store)
-            return ast.copy_location(ast.Assign([tgt], value), node)
-        return ast.copy_location(ast.Expr(value), node)
+            return _at(ast.Assign([tgt], value), node)
+        return _at(ast.Expr(value), node)
 
     def visit_For(self, node):
         if node.orelse:
@@ -431,7 +439,7 @@ class _Rewriter(ast.NodeTransformer):
         tnames = _target_names(node.target)
         names = assigned_names(node.body, exclude=tnames)
         item = f"__opus_item{k}"
-        unpack = ast.copy_location(ast.Assign([node.target], ast.Name(item, ast.Load())), node)
+        unpack = _at(ast.Assign([node.target], ast.Name(item, ast.Load())), node)
         fn = self._make_fn(f"__opus_for{k}", [item] + names, [unpack] + node.body, names, node)
         it = self._iterable(node.iter)
         call = _call("for_", [it, ast.Name(fn.name, ast.Load()), _str_tuple(names),
@@ -457,7 +465,7 @@ class _Rewriter(ast.NodeTransformer):
         k = next(_counter)
         names = assigned_names(node.body)
         cond = self._make_fn(f"__opus_wcond{k}", names, [], [], node)
-        cond.body = [ast.copy_location(ast.Return(self.visit(node.test)), node)]
+        cond.body = [_at(ast.Return(self.visit(node.test)), node)]
         body = self._make_fn(f"__opus_wbody{k}", names, node.body, names, node)
         call = _call("while_", [ast.Name(cond.name, ast.Load()), ast.Name(body.name, ast.Load()),
                                 _str_tuple(names), self._current(names, node), _loc(node)], node)
