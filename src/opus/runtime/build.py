@@ -64,14 +64,16 @@ def build_ptx(source: str, target) -> str:
     return nvrtc.compile_cuda(source, arch=target.name, options=OPTIONS, want_ptx=True).ptx
 
 
-def resources(built: Built, kernel_name: str, target=None) -> dict:
+def resources(built: Built, symbol: str, target=None) -> dict:
+    """Registers, shared memory, spills of the kernel whose C symbol is ``symbol`` (the
+    kernel's name as codegen.kernel_symbol spells it) in ``built``."""
     if target is not None and target.vendor == "amd":
         from .amd_build import resources_amd
-        return resources_amd(built.binary)[kernel_name]
+        return resources_amd(built.binary)[symbol]
     if built.log:
         from .inspect import resources_from_log
-        r = resources_from_log(built.log, kernel_name)
+        r = resources_from_log(built.log, symbol)
         if r:
             return r
     from .inspect import resources_from_cubin
-    return resources_from_cubin(built.binary, kernel_name)
+    return resources_from_cubin(built.binary, symbol)
