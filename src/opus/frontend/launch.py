@@ -178,8 +178,11 @@ class GuardedEntry:
 
     def run(self, launcher, args, smem, stream):
         guards, entry = self.current
-        if not guards_hold(guards):
-            entry = self._refresh()
+        for holder, key, value, _ in guards:  # globals unchanged: one dict lookup each
+            if key is None or holder.get(key) is not value:
+                if not guards_hold(guards):  # closure cells, equal values, real changes
+                    entry = self._refresh()
+                break
         return entry.run(launcher, args, smem, stream)
 
     def _refresh(self):
