@@ -483,9 +483,9 @@ class Val(Value):
         _err("run-time values are immutable; write v = opus.insert(v, i, x) to replace lane i")
 
     def __bool__(self):
-        _err("a run-time value has no compile-time truth value: Python `and`/`or`/`not` and `if` "
-             "work in kernel code, but not inside helpers called from it (use opus.select, "
-             "& | ~ instead there)")
+        _err("a run-time value has no compile-time truth value: Python `and`/`or`/`not`, `if` "
+             "and `x if c else y` work in kernels and the functions they call, but not in "
+             "lambdas, generators or library code (use opus.select, & | ~ there)")
 
     def __index__(self):
         _err("a run-time value is used where a compile-time integer is needed (a shape, a list "
