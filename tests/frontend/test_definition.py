@@ -179,3 +179,21 @@ def test_yield_in_a_kernel_is_refused_at_its_line():
     with pytest.raises(opus.TraceError, match="yield") as e:
         k.source(target="sm_90a")
     assert "test_definition.py" in str(e.value) and "yield n" in str(e.value)
+
+
+@pytest.mark.gpu
+def test_changing_a_global_retraces_on_the_gpu(launch_path, restore_globals):
+    global SCALE
+    torch = pytest.importorskip("torch")
+    x = torch.arange(N, dtype=torch.float32, device="cuda")
+    out = torch.zeros(N, dtype=torch.float32, device="cuda")
+    with opus.set_target(opus.current_target().target.name, interpret=False):
+        launch = scaled[1, N]
+        launch(x, out)
+        launch(x, out)  # memoized
+        torch.cuda.synchronize()
+        assert out.tolist() == [v * 2 + 1 for v in range(N)]
+        SCALE = 3.0
+        launch(x, out)
+        torch.cuda.synchronize()
+        assert out.tolist() == [v * 3 + 1 for v in range(N)]

@@ -270,3 +270,19 @@ def test_returns_under_runtime_and_compile_time_control_flow():
 def test_trace_of_a_helper_uses_one_if_per_runtime_branch():
     kinds = [op.kind for op in returns.specialize(target="sm_90a").function.walk()]
     assert kinds.count("if") == 2 and "for" not in kinds
+
+
+@pytest.mark.gpu
+def test_helpers_on_the_gpu(launch_path):
+    torch = pytest.importorskip("torch")
+    n = 8
+    x = torch.randn(n * n, dtype=torch.float32, device="cuda")
+    out = torch.zeros(n * n, dtype=torch.float32, device="cuda")
+    with opus.set_target(opus.current_target().target.name, interpret=False):
+        uses_helpers[1, n * n](x, out, n)
+    torch.cuda.synchronize()
+    xh = x.cpu().numpy()
+    rows = np.cumsum(xh.reshape(n, n), axis=1, dtype=np.float32)[:, -1]
+    t = np.arange(n * n)
+    np.testing.assert_array_equal(out.cpu().numpy(),
+                                  np.maximum(xh, np.float32(0)) + rows[(t + 3 * n) % n])
