@@ -71,3 +71,10 @@ def test_indices_in_3d_launches(grid, block):
 def test_grid_stride_loop():
     (y,) = _run(VK.grid_stride_fill, (3, 2), (4, 2), [np.full(100, -1, np.int32)], 100)
     assert y.tolist() == [k % 48 for k in range(100)]
+
+
+@pytest.mark.parametrize("blocks", [1, 24, 1000])
+def test_saxpy_grid_stride_example(blocks):
+    from opus import examples as ex
+    ok, msg = ex.run_saxpy(True, blocks=blocks)
+    assert ok, msg

@@ -6,7 +6,7 @@ import ml_dtypes
 import opus
 from opus import bf16, f16, f32
 
-__all__ = ["vector_add", "block_reduce", "mma_gemm_16x8", "mfma_gemm_32x32", "MMA_ATOMS",
+__all__ = ["vector_add", "saxpy", "block_reduce", "mma_gemm_16x8", "mfma_gemm_32x32", "MMA_ATOMS",
            "MMA_GEMM", "EXAMPLES", "run_example"]
 
 
@@ -31,6 +31,16 @@ def _vector_add_for(dtype):
 
 vector_add_f16 = _vector_add_for(f16)
 vector_add_bf16 = _vector_add_for(bf16)
+
+
+@opus.kernel
+def saxpy(a: f32, x: opus.Ptr[f32], y: opus.Ptr[f32], n: opus.i32):
+    """y = a * x + y with a grid-stride loop, so any grid covers any n: grid_size_x() counts
+    the grid's threads (as in the original opus; num_blocks_x() counts its blocks)."""
+    i = opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()
+    while i < n:                          # run-time loop: i is carried
+        y[i] = a * x[i] + y[i]            # two roundings, as numpy's float32 a * x + y
+        i = i + opus.grid_size_x()
 
 
 @opus.kernel(block=256)
@@ -149,6 +159,21 @@ def run_block_reduce(on_gpu, blocks=300, seed=1):
     return ok, f"block reduce {blocks} blocks: max rel err {err:.2e}"
 
 
+def run_saxpy(on_gpu, n=200_003, blocks=24, seed=3):
+    """The grid-stride example with fewer threads than elements (each thread does ~n/6144)."""
+    r = _rng(seed)
+    a = np.float32(r.standard_normal())
+    x = r.standard_normal(n).astype(np.float32)
+    y = r.standard_normal(n).astype(np.float32)
+    want = a * x + y  # float32 throughout (before y is updated in place)
+    (dx, dy), host = _device([x, y], on_gpu)
+    saxpy[blocks, 256](float(a), dx, dy, n)
+    got = host(dy)
+    ok = np.array_equal(got, want)
+    return ok, (f"saxpy grid-stride n={n} on {blocks}x256 threads: "
+                f"{'bit-exact' if ok else 'MISMATCH'}")
+
+
 def run_mma(on_gpu, M=64, N=64, K=64, seed=2):
     """The GEMM example with the current target's matrix instruction (MMA_ATOMS)."""
     target = opus.current_target().target
@@ -172,6 +197,7 @@ EXAMPLES = {
     "vector_add_f16": lambda g: run_vector_add(g, f16),
     "vector_add_bf16": lambda g: run_vector_add(g, bf16),
     "block_reduce": run_block_reduce,
+    "saxpy_grid_stride": run_saxpy,
     "mma_gemm": run_mma,
 }
 

@@ -193,10 +193,10 @@ def int_binary(op, a, b, t):
     return wrap(f(), t)
 
 
-def shift(op, a, amount, t):
-    """The amount, converted to a's type, is read as unsigned; amounts >= width give 0 (or the
-    sign fill for >> on signed values)."""
-    s = amount % (1 << BITS[t])
+def shift(op, a, amount, t, amount_t):
+    """The amount is read as unsigned at its own width (never narrowed to a's type first);
+    amounts >= a's width give 0 (or the sign fill for >> on signed values)."""
+    s = amount % (1 << BITS[amount_t])
     if s >= BITS[t]:
         return -1 if op == "shr" and a < 0 else 0
     return wrap(a << s, t) if op == "shl" else a >> s
@@ -228,7 +228,7 @@ def evaluate(n, th):
         return _bitcast(n, th)
     if op == "shift":
         a, b = (evaluate(x, th) for x in n.args)
-        return shift(n.attr, convert(a, n.args[0].type, t), convert(b, n.args[1].type, t), t)
+        return shift(n.attr, convert(a, n.args[0].type, t), b, t, n.args[1].type)
     if op in ("cmp", "logic", "not"):
         return _boolean(n, th)
     if op == "cast":
