@@ -7,11 +7,11 @@ buffer unit's free behaviour and on NVIDIA a predicated access.
 """
 from __future__ import annotations
 
-from .. import dtypes as dt
 from ..dtypes import DType
 from ..ir import Value, VectorType, PointerType, scalar_of, lanes_of, type_str
 from .context import ctx, TraceError
-from .values import Undefined, emit1, emit, as_value, convert_implicitly, is_static, py_default_type
+from .values import (Undefined, emit1, emit, as_value, convert_implicitly, is_static,
+                     py_default_type)
 
 __all__ = ["ptr_add", "load", "store", "Gmem", "Smem", "make_gmem", "make_smem", "alloc_smem",
            "dynamic_smem"]

@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from ..dtypes import DType
-from ..ir import Value, VectorType, PointerType, scalar_of, lanes_of, type_str
+from ..ir import Value, VectorType, PointerType, scalar_of, type_str
 from .context import TraceError, ctx
-from .values import emit1, as_value, convert_implicitly, promote_types, is_static
+from .values import emit1, as_value, convert_implicitly, promote_types
 
 __all__ = ["make_vector", "vector_getitem", "insert", "concat", "splat", "zeros"]
 
