@@ -73,3 +73,20 @@ def test_shifted_smem_view():
     out = np.full(16, -1, np.float32)
     VK.shifted_smem[1, 16](X, out, 4)
     assert out.tolist() == [5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 0, 0, 0, 0]
+
+
+def test_renderers_bound_the_shifted_pointer():
+    # CUDA and HIP apply the rule the interpreter follows: the access goes through the shifted
+    # pointer and compares the offset with the shrunk bound (HIP: a buffer resource based at
+    # the shifted pointer, num_records from the shrunk bound)
+    import re
+    for target in ("sm_90a", "gfx942"):
+        src = VK.shifted_load.source(target=target)
+        ptr = re.search(r"float\* (\w+) = \(p_x_\w+ \+ p_base_\w+\);", src).group(1)
+        bound = re.search(r"int (\w+) = \(int\)\(\(unsigned\)p_n_\w+ - \(unsigned\)p_base_\w+\);",
+                          src).group(1)
+        if target == "sm_90a":
+            assert re.search(rf"\((\w+)\) >= 0 && \(\1\) < {bound} \? {ptr}\[\1\]", src), src
+        else:
+            assert (f"__builtin_amdgcn_make_buffer_rsrc((void*){ptr}, (short)0, "
+                    f"(int)opus_nrec((long long){bound}, 4u)") in src, src
