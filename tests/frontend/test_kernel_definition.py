@@ -128,7 +128,7 @@ def test_mutable_globals_are_refused_at_the_line_reading_them():
 
     with pytest.raises(opus.TraceError, match=r"global 'TABLE', a mutable list.*tuple") as e:
         k.source(target="sm_90a")
-    assert "test_definition.py" in str(e.value) and "x[0] = TABLE[1]" in str(e.value)
+    assert "test_kernel_definition.py" in str(e.value) and "x[0] = TABLE[1]" in str(e.value)
 
     @opus.kernel
     def k2(x: Ptr[f32]):
@@ -168,7 +168,7 @@ def test_the_source_is_read_at_definition_not_at_the_first_launch(tmp_path, monk
         sys.modules.pop("edited_kernel_mod", None)
 
 
-# -- yield ------------------------------------------------------------------------------------------
+# -- yield --------------------------------------------------------------------------------------
 
 def test_yield_in_a_kernel_is_refused_at_its_line():
     @opus.kernel
@@ -178,7 +178,7 @@ def test_yield_in_a_kernel_is_refused_at_its_line():
 
     with pytest.raises(opus.TraceError, match="yield") as e:
         k.source(target="sm_90a")
-    assert "test_definition.py" in str(e.value) and "yield n" in str(e.value)
+    assert "test_kernel_definition.py" in str(e.value) and "yield n" in str(e.value)
 
 
 @pytest.mark.gpu

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import inspect
 import linecache
 import numbers
 import os
@@ -182,6 +183,8 @@ _UNSEEN = object()
 _ALREADY = "already rewritten"  # a function defined inside rewritten code
 _CONVERSIONS = {}  # code object -> Rewritten, _ALREADY, or None (call it as it is)
 _FUNC_ATTR = "__opus_func__"
+_NOT_REWRITTEN = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE
+                  | inspect.CO_ASYNC_GENERATOR)
 
 
 def register_rewritten(rewritten: Rewritten):
@@ -223,12 +226,15 @@ def _conversion(fn):
     explicit = getattr(fn, _FUNC_ATTR, None)
     if explicit is None and (code.co_name == "<lambda>" or not _is_user_file(code.co_filename)):
         conv = None
-    elif code.co_flags & (0x20 | 0x80 | 0x100 | 0x200) or "__class__" in code.co_freevars:
+    elif code.co_flags & _NOT_REWRITTEN or "__class__" in code.co_freevars:
         conv = None  # generators (compile-time iteration), coroutines, methods using super()
     else:
         source = explicit if explicit is not None else capture_source(fn)
-        conv = rewrite_function(fn, source, "helper")
-        register_rewritten(conv)
+        if explicit is None and not source.lines:
+            conv = None  # its file is gone: called as it is
+        else:
+            conv = rewrite_function(fn, source, "helper")
+            register_rewritten(conv)
     _CONVERSIONS[code] = conv
     return conv
 
@@ -281,10 +287,10 @@ def _call_helper(fn, conv, args, kw):
 
 # -- run-time values given to Python's own functions --------------------------------------------
 
+# builtins (and math names) whose run-time counterpart is not opus.<same name>
 _OPUS_FOR = {"max": "opus.max", "min": "opus.min", "round": "opus.rint", "int": "opus.i32",
-             "float": "opus.f32",
-             "bool": "a comparison (x != 0): a run-time value has no compile-time truth value", "abs": "abs", "fabs": "abs", "pow": "**",
-             "sum": "+ in a loop"}
+             "float": "opus.f32", "sum": "+ in a loop", "fabs": "abs(x)",
+             "bool": "a comparison (x != 0): a run-time value has no compile-time truth value"}
 _NUMERIC_MODULES = ("math", "cmath", "builtins", "numpy", "statistics")
 
 

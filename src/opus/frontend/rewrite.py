@@ -1,4 +1,4 @@
-"""AST rewrite of a kernel or helper function, so that Python control flow can become IR control flow.
+"""AST rewrite of a kernel or helper function: Python control flow becomes IR control flow.
 
 Tracing alone cannot see rebinding (``acc = acc + x`` inside a loop), so, like CuTe DSL and
 AutoGraph, we rewrite the function's syntax tree once:
@@ -329,19 +329,6 @@ class _Rewriter(ast.NodeTransformer):
             return node
         return _at(ast.Call(_rt("call", node), [f] + node.args, node.keywords), node)
 
-    def visit_NamedExpr(self, node):
-        raise self.error(node, f"assignment expressions (:=) are not supported {_WHERE}; "
-                               "assign the value on its own line")
-
-    def visit_Yield(self, node):
-        raise self.error(node, f"yield is not supported {_WHERE}: it would make the kernel a "
-                               "generator, which traces nothing")
-
-    visit_YieldFrom = visit_Yield
-
-    def visit_Await(self, node):
-        raise self.error(node, f"await is not supported {_WHERE}")
-
     # statements ------------------------------------------------------------------------------
     def _visit_body(self, stmts):
         if self.kinds[-1] == "helper":
@@ -367,19 +354,6 @@ class _Rewriter(ast.NodeTransformer):
         self.ret_stack.pop()
         self.kinds.pop()
         return node
-
-    def visit_AsyncFunctionDef(self, node):
-        raise self.error(node, f"async def is not supported {_WHERE}")
-
-    def visit_AsyncFor(self, node):
-        raise self.error(node, f"async for is not supported {_WHERE}")
-
-    def visit_AsyncWith(self, node):
-        raise self.error(node, f"async with is not supported {_WHERE}")
-
-    def visit_ClassDef(self, node):
-        raise self.error(node, f"class definitions are not supported {_WHERE}; define the class "
-                               "outside the kernel")
 
     def visit_Return(self, node):
         if self.kinds[-1] == "kernel" and node.value is not None:
@@ -500,22 +474,6 @@ class _Rewriter(ast.NodeTransformer):
         node.body = self._visit_body(node.body)
         return node
 
-    def visit_Try(self, node):
-        raise self.error(node, f"try/except is not supported {_WHERE}: errors are raised while "
-                               "the kernel is traced, and the GPU has no exceptions")
-
-    visit_TryStar = visit_Try
-
-    def visit_Match(self, node):
-        raise self.error(node, f"match statements are not supported {_WHERE}; use if/elif")
-
-    def visit_Global(self, node):
-        kw = "global" if isinstance(node, ast.Global) else "nonlocal"
-        raise self.error(node, f"{kw} statements are not supported {_WHERE}: a kernel cannot "
-                               "assign variables outside itself")
-
-    visit_Nonlocal = visit_Global
-
     def visit_Delete(self, node):
         for t in node.targets:
             if isinstance(t, ast.Name):
@@ -523,6 +481,39 @@ class _Rewriter(ast.NodeTransformer):
                                        "carried through control flow); rebind it instead")
         self.generic_visit(node)
         return node
+
+
+# Syntax that kernel code cannot have: node type -> why (an error at its line).
+_REFUSED = {
+    "NamedExpr": "assignment expressions (:=) are not supported {where}; assign the value on its "
+                 "own line",
+    "Yield": "yield is not supported {where}: it would make the kernel a generator, which traces "
+             "nothing",
+    "YieldFrom": "yield is not supported {where}",
+    "Await": "await is not supported {where}",
+    "AsyncFunctionDef": "async def is not supported {where}",
+    "AsyncFor": "async for is not supported {where}",
+    "AsyncWith": "async with is not supported {where}",
+    "ClassDef": "class definitions are not supported {where}; define the class outside the kernel",
+    "Try": "try/except is not supported {where}: errors are raised while the kernel is traced, "
+           "and the GPU has no exceptions",
+    "TryStar": "try/except* is not supported {where}",
+    "Match": "match statements are not supported {where}; use if/elif",
+    "Global": "global statements are not supported {where}: a kernel cannot assign variables "
+              "outside itself",
+    "Nonlocal": "nonlocal statements are not supported {where}: a kernel cannot assign "
+                "variables outside itself",
+}
+
+
+def _refuse(why):
+    def visit(self, node):
+        raise self.error(node, why)
+    return visit
+
+
+for _name, _why in _REFUSED.items():
+    setattr(_Rewriter, f"visit_{_name}", _refuse(_why.format(where=_WHERE)))
 
 
 def _funcdef(name, args, body):
@@ -620,7 +611,7 @@ def _rewrite(fn, source, kind):
     tree = _parse_definition(fn, source)
     fdef = tree.body[0]
     if isinstance(fdef, ast.AsyncFunctionDef):
-        raise RewriteError(f"async def is not supported {_WHERE}", source, fdef.lineno)
+        raise RewriteError(_REFUSED["AsyncFunctionDef"].format(where=_WHERE), source, fdef.lineno)
     _strip_signature(fdef)
     if kind == "kernel":
         star = fdef.args.vararg or fdef.args.kwarg
