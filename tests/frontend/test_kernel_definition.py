@@ -147,23 +147,30 @@ from opus import f32, Ptr
 
 @opus.kernel
 def k(out: Ptr[f32]):
-    out[opus.thread_id_x()] = {value}
+    out[opus.thread_id_x()] = helper({value})
+
+
+def helper(v):
+    if v > 0.0:
+        v = v + {add}
+    return v
 '''
 
 
 def test_the_source_is_read_at_definition_not_at_the_first_launch(tmp_path, monkeypatch):
     path = tmp_path / "edited_kernel_mod.py"
-    path.write_text(MODULE.format(value="1.0"))
+    path.write_text(MODULE.format(value="1.0", add="10.0"))
     monkeypatch.syspath_prepend(str(tmp_path))
     mod = importlib.import_module("edited_kernel_mod")
     try:
-        path.write_text(MODULE.format(value="2.0 + 0.5"))  # edited after the import
+        # edited after the import, before the kernel (and its helper) are first traced
+        path.write_text(MODULE.format(value="2.0 + 0.5", add="100.0"))
         out = np.zeros(4, np.float32)
         mod.k[1, 4](out)
-        np.testing.assert_array_equal(out, 1.0)  # the text that was imported runs
+        np.testing.assert_array_equal(out, 11.0)  # the text that was imported runs
         mod = importlib.reload(mod)  # a reload defines the kernel anew, from the new text
         mod.k[1, 4](out)
-        np.testing.assert_array_equal(out, 2.5)
+        np.testing.assert_array_equal(out, 102.5)
     finally:
         sys.modules.pop("edited_kernel_mod", None)
 

@@ -229,7 +229,7 @@ def _conversion(fn):
     elif code.co_flags & _NOT_REWRITTEN or "__class__" in code.co_freevars:
         conv = None  # generators (compile-time iteration), coroutines, methods using super()
     else:
-        source = explicit if explicit is not None else capture_source(fn)
+        source = explicit if explicit is not None else capture_source(fn, False)
         if explicit is None and not source.lines:
             conv = None  # its file is gone: called as it is
         else:

@@ -63,13 +63,25 @@ class SourceSnapshot(NamedTuple):
         return self.lines[n - 1] if 0 < n <= len(self.lines) else ""
 
 
-def capture_source(fn) -> SourceSnapshot:
-    """The source lines of ``fn``'s file now. linecache hands out the list it caches, and
-    replaces (never edits) that list when the file changes, so keeping it is a snapshot."""
+# file name -> its lines when a kernel (or @opus.func) in it was last defined
+_defined_lines = {}
+
+
+def capture_source(fn, at_definition=True) -> SourceSnapshot:
+    """The source lines of ``fn``'s file. linecache hands out the list it caches, and replaces
+    (never edits) that list when the file changes, so keeping it is a snapshot. At a
+    definition the file is read as it is now; a helper traced later takes the lines read when a
+    kernel of its file was defined, if one was (the text its code came from, even if the file
+    was edited since), else the file now."""
     code = fn.__code__
-    linecache.checkcache(code.co_filename)  # a file edited since it was cached (reload) is re-read
-    return SourceSnapshot(code.co_filename, code.co_firstlineno,
-                          linecache.getlines(code.co_filename, fn.__globals__))
+    name = code.co_filename
+    lines = None if at_definition else _defined_lines.get(name)
+    if lines is None:
+        linecache.checkcache(name)  # a file edited since it was cached (reload) is read again
+        lines = linecache.getlines(name, fn.__globals__)
+        if at_definition and lines:
+            _defined_lines[name] = lines
+    return SourceSnapshot(name, code.co_firstlineno, lines)
 
 
 class RewriteError(TraceError):
