@@ -110,11 +110,14 @@ def reads_only_code(x: Ptr[f32], out: Ptr[f32]):
     out[t] = helper_reading_code(x[t])
 
 
-def test_modules_functions_and_dtypes_are_not_guarded():
-    assert reads_only_code.specialize(target="sm_90a").guards == ()
+def test_modules_and_library_functions_are_not_guarded_user_functions_are():
+    # opus and np (modules), opus.max and .item (library code) are not guarded; the user's
+    # helper is, by identity (rebinding it must retrace)
+    guards = reads_only_code.specialize(target="sm_90a").guards
+    assert [(key, value) for _, key, value, _ in guards] == [
+        ("helper_reading_code", helper_reading_code)]
     x = np.arange(N, dtype=np.float32) - 4
     np.testing.assert_array_equal(run(reads_only_code, x), np.maximum(x, 0))
-    assert not any(isinstance(e, GuardedEntry) for e in reads_only_code._launch.values())
 
 
 TABLE = [1.0, 2.0]
@@ -204,3 +207,45 @@ def test_changing_a_global_retraces_on_the_gpu(launch_path, restore_globals):
         launch(x, out)
         torch.cuda.synchronize()
         assert out.tolist() == [v * 3 + 1 for v in range(N)]
+
+
+# -- rebinding a dtype or a helper function retraces (they are guarded by identity) -------------
+
+ACC = opus.f32
+
+
+def _act_relu(v):
+    return opus.max(v, 0.0)
+
+
+def _act_neg(v):
+    return -v
+
+
+ACT = _act_relu
+
+
+@opus.kernel
+def _rebound(out: opus.Ptr[opus.f32], x: opus.Ptr[opus.f32]):
+    i = opus.thread_id_x()
+    out[i] = opus.f32(ACT(opus.cast(x[i], ACC)))
+
+
+def test_rebinding_a_global_dtype_or_helper_retraces():
+    global ACC, ACT
+    import numpy as np
+    x = np.array([-1.5, 2.25, 1.0 / 3.0, -4.0], np.float32)
+    out = np.zeros(4, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        try:
+            _rebound[1, 4](out, x)
+            np.testing.assert_array_equal(out, np.maximum(x, 0))
+            ACT = _act_neg
+            _rebound[1, 4](out, x)
+            np.testing.assert_array_equal(out, -x)
+            ACC = opus.f16  # rounds through f16: 1/3 is no longer exact
+            _rebound[1, 4](out, x)
+            np.testing.assert_array_equal(out, -x.astype(np.float16).astype(np.float32))
+            assert "opus_f2h" in _rebound.source(target="sm_90a") or "f16" in _rebound.ir(target="sm_90a")
+        finally:
+            ACC, ACT = opus.f32, _act_relu

@@ -10,7 +10,9 @@ Every rewritten function runs with a namespace that reads through to its module'
 its closure cells and records what the trace read (``_Namespace``): compile-time data (numbers,
 strings, tuples, ...) and other objects become the specialization's guards, so changing a
 global retraces; code (modules, functions, classes, dtypes, kernels) is not guarded; mutable
-containers are refused at the line that reads them.
+containers are refused at the line that reads them. The user's own functions and dtypes are
+guarded by identity (rebinding ``ACT = gelu`` or ``ACC = opus.f16`` retraces); library code is
+not guarded.
 """
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ import os
 import sys
 import types
 
+from ..dtypes import DType
 from ..ir import Value
 from ..lang.context import TraceError, ctx
 from .rewrite import CodeInfo, Rewritten, SourceSnapshot, capture_source, rewrite_function
@@ -71,7 +74,7 @@ class TraceState:
     def read(self, holder, key, name, value, from_cell):
         """A global (``holder[key]``) or closure cell (``holder``, key None) read as ``value``."""
         kind = _kind(value)
-        if kind is _CODE:
+        if kind is _CODE and not _user_code(value):
             return
         if kind is _MUTABLE:
             raise TraceError(_mutable_message(name, value, from_cell))
@@ -124,7 +127,8 @@ _KIND_OF_TYPE = {int: _DATA, float: _DATA, bool: _DATA, str: _DATA, bytes: _DATA
 
 
 def _kind(value):
-    """data: compared by value; code: not guarded; mutable: refused; object: by identity."""
+    """data: compared by value; code: not guarded (but see _user_code); mutable: refused;
+    object: by identity."""
     t = type(value)
     k = _KIND_OF_TYPE.get(t)
     if k is not None:
@@ -147,6 +151,15 @@ def _kind_of_new_type(t, value):
                                    "__dlpack__", "__array__", "__setitem__")):
         return _MUTABLE  # arrays, tensors, and other containers that can change
     return _OBJECT
+
+
+def _user_code(value):
+    """Code a kernel's result depends on and a user may rebind: their own functions (helpers,
+    epilogues) and dtypes (``ACC = opus.f32``). Guarded by identity, so rebinding the global
+    retraces; library functions, modules and classes are not guarded."""
+    if type(value) is types.FunctionType:
+        return _is_user_file(value.__code__.co_filename) or hasattr(value, _FUNC_ATTR)
+    return isinstance(value, DType)
 
 
 def _mutable_message(name, value, from_cell):
