@@ -168,7 +168,8 @@ class CEmitter:
     def scalar_ctype(self, e: DType) -> str:
         c = _CTYPES.get(e.name)
         if c is None:
-            raise CodegenError(f"{e.name} values have no {self.backend} representation yet")
+            raise CodegenError(f"internal: {e.name} reached the {self.backend} renderer "
+                               "(the target's table refuses it while tracing)")
         return c
 
     def ctype(self, t) -> str:
@@ -516,15 +517,16 @@ class CEmitter:
                 return self.from_f32(self.to_f32(x, src), to, rounding)
             return self.from_f32(self.cast_expr(x, src, dt.f32, "rn", False), to, rounding)
         if rounding != "rn":
-            raise CodegenError(f"rounding {rounding!r} is supported only for narrowing to f16/bf16")
+            raise CodegenError(f"internal: rounding {rounding!r} to {to.name} reached the "
+                               f"{self.backend} renderer (Target.conversion refuses it)")
         return f"({ct})({self.to_f32(x, src)})"
 
     def float_to_int(self, f, src, to):
         return f"({self.scalar_ctype(to)})({f})"
 
     def cast_storage(self, x, src, to, rounding, sat):
-        raise CodegenError(f"conversion {src.name} -> {to.name} is not supported by the "
-                           f"{self.backend} backend for {self.target.name} yet")
+        """Conversions from or to a storage type (codegen/fp8.py StorageConversions)."""
+        raise CodegenError(f"internal: the {self.backend} renderer has no storage conversions")
 
     def op_bitcast(self, op, indent):
         (a,) = op.operands

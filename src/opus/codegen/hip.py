@@ -135,7 +135,7 @@ class HipEmitter(StorageConversions, CEmitter):
                     "return (f == f && __builtin_fabsf(back) > __builtin_fabsf(f)) ? "
                     "(unsigned short)(h - 1) : h;")
         else:
-            raise CodegenError(f"rounding {rounding!r} to f16")
+            raise CodegenError(f"internal: rounding {rounding!r} to f16")
         return self.helper(n, f"unsigned short {n}(float f) {{ {body} }}")
 
     def helper_f2b(self, rounding):
@@ -150,7 +150,7 @@ class HipEmitter(StorageConversions, CEmitter):
         elif rounding == "rz":
             body = "unsigned u = __builtin_bit_cast(unsigned, f); " + nan + "return (unsigned short)(u >> 16);"
         else:
-            raise CodegenError(f"rounding {rounding!r} to bf16")
+            raise CodegenError(f"internal: rounding {rounding!r} to bf16")
         return self.helper(n, f"unsigned short {n}(float f) {{ {body} }}")
 
     # -- arithmetic and math (builtins only) ----------------------------------------------------
@@ -268,7 +268,8 @@ class HipEmitter(StorageConversions, CEmitter):
         bound name, buffer resource name)."""
         e = p.type.elem
         if e.bits % 8:
-            raise CodegenError(f"bounded {what} of {e.name} on {self.target.name}")
+            raise CodegenError(f"internal: bounded {what} of {e.name} reached the hip renderer "
+                               "(sub-byte types are refused while tracing)")
         s, O, B = e.itemsize, self.name(off), self.name(bound)
         return self.scalar_ctype(e), s, O, B, self._rsrc(self.name(p), B, s, indent)
 
