@@ -142,7 +142,7 @@ class HipEmitter(StorageConversions, CEmitter):
         n = f"opus_f2b_{rounding}"
         nan = "if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); "
         if rounding == "rn":
-            if self.target.name == "gfx950":  # v_cvt_pk_bf16_f32 (RNE)
+            if self.target.hw_bf16:  # v_cvt_pk_bf16_f32 (RNE)
                 body = "return __builtin_bit_cast(unsigned short, (__bf16)f);"
             else:  # software round-to-nearest-even
                 body = ("unsigned u = __builtin_bit_cast(unsigned, f); " + nan +

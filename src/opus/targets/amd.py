@@ -53,3 +53,6 @@ class AmdTarget(Target):
         # the flavour's encodings convert in hardware (v_cvt_f32_fp8, v_cvt_pk_fp8_f32, ...); the
         # other flavour and e8m0 in the same exact bit arithmetic as on NVIDIA (codegen/fp8.py)
         self.hw_fp8 = frozenset(d.name for d in self.flavours.values())
+        # f32 -> bf16 round-to-nearest-even in one instruction (v_cvt_pk_bf16_f32, CDNA4);
+        # gfx942 rounds in integer arithmetic
+        self.hw_bf16 = name == "gfx950"
