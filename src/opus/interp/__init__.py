@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..ir import PointerType
+from ..targets.limits import check_dynamic_smem, check_launch_shape
 from .engine import Program, Buf
 from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,
                      UninitializedReadError)
@@ -72,14 +73,16 @@ def _dim3(x, what):
     return tuple(int(d) for d in x) + (1,) * (3 - len(x))
 
 
+def _smem_checked(prog, name, smem):
+    """``smem=`` checked as a GPU launch checks it, with the target's limits."""
+    return check_dynamic_smem(prog.target.limits, prog.target.name, name, smem, prog.static_smem)
+
+
 def _launch_checks(prog, name, grid, block, smem):
     """The checks of a GPU launch, with the target's limits: (grid3, block3, dynamic smem)."""
-    from ..targets.limits import check_dynamic_smem, check_launch_shape
-    limits, target = prog.target.limits, prog.target.name
     grid, block = _dim3(grid, "grid"), _dim3(block, "block")
-    check_launch_shape(limits, target, name, grid, block)
-    smem = check_dynamic_smem(limits, target, name, smem, prog.static_smem)
-    return grid, block, smem
+    check_launch_shape(prog.target.limits, prog.target.name, name, grid, block)
+    return grid, block, _smem_checked(prog, name, smem)
 
 
 def _steps(fn, names_to_index, align):
@@ -102,14 +105,16 @@ def _convert(steps, args):
 
 
 def make_runner(kernel, spec):
-    """The launch function for one specialization: run(grid3, block3, args, smem_bytes)."""
+    """The launch function for one specialization: run(grid3, block3, args, smem_bytes), where
+    grid3 and block3 are the launcher's, already checked against the target
+    (frontend/launch.py check_shape)."""
     fn = spec.function
     prog = Program(fn, spec.target)
     idx = [q.index for q in kernel.params if q.kind != "constexpr"]
     steps = _steps(fn, idx, spec.align or {})
 
     def run(grid, block, args, smem=0):
-        grid, block, smem = _launch_checks(prog, kernel.name, grid, block, smem)
+        smem = _smem_checked(prog, kernel.name, smem)
         prog.launch(grid, block, _convert(steps, args), smem, _checking_on())
     run.program = prog
     return run
