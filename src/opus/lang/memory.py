@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..dtypes import DType
 from ..ir import Value, VectorType, PointerType, scalar_of, lanes_of, type_str
+from ..targets.limits import static_smem_error
 from .context import ctx, TraceError
 from .values import (Undefined, emit1, emit, as_value, convert_implicitly, is_static,
                      py_default_type)
@@ -252,7 +253,6 @@ def alloc_smem(dtype: DType, count: int, align: int = 16):
         _err(f"alloc_smem align must be a power of two up to 128, got {align}")
     # arrays are laid out in order, each at its alignment (as the interpreter places them)
     total = (c.smem_bytes + align - 1) // align * align + count * dtype.itemsize
-    from ..targets.limits import static_smem_error
     why = static_smem_error(c.target.limits, c.target.name, total)
     if why is not None:
         _err(f"alloc_smem({dtype.name}, {count}): {why}")
