@@ -31,7 +31,7 @@ def _limits(name):
     lds = _SMEM[name]
     return Limits(block_dims=(1024, 1024, 1024), threads_per_block=1024,
                   grid_dims=(2 ** 31 - 1,) * 3, grid_items=2 ** 32 - 1,
-                  static_smem=lds, dynamic_smem_default=lds, smem_per_block=lds)
+                  static_smem=lds, smem_per_block=lds)
 
 
 class AmdTarget(Target):

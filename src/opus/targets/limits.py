@@ -21,16 +21,14 @@ class Limits(NamedTuple):
     """block_dims: threads per block along x, y, z; threads_per_block: their product's limit;
     grid_dims: blocks along x, y, z; grid_items: blocks * block size along one axis (AMD
     dispatches count work-items in 32 bits; None where there is no such limit);
-    static_smem: bytes of static shared memory per block; dynamic_smem_default: dynamic bytes
-    launchable without an opt-in; smem_per_block: static + dynamic bytes with the opt-in (the
-    launch path opts in by itself, so this is the limit that matters)."""
+    static_smem: bytes of static shared memory per block; smem_per_block: static + dynamic bytes
+    with the opt-in (the launch path opts in by itself, so this is the limit that matters)."""
 
     block_dims: tuple
     threads_per_block: int
     grid_dims: tuple
     grid_items: int | None
     static_smem: int
-    dynamic_smem_default: int
     smem_per_block: int
 
 

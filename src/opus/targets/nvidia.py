@@ -24,8 +24,7 @@ def _limits(name):
     as is dynamic shared memory without the opt-in that the launch path makes by itself."""
     return Limits(block_dims=(1024, 1024, 64), threads_per_block=1024,
                   grid_dims=(2 ** 31 - 1, 65535, 65535), grid_items=None,
-                  static_smem=48 * 1024, dynamic_smem_default=48 * 1024,
-                  smem_per_block=_SMEM_OPTIN[name])
+                  static_smem=48 * 1024, smem_per_block=_SMEM_OPTIN[name])
 
 
 class NvidiaTarget(Target):
