@@ -235,17 +235,15 @@ def _run_clang(comp, cmd, folder):
 
 
 def _compile_error(comp, cmd, folder, source, log, target) -> str:
-    """The CompileError message. A log on marked source names Python lines only (and shows
-    Python text as if it were C); the same source without markers, compiled again (only on
-    this failure path), names generated lines, shown with the Python line each comes from."""
-    from .diagnostics import located_report, strip_line_markers
-    plain = strip_line_markers(source)
-    if plain != source:
+    """The CompileError message, on the log of the source without markers (diagnostics)."""
+    from .diagnostics import located_report, log_without_markers
+
+    def compile_text(text):
         with open(os.path.join(folder, "k.hip"), "w", encoding="utf-8") as f:
-            f.write(plain)
+            f.write(text)
         r = _run_clang(comp, cmd, folder)
-        if r.returncode != 0:
-            log = r.stderr
+        return r.stderr if r.returncode != 0 else None
+    log = log_without_markers(source, log, compile_text)
     return located_report(f"HIP compile for {target.name} failed ({comp.what}):", source,
                           log.strip(), r"\bk\.hip:(\d+):", "k.hip")
 

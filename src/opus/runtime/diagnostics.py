@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["strip_line_markers", "line_origins", "located_report"]
+__all__ = ["strip_line_markers", "line_origins", "located_report", "log_without_markers"]
 
 _MARKER = re.compile(r'^[ \t]*#line[ \t]+(\d+)(?:[ \t]+"((?:[^"\\]|\\.)*)")?[ \t]*$')
 _ESCAPE = re.compile(r"\\([0-7]{1,3}|.)")
@@ -27,6 +27,19 @@ def strip_line_markers(source: str) -> str:
         return source
     kept = [l for l in source.split("\n") if not _MARKER.match(l)]
     return "\n".join(kept)
+
+
+def log_without_markers(source: str, log: str, compile_text) -> str:
+    """The log to report for a failed compile of ``source`` (whose log is ``log``). A log on
+    marked text names Python lines only (and clang shows Python text as if it were C), so the
+    text without markers is compiled once more, only on this failure path:
+    ``compile_text(text)`` gives its log, or None when it compiles."""
+    plain = strip_line_markers(source)
+    if plain != source:
+        plain_log = compile_text(plain)
+        if plain_log is not None:
+            return plain_log
+    return log
 
 
 def line_origins(source: str) -> list:

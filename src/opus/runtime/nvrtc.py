@@ -293,16 +293,14 @@ def compile_cuda(source: str, *, arch: str, options: tuple[str, ...] = (), name:
 # -- error reports ---------------------------------------------------------------------------
 
 def _compile_error(source: str, log: str, name: str, arch: str, opts: list) -> str:
-    """The CompileError message. A log on marked source names Python lines only; the same
-    source without markers, compiled again (only on this failure path), names generated lines,
-    which the report shows with the Python line each comes from."""
-    from .diagnostics import strip_line_markers
-    plain = strip_line_markers(source)
-    if plain != source:
-        ok, plain_log, _ = _run(plain, name, opts, want_ptx=False)
-        if not ok:
-            log = plain_log
-    return format_compile_error(source, log, name, arch)
+    """The CompileError message, on the log of the source without markers (diagnostics)."""
+    from .diagnostics import log_without_markers
+
+    def compile_text(text):
+        ok, text_log, _ = _run(text, name, opts, want_ptx=False)
+        return None if ok else text_log
+    return format_compile_error(source, log_without_markers(source, log, compile_text), name,
+                                arch)
 
 
 def format_compile_error(source: str, log: str, name: str, arch: str, context: int = 2) -> str:
