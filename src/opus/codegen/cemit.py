@@ -12,6 +12,7 @@ per operation, as ir/ops.py specifies).
 """
 from __future__ import annotations
 
+import linecache
 import math
 import os
 import struct
@@ -100,7 +101,6 @@ def _c_string(text: str) -> str:
 
 def _python_line_comment(loc) -> str:
     """``// file.py:12  <that line of Python>``: where the following C lines come from."""
-    import linecache
     text = linecache.getline(loc.file, loc.line).strip()
     text = "".join(c for c in text if c.isprintable()).rstrip("\\ ")  # a final \ would splice
     if len(text) > 100:
