@@ -55,7 +55,7 @@ def launch_overhead(count, repeats):
     k[1, 256](cx, cy, co, n)
     sync()
     checks["opus_cupy"] = bool(cp.array_equal(co, cx + cy))
-    entry = next(iter(k._launch.values()))
+    entry = next(iter(k.launch_entries.values()))
     hot_path = "C (opus._fastlaunch)" if entry.fast is not None else "Python"
     # the same kernel with the Python path alone (the choice is made when the entry is made)
     kp = common.make_opus_vector_add()

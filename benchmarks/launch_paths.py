@@ -29,7 +29,7 @@ def measure(count, repeats):
     k = common.make_opus_vector_add()
     k[1, 256](x, y, o, n)
     torch.cuda.synchronize()
-    entry = next(iter(k._launch.values()))
+    entry = next(iter(k.launch_entries.values()))
     fh = entry.function.handle
     lib = drv._load()
     # a second handle on the same entry points, without argtypes

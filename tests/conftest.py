@@ -62,7 +62,7 @@ def launch_path(request, monkeypatch):
 
     def reset():
         for k in kernels:
-            k._launch.clear()
+            k.launch_entries.clear()
             k._launchers.clear()
     reset()
     yield request.param

@@ -11,10 +11,17 @@
  * this file only makes its most common case cheaper: ~1 us of ctypes and interpreter work per
  * launch (benchmarks/launch_paths.py measures both).
  *
+ * What each parameter is comes from the entry's LaunchPlan (runtime/launch_plan.py), as the
+ * table LaunchPlan.c_table writes: a header (version, record size), then one ParamRecord per
+ * parameter. Kinds are matched by name (KINDS below, exported), so the plan is the one
+ * declaration; a plan with a kind missing here simply gets no C path.
+ *
  * Recognised arguments: torch tensors (exact torch.Tensor or nn.Parameter) and CuPy arrays
- * (exact ndarray), types handed over by the entry once seen, whose dtype object is the parameter's and whose device is the entry's; plain ints
- * as raw addresses; Python ints, floats and bools for scalar parameters in range; streams as
- * None, an int handle, or an object with an int .cuda_stream (torch) or .ptr (CuPy).
+ * (exact ndarray), types handed over by the entry once seen, whose dtype object is the
+ * parameter's and whose device is the entry's; plain ints as raw addresses; Python ints,
+ * floats and bools for scalar parameters in range; exact bytes of the declared size for
+ * by-value structs; streams as None, an int handle, or an object with an int .cuda_stream
+ * (torch), .ptr (CuPy) or .handle (launch_plan.stream_handle's rule).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -26,7 +33,7 @@
 
 /* Bumped with every change of what Python hands over or calls here; gpu_launch.py ignores a
  * module built from another version (a build left over from older sources). */
-#define FASTLAUNCH_VERSION 3
+#define FASTLAUNCH_VERSION 4  /* launch_plan.C_ABI_VERSION */
 
 #ifndef Py_TPFLAGS_HAVE_VECTORCALL
 #define Py_TPFLAGS_HAVE_VECTORCALL _Py_TPFLAGS_HAVE_VECTORCALL
@@ -42,14 +49,27 @@ typedef struct {
     unsigned int nattrs;
 } LaunchConfig;
 
-/* parameter kinds; the numbers are shared with gpu_launch.py (_K_PTR ...) */
-enum { K_PTR = 0, K_INT = 1, K_BOOL = 2, K_F32 = 3, K_F64 = 4 };
+/* parameter kinds, known to Python by the names in KINDS (module init) */
+enum { K_PTR = 0, K_INT = 1, K_BOOL = 2, K_F32 = 3, K_F64 = 4, K_BYTES = 5, K_COUNT };
+static const char *const kind_names[K_COUNT] = {"ptr", "int", "bool", "f32", "f64", "bytes"};
+
+/* one parameter of the table LaunchPlan.c_table writes (its C_RECORD, "=iiqqqqQ") */
+typedef struct {
+    int32_t kind, arg;
+    int64_t offset, size, lo, hi;
+    uint64_t align;
+} ParamRecord;
+
+/* the table's header (launch_plan.C_HEADER, "=ii") */
+typedef struct {
+    int32_t version, record_size;
+} TableHeader;
 
 typedef struct {
     int kind;
     Py_ssize_t arg;         /* position in the argument tuple */
     Py_ssize_t offset;      /* into the parameter buffer */
-    int size;               /* bytes, for K_INT */
+    Py_ssize_t size;        /* bytes, for K_INT and K_BYTES */
     long long lo, hi;       /* accepted range, for K_INT */
     uint64_t align_mask;    /* for K_PTR */
     PyObject *torch_dtype;  /* for K_PTR, once torch is adopted (borrowed from dtypes tuple) */
@@ -79,6 +99,7 @@ typedef struct {
 } FastLaunch;
 
 static PyObject *s_dtype, *s_get_device, *s_data_ptr, *s_data, *s_ptr, *s_device_id, *s_cuda_stream;
+static PyObject *s_handle, *s_stream_attrs[3];
 
 static PyObject *call_method0(PyObject *obj, PyObject *name)
 {
@@ -195,6 +216,11 @@ static int scalar_of(Param *p, PyObject *a, unsigned char *dst)
         memcpy(dst, &v, 8);
         return 1;
     }
+    case K_BYTES:  /* a by-value struct: exact bytes of its size (anything else: Python) */
+        if (!PyBytes_CheckExact(a) || PyBytes_GET_SIZE(a) != p->size)
+            return 0;
+        memcpy(dst, PyBytes_AS_STRING(a), p->size);
+        return 1;
     }
     return 0;
 }
@@ -261,15 +287,17 @@ static int prepare(FastLaunch *s, PyObject *const *argv)
             return 0;  /* a torch tensor further on decides the stream: the Python path */
         }
     } else {
-        /* an int handle, or a torch stream's .cuda_stream / a CuPy stream's .ptr: the first
-         * two ways _stream_handle (gpu_launch.py) reads a stream; anything else goes there */
+        /* launch_plan.stream_handle's rule: an int handle, else the first of .cuda_stream
+         * (torch), .ptr (CuPy), .handle the object has; a value that is not an exact int in
+         * range goes to Python, which applies the whole rule */
         uint64_t v;
-        PyObject *handle = stream;
+        PyObject *handle = NULL;
         if (PyLong_CheckExact(stream))
-            Py_INCREF(stream);
-        else if ((handle = PyObject_GetAttr(stream, s_cuda_stream)) == NULL) {
-            PyErr_Clear();
-            handle = PyObject_GetAttr(stream, s_ptr);
+            handle = Py_NewRef(stream);
+        for (int i = 0; handle == NULL && i < 3; i++) {
+            handle = PyObject_GetAttr(stream, s_stream_attrs[i]);
+            if (handle == NULL)
+                PyErr_Clear();
         }
         if (!as_u64(handle, &v))
             return 0;
@@ -319,6 +347,7 @@ static Py_ssize_t value_width(const Param *p)
     switch (p->kind) {
     case K_INT:
         return (p->size == 1 || p->size == 2 || p->size == 4 || p->size == 8) ? p->size : 0;
+    case K_BYTES: return p->size > 0 ? p->size : 0;
     case K_BOOL: return 1;
     case K_F32: return 4;
     default: return 8;
@@ -329,26 +358,50 @@ static Py_ssize_t value_width(const Param *p)
 
 static PyTypeObject FastLaunchType;
 
-/* new(launch_fn, function, params, buffer_size, nargs, fallback, owner, device, smem_max)
- * params: tuple of (kind, arg, offset, size, lo, hi, align) per kernel parameter */
+/* The parameter count of a table (LaunchPlan.c_table), or -1 with ValueError set when its
+ * version or record size is not this module's. */
+static Py_ssize_t table_count(const char *table, Py_ssize_t len)
+{
+    TableHeader head;
+    if (len < (Py_ssize_t)sizeof head) {
+        PyErr_SetString(PyExc_ValueError, "FastLaunch: the parameter table has no header");
+        return -1;
+    }
+    memcpy(&head, table, sizeof head);
+    if (head.version != FASTLAUNCH_VERSION || head.record_size != (int32_t)sizeof(ParamRecord) ||
+        (len - (Py_ssize_t)sizeof head) % (Py_ssize_t)sizeof(ParamRecord) != 0) {
+        PyErr_Format(PyExc_ValueError, "FastLaunch: parameter table of version %d with %d-byte "
+                     "records; this module reads version %d, %d-byte records", head.version,
+                     head.record_size, FASTLAUNCH_VERSION, (int)sizeof(ParamRecord));
+        return -1;
+    }
+    return (len - (Py_ssize_t)sizeof head) / (Py_ssize_t)sizeof(ParamRecord);
+}
+
+/* new(launch_fn, function, table, buffer_size, nargs, fallback, owner, device, smem_max)
+ * table: bytes, LaunchPlan.c_table (a header, then a ParamRecord per kernel parameter) */
 static PyObject *fastlaunch_new(PyObject *module, PyObject *args)
 {
     unsigned long long launch_fn, function, owner;
     Py_ssize_t buffer_size, nargs;
-    PyObject *params, *fallback;
+    PyObject *fallback;
+    const char *table;
+    Py_ssize_t table_len;
     long device;
     long long smem_max;
-    if (!PyArg_ParseTuple(args, "KKO!nnOKlL", &launch_fn, &function, &PyTuple_Type, &params,
+    if (!PyArg_ParseTuple(args, "KKy#nnOKlL", &launch_fn, &function, &table, &table_len,
                           &buffer_size, &nargs, &fallback, &owner, &device, &smem_max))
         return NULL;
     if (!launch_fn || !PyCallable_Check(fallback) || buffer_size < 0) {
         PyErr_SetString(PyExc_ValueError, "FastLaunch: bad launch function, fallback or size");
         return NULL;
     }
+    Py_ssize_t n = table_count(table, table_len);
+    if (n < 0)
+        return NULL;
     FastLaunch *s = PyObject_GC_New(FastLaunch, &FastLaunchType);
     if (s == NULL)
         return NULL;
-    Py_ssize_t n = PyTuple_GET_SIZE(params);
     s->vectorcall = fastlaunch_vectorcall;
     s->launch = (launch_ex_fn)(uintptr_t)launch_fn;
     s->function = (void *)(uintptr_t)function;
@@ -373,19 +426,23 @@ static PyObject *fastlaunch_new(PyObject *module, PyObject *args)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         Param *p = &s->params[i];
-        unsigned long long align;
-        if (!PyArg_ParseTuple(PyTuple_GET_ITEM(params, i), "inniLLK;FastLaunch parameter",
-                              &p->kind, &p->arg, &p->offset, &p->size, &p->lo, &p->hi,
-                              &align) ||
-            p->kind < K_PTR || p->kind > K_F64 || p->arg < 0 || p->arg >= nargs ||
-            p->offset < 0 || p->offset + value_width(p) > buffer_size || align == 0 ||
-            (p->kind == K_INT && value_width(p) == 0)) {
-            if (!PyErr_Occurred())
-                PyErr_Format(PyExc_ValueError, "FastLaunch: bad parameter %zd", i);
+        ParamRecord r;
+        memcpy(&r, table + sizeof(TableHeader) + i * sizeof r, sizeof r);
+        p->kind = r.kind;
+        p->arg = (Py_ssize_t)r.arg;
+        p->offset = (Py_ssize_t)r.offset;
+        p->size = (Py_ssize_t)r.size;
+        p->lo = r.lo;
+        p->hi = r.hi;
+        if (p->kind < 0 || p->kind >= K_COUNT || p->arg < 0 || p->arg >= nargs ||
+            p->offset < 0 || r.size < 0 || r.size > buffer_size || value_width(p) == 0 ||
+            p->offset + value_width(p) > buffer_size || r.align == 0 ||
+            (r.align & (r.align - 1)) != 0) {
+            PyErr_Format(PyExc_ValueError, "FastLaunch: bad parameter %zd", i);
             Py_DECREF(s);
             return NULL;
         }
-        p->align_mask = align - 1;
+        p->align_mask = r.align - 1;
         p->torch_dtype = p->cupy_dtype = Py_None;
         if (p->kind == K_PTR && s->first_ptr < 0)
             s->first_ptr = (int)i;
@@ -710,17 +767,30 @@ PyMODINIT_FUNC PyInit__fastlaunch(void)
     s_ptr = PyUnicode_InternFromString("ptr");
     s_device_id = PyUnicode_InternFromString("device_id");
     s_cuda_stream = PyUnicode_InternFromString("cuda_stream");
+    s_handle = PyUnicode_InternFromString("handle");
+    s_stream_attrs[0] = s_cuda_stream;
+    s_stream_attrs[1] = s_ptr;
+    s_stream_attrs[2] = s_handle;
     s_smem = PyUnicode_InternFromString("smem");
     s_stream = PyUnicode_InternFromString("stream");
     s_slow_call = PyUnicode_InternFromString("_slow_call");
     zero = PyLong_FromLong(0);
     if (!s_dtype || !s_get_device || !s_data_ptr || !s_data || !s_ptr || !s_device_id ||
-        !s_cuda_stream || !s_smem || !s_stream || !s_slow_call || !zero)
+        !s_cuda_stream || !s_handle || !s_smem || !s_stream || !s_slow_call || !zero)
         return NULL;
     PyObject *m = PyModule_Create(&module_def);
-    if (m != NULL &&
-        (PyModule_AddObjectRef(m, "LauncherBase", (PyObject *)&LauncherBaseType) < 0 ||
-         PyModule_AddIntConstant(m, "VERSION", FASTLAUNCH_VERSION) < 0))
+    PyObject *kinds = PyDict_New();
+    int ok = m != NULL && kinds != NULL;
+    for (int k = 0; ok && k < K_COUNT; k++) {
+        PyObject *code = PyLong_FromLong(k);
+        ok = code != NULL && PyDict_SetItemString(kinds, kind_names[k], code) == 0;
+        Py_XDECREF(code);
+    }
+    if (!ok || PyModule_AddObjectRef(m, "KINDS", kinds) < 0 ||
+        PyModule_AddObjectRef(m, "LauncherBase", (PyObject *)&LauncherBaseType) < 0 ||
+        PyModule_AddIntConstant(m, "VERSION", FASTLAUNCH_VERSION) < 0 ||
+        PyModule_AddIntConstant(m, "MEMO_SIZE", MEMO_N) < 0)
         Py_CLEAR(m);
+    Py_XDECREF(kinds);
     return m;
 }

@@ -9,11 +9,12 @@ import threading
 
 import pytest
 
+from opus import dtypes as dt
+from opus.runtime.launch_plan import (C_ABI_VERSION, C_HEADER, C_RECORD, LaunchPlan,
+                                      pointer_param, scalar_param)
 from opus.runtime.launcher import LaunchConfig
 
 fl = pytest.importorskip("opus._fastlaunch", reason="C extension not built (no C compiler)")
-
-K_PTR, K_INT, K_BOOL, K_F32, K_F64 = range(5)
 
 
 LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p,
@@ -87,19 +88,18 @@ class Fallback:
 
 
 # vector add: (x, y, out: pointers aligned to 16, n: i32, then a constexpr the path ignores)
-PARAMS = ((K_PTR, 0, 0, 8, 0, 0, 16), (K_PTR, 1, 8, 8, 0, 0, 16), (K_PTR, 2, 16, 8, 0, 0, 16),
-          (K_INT, 3, 24, 4, -2 ** 31, 2 ** 31 - 1, 1))
+PARAMS = LaunchPlan([pointer_param(0, "x", dt.f32, 16), pointer_param(1, "y", dt.f32, 16),
+                     pointer_param(2, "out", dt.f32, 16), scalar_param(3, "n", dt.i32)])
 CODES = ("Q", "Q", "Q", "i")
 STREAM_BASE = 0x5000
 
 
-def make(params=PARAMS, codes=CODES, result=0, device=0, smem_max=48 * 1024, size=28,
-         owner=None):
+def make(plan=PARAMS, codes=CODES, result=0, device=0, smem_max=48 * 1024, owner=None):
     drv, fb = Driver(codes, result), Fallback()
-    nargs = max(p[1] for p in params) + 1
-    obj = fl.new(drv.address, 0xF00D, params, size, nargs, fb,
+    obj = fl.new(drv.address, 0xF00D, plan.c_table(fl.KINDS), plan.size, plan.nargs, fb,
                  threading.get_ident() if owner is None else owner, device, smem_max)
-    obj.adopt_torch(Tensor, Parameter, tuple(F32 if p[0] == K_PTR else None for p in params),
+    obj.adopt_torch(Tensor, Parameter,
+                    tuple(F32 if p.kind.name == "ptr" else None for p in plan.params),
                     lambda dev: STREAM_BASE + dev)
     return obj, drv, fb
 
@@ -275,11 +275,14 @@ def test_failed_launch_is_retried_by_the_fallback():
     assert len(drv.launches) == 1 and len(fb.calls) == 1 and fb.calls[0][1] is args
 
 
-SCALARS = ((K_INT, 0, 0, 1, -128, 127, 1), (K_INT, 1, 4, 4, 0, 2 ** 32 - 1, 1),
-           (K_INT, 2, 8, 8, -2 ** 63, 2 ** 63 - 1, 1), (K_F32, 3, 16, 0, 0, 0, 1),
-           (K_F64, 4, 24, 0, 0, 0, 1), (K_BOOL, 5, 32, 1, 0, 1, 1),
-           (K_INT, 6, 34, 2, -2 ** 15, 2 ** 15 - 1, 1))
+SCALARS = LaunchPlan([scalar_param(i, f"s{i}", d) for i, d in enumerate(
+    (dt.i8, dt.u32, dt.i64, dt.f32, dt.f64, dt.bool_, dt.i16))])
 SCALAR_CODES = ("b", "I", "q", "f", "d", "?", "h")
+
+
+def test_scalar_plan_lays_out_natural_offsets():
+    # i8 at 0, u32 at 4, i64 at 8, f32 at 16, f64 at 24, bool at 32, i16 at 34: 36 bytes
+    assert SCALARS.offsets == (0, 4, 8, 16, 24, 32, 34) and SCALARS.size == 36
 
 
 @pytest.mark.parametrize("vals", [
@@ -288,7 +291,7 @@ SCALAR_CODES = ("b", "I", "q", "f", "d", "?", "h")
     (-1, 1, -1, -3.4028234663852886e38, float("-inf"), True, -1),
 ])
 def test_scalars_are_stored_exactly(vals):
-    obj, drv, fb = make(SCALARS, SCALAR_CODES, size=36)
+    obj, drv, fb = make(SCALARS, SCALAR_CODES)
     obj(Launcher(), vals, 0, None)
     assert not fb.calls
     want = list(vals)
@@ -299,7 +302,7 @@ def test_scalars_are_stored_exactly(vals):
 @pytest.mark.parametrize("index,value", [(0, 128), (0, -129), (1, -1), (1, 2 ** 32), (3, 1e39),
                                           (3, 1), (4, 2), (5, 1), (5, 0), (6, 2 ** 15)])
 def test_scalars_out_of_range_or_of_another_type_go_to_the_fallback(index, value):
-    obj, drv, fb = make(SCALARS, SCALAR_CODES, size=36)
+    obj, drv, fb = make(SCALARS, SCALAR_CODES)
     vals = [0, 0, 0, 0.0, 0.0, False, 0]
     vals[index] = value
     obj(Launcher(), tuple(vals), 0, None)
@@ -307,7 +310,7 @@ def test_scalars_out_of_range_or_of_another_type_go_to_the_fallback(index, value
 
 
 def test_nan_scalars_pass():
-    obj, drv, fb = make(SCALARS, SCALAR_CODES, size=36)
+    obj, drv, fb = make(SCALARS, SCALAR_CODES)
     obj(Launcher(), (0, 0, 0, float("nan"), float("nan"), False, 0), 0, None)
     v = drv.launches[0]["values"]
     assert v[3] != v[3] and v[4] != v[4]
@@ -325,18 +328,29 @@ def test_no_reference_leaks():
     assert len(drv.launches) == 2001
 
 
-@pytest.mark.parametrize("params,error", [
-    (((9, 0, 0, 8, 0, 0, 1),), "bad parameter 0"),
-    (((K_PTR, 5, 0, 8, 0, 0, 1),), "bad parameter 0"),
-    (((K_PTR, 0, 0, 8, 0, 0, 0),), "bad parameter 0"),
-    (((K_PTR, 0, 0, 8),), "FastLaunch parameter"),
-    (((K_PTR, 0, 4, 8, 0, 0, 1),), "bad parameter 0"),  # 8 bytes at 4 overrun 8
-    (((K_INT, 0, 0, 3, 0, 1, 1),), "bad parameter 0"),
+def _table(*records, version=C_ABI_VERSION, record_size=C_RECORD.size):
+    """A parameter table written by hand: (kind name, arg, offset, size, lo, hi, align)."""
+    return C_HEADER.pack(version, record_size) + b"".join(
+        C_RECORD.pack(fl.KINDS.get(r[0], 9), *r[1:]) for r in records)
+
+
+@pytest.mark.parametrize("table,error", [
+    (_table(("nine", 0, 0, 8, 0, 0, 1)), "bad parameter 0"),
+    (_table(("ptr", 5, 0, 8, 0, 0, 1)), "bad parameter 0"),
+    (_table(("ptr", 0, 0, 8, 0, 0, 0)), "bad parameter 0"),
+    (_table(("ptr", 0, 0, 8, 0, 0, 3)), "bad parameter 0"),  # not a power of two
+    (_table(("ptr", 0, 0, 8, 0, 0, 1))[:-4], "this module reads"),  # a torn record
+    (_table(("ptr", 0, 4, 8, 0, 0, 1)), "bad parameter 0"),  # 8 bytes at 4 overrun 8
+    (_table(("int", 0, 0, 3, 0, 1, 1)), "bad parameter 0"),
+    (_table(("bytes", 0, 0, 16, 0, 0, 1)), "bad parameter 0"),  # 16 bytes in an 8-byte block
+    (_table(("ptr", 0, 0, 8, 0, 0, 1), version=C_ABI_VERSION - 1), "parameter table of version"),
+    (_table(("ptr", 0, 0, 8, 0, 0, 1), record_size=40), "with 40-byte records"),
+    (b"\x04\x00", "no header"),
 ])
-def test_bad_construction_is_refused(params, error):
+def test_bad_construction_is_refused(table, error):
     drv = Driver(("Q",))
-    with pytest.raises((ValueError, TypeError), match=error):
-        fl.new(drv.address, 1, params, 8, 1, Fallback(), threading.get_ident(), 0, 0)
+    with pytest.raises(ValueError, match=error):
+        fl.new(drv.address, 1, table, 8, 1, Fallback(), threading.get_ident(), 0, 0)
 
 
 def test_collected_with_its_cycle():

@@ -20,15 +20,16 @@ def test_extension_is_built_where_a_compiler_and_headers_exist():
     except ImportError as e:
         pytest.fail(f"opus._fastlaunch is not built although {compiler} and Python.h exist "
                     f"({how}): {e}")
-    from opus.frontend.gpu_launch import FAST_LAUNCH_VERSION
-    assert getattr(fl, "VERSION", None) == FAST_LAUNCH_VERSION, \
+    from opus.runtime.launch_plan import C_ABI_VERSION
+    assert getattr(fl, "VERSION", None) == C_ABI_VERSION, \
         f"opus._fastlaunch was built from older sources ({how})"
 
 
 def test_a_stale_build_is_ignored_with_a_warning(monkeypatch):
     fl = pytest.importorskip("opus._fastlaunch", reason="C extension not built")
     from opus.frontend import gpu_launch
-    monkeypatch.setattr(fl, "VERSION", gpu_launch.FAST_LAUNCH_VERSION - 1)
+    from opus.runtime.launch_plan import C_ABI_VERSION
+    monkeypatch.setattr(fl, "VERSION", C_ABI_VERSION - 1)
     monkeypatch.setattr(gpu_launch, "_stale_warned", [])
     with pytest.warns(RuntimeWarning, match="built from older sources"):
         assert gpu_launch.fast_launch_module() is None

@@ -146,7 +146,7 @@ def test_wrong_device_index_is_named():
 def test_entry_takes_the_selected_hot_path(launch_path):
     x = torch.randn(1024, device="cuda")
     ex.vector_add[1, 256](x, x, x, 1024)
-    entry = next(iter(ex.vector_add._launch.values()))
+    entry = next(iter(ex.vector_add.launch_entries.values()))
     assert (entry.fast is not None) == (launch_path == "C")
     assert entry.run is (entry.fast or entry.python_run)
 

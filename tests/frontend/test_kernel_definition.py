@@ -72,7 +72,7 @@ def test_changing_a_global_retraces_the_next_launch(launch_path, restore_globals
     SCALE = 3       # an int traces differently from 3.0: a new specialization as well
     launch(x, out)
     np.testing.assert_array_equal(out, x * 3 - 4)
-    assert any(isinstance(e, GuardedEntry) for e in scaled._launch.values())
+    assert any(isinstance(e, GuardedEntry) for e in scaled.launch_entries.values())
 
 
 def test_source_sees_the_new_value_and_old_values_reuse_their_trace(restore_globals):

@@ -26,7 +26,7 @@ def barrier_copy(x: opus.Ptr[opus.f32], y: opus.Ptr[opus.f32]):
 
 
 def _fresh_launch(arch):
-    barrier_copy._launch.clear()
+    barrier_copy.launch_entries.clear()
     barrier_copy._specs.clear()
     x, y = np.arange(64, dtype=np.float32), np.zeros(64, np.float32)
     with opus.set_target(arch, interpret=True):

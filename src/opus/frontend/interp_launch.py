@@ -52,6 +52,6 @@ class InterpEntry:
 
     def run(self, launcher, args, smem, stream):
         if stream is not None:
-            from .gpu_launch import check_stream
-            check_stream(stream)  # checked as on the GPU, then unused: the interpreter has none
+            from ..runtime.launch_plan import stream_handle
+            stream_handle(stream)  # checked as on the GPU, then unused: the interpreter has none
         self.runner(launcher.grid, launcher.block, args, smem)

@@ -152,7 +152,7 @@ class Kernel:
         self._lock = _thread.RLock()
         self._specs = {}     # (target, constexpr values, their types) -> Specialization
         self._earlier = {}   # same key -> specializations made under other values of globals
-        self._launch = {}    # (selection key, constexpr values) -> launch entry
+        self.launch_entries = {}  # entry_key(...) -> launch entry (frontend/launch.py)
         self._launchers = {}  # launch configuration -> launcher (launch.py)
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
@@ -227,6 +227,24 @@ class Kernel:
                                 f"must be hashable (ints, floats, tuples, dtypes, ...)") from None
         return key
 
+    # -- what launching needs (frontend/launch.py) ----------------------------------------------
+    def launch_arguments(self, given, kwargs):
+        """A launch's full argument tuple, and whether the call leaves every constexpr to its
+        default (no keywords): then its entry depends on the selected target alone, and
+        launchers may remember it per number of positional arguments."""
+        memoizable = not kwargs and len(given) in self._constexpr_free_counts
+        if kwargs or len(given) != self.nparams:
+            return self.bind(given, kwargs), memoizable
+        return given, memoizable
+
+    def entry_key(self, selection_key, args):
+        """The key of launch_entries for a full argument tuple under a target selection: the
+        selection's key, with the constexpr values and their types when there are any."""
+        if not self.const_idx:
+            return selection_key
+        v = self.const_values(args)
+        return selection_key, v, type_signature(v)
+
     def _constexprs_from(self, kwargs):
         """Constexpr values for inspection calls: given by name, or their defaults."""
         vals = []
@@ -246,9 +264,11 @@ class Kernel:
     def specialize(self, target=None, **constexprs) -> "Specialization":
         """The traced (and lazily compiled) kernel for these constexpr values and target."""
         t = get_target(target) if isinstance(target, str) else (target or current_target().target)
-        return self._specialization(t, self._constexprs_from(dict(constexprs)))
+        return self.specialization(t, self._constexprs_from(dict(constexprs)))
 
-    def _specialization(self, target, cvals):
+    def specialization(self, target, cvals):
+        """The Specialization for ``target`` and the constexpr values ``cvals`` (in parameter
+        order), retraced when a global its trace read has changed."""
         key = (target.name, cvals, type_signature(cvals))
         s = self._specs.get(key)
         if s is None or (s.guards and not guards_hold(s.guards)):
@@ -409,7 +429,7 @@ class Specialization:
         self._compiled = None
         # Held while compiling and while making a launch entry (launch.py), so threads asking
         # for one specialization's binary at once compile it once.
-        self._lock = _thread.RLock()
+        self.lock = _thread.RLock()
 
     @property
     def source(self) -> str:
@@ -428,7 +448,7 @@ class Specialization:
     def compiled(self):
         """(binary, log, compiler version) — compiled through the disk cache."""
         if self._compiled is None:
-            with self._lock:
+            with self.lock:
                 if self._compiled is None:
                     from ..runtime.build import build
                     self._compiled = build(self.source, self.target)

@@ -2,6 +2,12 @@
 
 The first launch of a specialization builds a launch entry (compiled, loaded, argument
 checkers prepared); later launches do a dict lookup, argument checks and one driver call.
+
+A launcher remembers, per number of positional arguments, the entry's run and the target
+selection it was made under (the memo): the next such call under the same selection goes
+straight to run. PyLauncher.__call__ is the rule; the C extension's LauncherBase implements
+the same one (MEMO_SIZE counts, identity of the selection), and
+tests/frontend/test_launch_corpus.py drives both through one script of calls.
 """
 from __future__ import annotations
 
@@ -11,10 +17,12 @@ import numbers
 from ..errors import ArgumentError, OpusError
 from ..targets.limits import check_launch_shape
 from .calls import guards_hold
-from .kernel import type_signature
 from .targeting import current_target
 
-__all__ = ["make_launcher", "PyLauncher"]
+__all__ = ["make_launcher", "PyLauncher", "MEMO_SIZE"]
+
+MEMO_SIZE = 64  # calls with more positional arguments are never remembered (as in C)
+
 
 def _dim3(x, what):
     if isinstance(x, numbers.Integral) and not isinstance(x, bool):
@@ -52,14 +60,11 @@ class _Launch:
 
     def _call(self, given, kwargs, smem, stream):
         k = self.kernel
-        args, memoizable = given, not kwargs and len(given) in k._constexpr_free_counts
-        if kwargs or len(args) != k.nparams:
-            tail = None if kwargs else k._default_tails.get(len(args))
-            args = args + tail if tail is not None else k.bind(args, kwargs)
+        args, memoizable = k.launch_arguments(given, kwargs)
         sel = current_target()
         check_shape(sel.target, k.name, self.grid, self.block)
         try:
-            entry = k._launch[_entry_key(k, sel, args)]
+            entry = k.launch_entries[k.entry_key(sel.key, args)]
         except (KeyError, TypeError):  # first launch here, or an unhashable constexpr
             entry = _entry_for(k, sel, args)
         entry.run(self, args, smem, stream)
@@ -84,10 +89,11 @@ class PyLauncher(_Launch):
             m = self._memo.get(len(args))
             if m is not None and m[0] is current_target():
                 return m[1](self, args, smem, stream)
-        self._call(args, kwargs, smem, stream)
+        return self._slow_call(*args, smem=smem, stream=stream, **kwargs)
 
     def _remember(self, nargs, sel, run):
-        self._memo[nargs] = (sel, run)
+        if 0 <= nargs < MEMO_SIZE:
+            self._memo[nargs] = (sel, run)
 
 
 @functools.cache
@@ -129,36 +135,29 @@ def check_shape(target, kernel_name, grid, block):
             _shapes_ok.add(key)
 
 
-def _entry_key(k, sel, args):
-    if not k.const_idx:
-        return sel.key
-    v = k.const_values(args)
-    return sel.key, v, type_signature(v)
-
-
 def _entry_for(k, sel, args):
     cvals = k.const_key(args)  # raises a clear error for unhashable constexpr values
-    key = _entry_key(k, sel, args)
-    entry = k._launch.get(key)
+    key = k.entry_key(sel.key, args)
+    entry = k.launch_entries.get(key)
     if entry is None:
-        spec = k._specialization(sel.target, cvals)
-        with spec._lock:  # threads launching it first at once: one entry (one module load)
-            entry = k._launch.get(key)
+        spec = k.specialization(sel.target, cvals)
+        with spec.lock:  # threads launching it first at once: one entry (one module load)
+            entry = k.launch_entries.get(key)
             if entry is None:
                 entry = _make_entry(k, sel, spec)
                 if spec.guards:  # its trace read globals: each launch checks them
                     entry = GuardedEntry(k, sel, spec, entry)
-                k._launch[key] = entry
+                k.launch_entries[key] = entry
     return entry
 
 
 def _make_entry(k, sel, spec):
     if sel.mode == "gpu" and sel.target.vendor == "amd":
         from .hip_launch import HipEntry
-        return HipEntry(k, spec)
+        return HipEntry.load(k, spec)
     if sel.mode == "gpu":
         from .gpu_launch import GpuEntry
-        return GpuEntry(k, spec)
+        return GpuEntry.load(k, spec)
     from .interp_launch import InterpEntry
     return InterpEntry(k, spec)
 
@@ -186,8 +185,8 @@ class GuardedEntry:
         return entry.run(launcher, args, smem, stream)
 
     def _refresh(self):
-        spec = self.kernel._specialization(self.sel.target, self.cvals)
-        with spec._lock:
+        spec = self.kernel.specialization(self.sel.target, self.cvals)
+        with spec.lock:
             entry = self.entries.get(spec)
             if entry is None:
                 entry = _make_entry(self.kernel, self.sel, spec)

@@ -86,8 +86,18 @@ class ParamBlock:
         # native alignment: field i starts where a struct of fields 0..i ends, minus its size
         offsets = [struct.calcsize("@" + "".join(codes[:i + 1])) - struct.calcsize(codes[i])
                    for i in range(len(codes))]
-        self.n = len(codes)
-        self.offsets, self.size = offsets, layout.size
+        self._build(layout, offsets)
+
+    @classmethod
+    def for_plan(cls, plan):
+        """The block a LaunchPlan (runtime/launch_plan.py) lays out."""
+        block = cls.__new__(cls)
+        block._build(plan.layout, plan.offsets)
+        return block
+
+    def _build(self, layout, offsets):
+        self.n = len(offsets)
+        self.offsets, self.size = list(offsets), layout.size
         self.buffer = ctypes.create_string_buffer(max(layout.size, 8))
         base = ctypes.addressof(self.buffer)
         self.array = (ctypes.c_void_p * max(self.n, 1))(*[base + o for o in offsets])
@@ -127,14 +137,14 @@ def check_launch(code, function, config_ptr, params, config):
                       f"smem={config.sharedMemBytes}, stream={config.hStream or 0})")
 
 
-def launch_once(function, param_ctypes, values, grid, block, smem, stream):
-    """One launch with buffers of its own (any thread may call it)."""
-    params = ParamBlock(param_ctypes)
+def launch_once(function, plan, values, grid, block, smem, stream, cu_launch=None):
+    """One launch of a LaunchPlan's values with buffers of its own (any thread may call it)."""
+    params = ParamBlock.for_plan(plan)
     params.pack(params.buffer, 0, *values)
     config = LaunchConfig()
     config.set(grid, block, smem, stream)
     config_ptr = ctypes.c_void_p(ctypes.addressof(config))
-    code = launch_ex()(config_ptr, function.handle, params.params, None)
+    code = (cu_launch or launch_ex())(config_ptr, function.handle, params.params, None)
     if code:
         check_launch(code, function, config_ptr, params.params, config)
 
