@@ -197,8 +197,8 @@ def _bytes_to_elements(nbytes, elem: DType):
         if nbytes < 0 or (per_byte is None and nbytes % elem.itemsize):
             _err(f"nbytes must be a non-negative multiple of {elem.itemsize} (the size of one "
                  f"{elem.name}), got {nbytes}; or give size= in elements")
-        return nbytes * per_byte if per_byte else nbytes // elem.itemsize
-    nbytes = _offset(nbytes, "nbytes")  # run time: the elements wholly inside
+    else:
+        nbytes = _offset(nbytes, "nbytes")  # run time: the elements wholly inside
     return nbytes * per_byte if per_byte else nbytes // elem.itemsize
 
 
