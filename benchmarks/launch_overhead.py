@@ -70,12 +70,13 @@ def launch_overhead(count, repeats):
     kp[1, 256](cx, cy, co, n)
     pre = k[1, 256]
     xp, yp, op = x.data_ptr(), y.data_ptr(), o.data_ptr()
-    from opus.runtime.launcher import LaunchConfig, ParamBlock, launch_ex, make_launcher
-    launch = make_launcher(entry.function, entry.param_ctypes)
+    from opus.runtime.launcher import (POINTER_CTYPE, LaunchConfig, ParamBlock, launch_ex,
+                                       make_launcher)
+    launch = make_launcher(entry.function, [POINTER_CTYPE] * 3 + [ctypes.c_int32])
     args = (x, y, o, n, 4)
     g3, b3 = (1, 1, 1), (256, 1, 1)
     vals = (xp, yp, op, n)
-    block = ParamBlock(entry.param_ctypes)
+    block = ParamBlock.for_plan(entry.plan)
     block.pack(block.buffer, 0, *vals)
     fh = entry.function.handle
     cu = drv._lib.cuLaunchKernel

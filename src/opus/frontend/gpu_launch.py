@@ -153,7 +153,7 @@ class EntryParams:
     def slow_pointer(self, i, arg):
         from ..runtime.tensor_args import device_pointer, torch_device_index
         p = self.plan.params[i]
-        address = device_pointer(arg, param=p.name, dtype=p.dtype)
+        address = p.check_address(device_pointer(arg, param=p.name, dtype=p.dtype))
         index = torch_device_index(arg)
         if index is not None:
             if index != self.device:

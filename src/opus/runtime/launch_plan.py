@@ -86,6 +86,13 @@ class ParamPlan:
         """Where its bytes may start in the block: natural alignment, a struct's own."""
         return 8 if self.kind is PTR else self.align if self.kind is BYTES else self.size
 
+    def check_address(self, address):
+        """A pointer's value read by the general path: a 64-bit device address."""
+        if not 0 <= address <= _U64_MAX:
+            raise ArgumentError(f"parameter {self.name!r}: {address} is not a device address "
+                                f"(0 <= address < 2**64)")
+        return address
+
     def misaligned(self, address):
         raise ArgumentError(f"parameter {self.name!r}: address {hex(address)} is not aligned to "
                             f"{self.align} bytes, which the kernel's {self.align}-byte vector "
