@@ -64,11 +64,8 @@ class CudaEmitter(StorageConversions, CEmitter):
     # sm_89+), two lanes share one cvt (cvt.rn.satfinite.e4m3x2.f32 packs its first source in
     # the high byte; cvt.rn.f16x2.e4m3x2 unpacks the high byte to the high half). Everything
     # else is the exact bit arithmetic of codegen/fp8.py.
-    def _hw_fp8(self, d: DType):
-        return d.name in self.target.hw_fp8
-
     def cast_storage(self, x, src, to, rounding, sat):
-        if src.storage_only and to.name == "f16" and self._hw_fp8(src):
+        if src.storage_only and to.name == "f16" and self.in_hardware(src):
             return f"(unsigned short){self._hw_decoder(src)}({x})"
         return super().cast_storage(x, src, to, rounding, sat)
 
@@ -77,8 +74,8 @@ class CudaEmitter(StorageConversions, CEmitter):
         (a,) = op.operands
         src, to, rnd, sat = scalar_of(a.type), op.attrs["to"], op.attrs["rounding"], op.attrs["sat"]
         xs = self.lanes(a)
-        enc = self._hw_fp8(to) and rnd == "rn" and not src.storage_only
-        dec = self._hw_fp8(src) and not to.storage_only
+        enc = self.in_hardware(to) and rnd == "rn" and not src.storage_only
+        dec = self.in_hardware(src) and not to.storage_only
         if len(xs) < 2 or not (enc or dec):
             return super().op_cast(op, indent)
         out = []

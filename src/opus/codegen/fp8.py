@@ -48,12 +48,16 @@ class StorageConversions:
         f = x if src.name == "f32" else self.cast_expr(x, src, dt.f32, "rn", False)
         return self.encode_storage(f, to, rounding, sat)
 
+    def in_hardware(self, d) -> bool:
+        """Whether the chip converts ``d`` with its own instructions (the target's table)."""
+        return d.name in self.target.hw_fp8
+
     def decode_storage(self, x, d):
         """Exact f32 value of a storage-type lane."""
         if d.name == "e8m0":
             return f"{self.e8m0_decoder()}({x})"
         self._internal_unless_fp8(d)
-        if d.name in self.target.hw_fp8:
+        if self.in_hardware(d):
             return self.hw_fp8_decode(x, d)
         return f"{self.sw_fp8_decoder(d)}({x})"
 
@@ -65,7 +69,7 @@ class StorageConversions:
         if rounding != "rn":
             raise CodegenError(f"internal: rounding {rounding!r} to {d.name} reached the "
                                f"{self.backend} renderer (tracing refuses it)")
-        if d.name in self.target.hw_fp8:
+        if self.in_hardware(d):
             return self.hw_fp8_encode(f, d, sat)
         return f"{self.sw_fp8_encoder(d, sat)}({f})"
 
