@@ -34,13 +34,13 @@ def pytest_configure(config):
     if not os.environ.get("OPUS_RENDER_SNAPSHOT"):
         return
     from opus.frontend.kernel import Kernel
-    original = Kernel._specialization
+    original = Kernel.specialization
 
     def recording(self, target, cvals):
         key = (os.path.basename(self.fn.__code__.co_filename), self.name, repr(cvals))
         _seen.setdefault(key, (self, cvals))
         return original(self, target, cvals)
-    Kernel._specialization = recording
+    Kernel.specialization = recording
 
 
 def pytest_sessionfinish(session, exitstatus):
@@ -53,7 +53,7 @@ def pytest_sessionfinish(session, exitstatus):
         for t in TARGETS:
             key = f"{file}:{name}|{t}|{cvals_repr}"
             try:
-                spec = kernel._specialization(get_target(t), cvals)
+                spec = kernel.specialization(get_target(t), cvals)
                 out[key] = hashlib.sha256(_code_only(spec.source).encode()).hexdigest()[:16]
             except Exception as e:  # refused on this target: its message is the behaviour
                 out[key] = f"error {type(e).__name__}: {str(e).splitlines()[0][:200]}"

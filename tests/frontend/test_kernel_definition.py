@@ -168,9 +168,14 @@ def test_the_source_is_read_at_definition_not_at_the_first_launch(tmp_path, monk
     try:
         # edited after the import, before the kernel (and its helper) are first traced
         path.write_text(MODULE.format(value="2.0 + 0.5", add="100.0"))
+        import linecache
+        linecache.checkcache(str(path))  # as a printed traceback would: linecache sees the edit
         out = np.zeros(4, np.float32)
         mod.k[1, 4](out)
         np.testing.assert_array_equal(out, 11.0)  # the text that was imported runs
+        # the generated code's comments quote the traced text, not the edited file
+        src = mod.k.source(target="sm_90a")
+        assert "helper(1.0)" in src and "2.0 + 0.5" not in src
         mod = importlib.reload(mod)  # a reload defines the kernel anew, from the new text
         mod.k[1, 4](out)
         np.testing.assert_array_equal(out, 102.5)

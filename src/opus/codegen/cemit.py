@@ -101,7 +101,8 @@ def _c_string(text: str) -> str:
 
 def _python_line_comment(loc) -> str:
     """``// file.py:12  <that line of Python>``: where the following C lines come from."""
-    text = linecache.getline(loc.file, loc.line).strip()
+    text = loc.text if loc.text is not None else linecache.getline(loc.file, loc.line)
+    text = text.strip()
     text = "".join(c for c in text if c.isprintable()).rstrip("\\ ")  # a final \ would splice
     if len(text) > 100:
         text = text[:97] + "..."

@@ -18,12 +18,14 @@ _ids = itertools.count()
 
 
 class Loc:
-    """A source location in the user's kernel (file, line, function)."""
+    """A source location in the user's kernel (file, line, function), and the text of that
+    line as the kernel's source snapshot had it (None: unknown), so generated comments show the
+    code that was traced even if the file was edited since."""
 
-    __slots__ = ("file", "line", "func")
+    __slots__ = ("file", "line", "func", "text")
 
-    def __init__(self, file: str, line: int, func: str = ""):
-        self.file, self.line, self.func = file, line, func
+    def __init__(self, file: str, line: int, func: str = "", text: str | None = None):
+        self.file, self.line, self.func, self.text = file, line, func, text
 
     def __repr__(self):
         return f"{self.file}:{self.line}"

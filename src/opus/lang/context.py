@@ -37,7 +37,8 @@ class TraceError(OpusError):
 class TraceContext:
     """State of one kernel trace.
 
-    kernel_codes: code objects of the rewritten kernel (to find the user's current line).
+    kernel_codes: {code object of the rewritten kernel or a helper: its CodeInfo} (to find the
+        user's current line and its text in the source snapshot).
     dynamic_depth: how many run-time regions (for/if/while bodies) enclose the current point.
     returned: a compile-time ``return`` ended the trace of the kernel.
     """
@@ -57,9 +58,12 @@ class TraceContext:
 
     def loc(self):
         f = sys._getframe(1)
+        codes = self.kernel_codes
         while f is not None:
-            if f.f_code in self.kernel_codes:
-                return Loc(f.f_code.co_filename, f.f_lineno, self.kernel_name)
+            info = codes.get(f.f_code)
+            if info is not None:
+                return Loc(f.f_code.co_filename, f.f_lineno, self.kernel_name,
+                           info.source.line(f.f_lineno))
             f = f.f_back
         return None
 
