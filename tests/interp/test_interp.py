@@ -276,3 +276,26 @@ def test_vadd_1m():
     c = np.zeros(N, np.float32)
     K.vadd[4096, 256](a, b, c, N)
     np.testing.assert_array_equal(c, a + b)
+
+
+@opus.kernel
+def reorder_lanes(x: opus.Ptr[opus.i32], out: opus.Ptr[opus.i32]):
+    i = opus.thread_id_x()
+    v = opus.make_vector(x[4 * i], x[4 * i + 1], x[4 * i + 2], x[4 * i + 3])
+    mid, rev = v[1:3], v[::-1]
+    out[6 * i] = mid[0]
+    out[6 * i + 1] = mid[1]
+    for j in range(4):
+        out[6 * i + 2 + j] = rev[j]
+
+
+def test_vector_slices_pick_register_lanes():
+    """Slices of a register vector are one IR op, vector_permute (not a warp shuffle: the lanes
+    are one thread's), rendered and interpreted as the indices say."""
+    fn = reorder_lanes.specialize(target="sm_90a").function
+    assert [op.attrs["indices"] for op in fn.walk() if op.kind == "vector_permute"] == [(1, 2), (3, 2, 1, 0)]
+    x = np.arange(4 * 32, dtype=np.int32) * 7
+    out = np.zeros(6 * 32, np.int32)
+    reorder_lanes[1, 32](x, out)
+    quads = x.reshape(32, 4)
+    np.testing.assert_array_equal(out.reshape(32, 6), np.concatenate([quads[:, 1:3], quads[:, ::-1]], axis=1))

@@ -554,7 +554,7 @@ class CEmitter:
         (s,) = op.operands
         self.assign_lanes(op.results[0], [self.name(s)] * op.attrs["n"], indent)
 
-    def op_shuffle(self, op, indent):
+    def op_vector_permute(self, op, indent):
         (v,) = op.operands
         ls = self.lanes(v)
         self.assign_lanes(op.results[0], [ls[i] for i in op.attrs["indices"]], indent)

@@ -599,7 +599,7 @@ class Program:
         n = op.attrs["n"]
         return self._unop(op, lambda s: np.broadcast_to(s[:, None], (s.shape[0], n)))
 
-    def c_shuffle(self, op):
+    def c_vector_permute(self, op):
         idx = list(op.attrs["indices"])
         return self._unop(op, lambda v: v[:, idx])
 

@@ -41,7 +41,9 @@ Vectors
   extract    v; attrs index (static)                   -> scalar
   insert     v, s; attrs index                         -> vector
   broadcast  s; attrs n                                -> vector of n copies
-  shuffle    v; attrs indices (static tuple)           -> vector picking lanes (slice, concat via vector)
+  vector_permute  v; attrs indices (static tuple)      -> vector of v's lanes in that order (slices;
+               indices may repeat or leave lanes out). One thread's registers only: not a
+               warp shuffle, which moves values between threads
 
 Memory (offsets count elements, not bytes)
   ptr_add    p, off                                    -> pointer
@@ -116,7 +118,7 @@ OPS = {s.kind: s for s in [
     OpSpec("extract", 1, attrs=("index",)),
     OpSpec("insert", 2, attrs=("index",)),
     OpSpec("broadcast", 1, attrs=("n",)),
-    OpSpec("shuffle", 1, attrs=("indices",)),
+    OpSpec("vector_permute", 1, attrs=("indices",)),
     OpSpec("ptr_add", 2),
     OpSpec("load", None, attrs=("vec",)),
     OpSpec("store", None, attrs=("vec",)),

@@ -71,7 +71,7 @@ def vector_getitem(v, i):
             _err("empty vector slice")
         if len(idx) == 1:
             return emit1("extract", [v], t.elem, {"index": idx[0]})
-        return emit1("shuffle", [v], VectorType(t.elem, len(idx)), {"indices": idx})
+        return emit1("vector_permute", [v], VectorType(t.elem, len(idx)), {"indices": idx})
     if isinstance(i, Value):
         _err("vector lanes must be indexed with compile-time integers (registers cannot be "
              "indexed at run time without spilling); use an unrolled `for` over range(n)")
