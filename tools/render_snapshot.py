@@ -62,8 +62,22 @@ def pytest_sessionfinish(session, exitstatus):
     print(f"\nrender snapshot: {len(_seen)} specializations x {len(TARGETS)} targets -> {path}")
 
 
+_DIRS = re.compile(r"(?:/[^/\s:'\"]+)+/")  # folders of a path (temp folders differ per run)
+
+
+_IDS = re.compile(r"%\d+|0x[0-9a-f]{6,}")  # SSA value numbers and object addresses
+
+
+def _normal(value):
+    """An error message without what differs from run to run (folders, ids, addresses)."""
+    if isinstance(value, str) and value.startswith("error"):
+        return _IDS.sub("#", _DIRS.sub("", value))
+    return value
+
+
 def compare(before_path, after_path) -> int:
-    before, after = (json.load(open(p)) for p in (before_path, after_path))
+    before, after = ({k: _normal(v) for k, v in json.load(open(p)).items()}
+                     for p in (before_path, after_path))
     changed = sorted(k for k in before.keys() & after.keys() if before[k] != after[k])
     only_before = sorted(before.keys() - after.keys())
     only_after = sorted(after.keys() - before.keys())
