@@ -25,6 +25,36 @@ from .lang.mma import make_mma
 from .frontend import (Ptr, constexpr, kernel, func, range, static_ford, set_target,
                        current_target)
 
+# The public API: every name here has a docstring naming its parameters, their types, what it
+# returns and which targets have it (tests/test_public_api.py enforces it; docs/api.md is
+# generated from these docstrings by tools/gen_api_docs.py).
+__all__ = [
+    # types and conversions
+    "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32",
+    "f64", "fp16", "fp32", "fp64", "fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz",
+    "fp4_e2m1", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "cast", "bitcast",
+    # memory
+    "make_gmem", "make_smem", "alloc_smem", "dynamic_smem", "load", "store",
+    # threads and synchronisation
+    "thread_id_x", "thread_id_y", "thread_id_z", "block_id_x", "block_id_y", "block_id_z",
+    "block_size_x", "block_size_y", "block_size_z", "num_blocks_x", "num_blocks_y",
+    "num_blocks_z", "grid_size_x", "grid_size_y", "grid_size_z", "lane_id", "warp_id",
+    "warp_size", "sync_threads", "printf",
+    # math
+    "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "floor", "ceil", "trunc",
+    "rint", "fma", "max", "min", "select", "tdiv", "tmod",
+    # vectors
+    "make_vector", "insert", "concat", "splat", "zeros",
+    # matrix atoms
+    "make_mma",
+    # kernels and launching
+    "kernel", "func", "Ptr", "constexpr", "range", "static_ford",
+    # targets
+    "set_target", "current_target",
+    # errors
+    "OpusError", "TraceError", "CompileError", "ArgumentError", "OpusRuntimeError",
+]
+
 
 def __getattr__(name):
     # opus.interp loads on first use (it is only needed without a GPU or in checking mode)
