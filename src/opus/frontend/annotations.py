@@ -21,6 +21,18 @@ class PtrSpec:
 
 
 class _PtrFactory:
+    """``opus.Ptr[dtype]``: the annotation of a global-memory pointer parameter. The argument is
+    an array of that element type (on the GPU: a torch tensor or anything with
+    ``__cuda_array_interface__``; in the interpreter: a numpy array); in the kernel the parameter indexes directly (``x[i]``, unchecked) or is
+    viewed with opus.make_gmem.
+
+    :param dtype: the element type
+    :type dtype: DType
+    :returns: the annotation
+    :rtype: PtrSpec
+    :targets: all targets
+    """
+
     def __getitem__(self, dtype):
         return PtrSpec(dtype)
 
@@ -32,8 +44,12 @@ Ptr = _PtrFactory()
 
 
 class _Constexpr:
-    """Annotation of a compile-time parameter: its value is a Python value, part of the
-    specialization key (one compiled kernel per distinct value)."""
+    """``opus.constexpr``: the annotation of a compile-time parameter. Its value is a Python
+    value, part of the specialization key (one compiled kernel per distinct value); a default
+    makes it optional: ``VEC: opus.constexpr = 8``.
+
+    :targets: all targets
+    """
 
     def __repr__(self):
         return "opus.constexpr"

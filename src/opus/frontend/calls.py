@@ -338,8 +338,14 @@ def _runtime_value_hint(f, args, kw):
 def func(fn):
     """Mark ``fn`` as a helper for kernels (``@opus.func``): a kernel calling it traces it with
     the kernel's control flow, as it does any plain Python function of yours; the mark also
-    covers functions in installed packages, and reads the source now. ``fn`` is returned
-    unchanged, still callable from Python."""
+    covers functions in installed packages, and reads the source now.
+
+    :param fn: the helper, defined with ``def``
+    :type fn: function
+    :returns: ``fn`` unchanged, still callable from Python
+    :rtype: function
+    :targets: all targets
+    """
     if type(fn) is not types.FunctionType or fn.__code__.co_name == "<lambda>":
         raise TypeError(f"@opus.func decorates a function defined with def, got {fn!r}")
     setattr(fn, _FUNC_ATTR, capture_source(fn))

@@ -45,7 +45,15 @@ class RangeSpec:
 
 
 class OpusRange(RangeSpec):
-    """``opus.range(start, stop, step, unroll=N)``: always a run-time loop (with an unroll hint)."""
+    """``for i in opus.range(start, stop, step, unroll=N)``: always a run-time loop, even with
+    compile-time bounds (Python's ``range`` over compile-time bounds unrolls at trace time).
+
+    :param args: ``stop``, ``start, stop`` or ``start, stop, step``, as for Python's range
+    :type args: run-time integer values or Python ints
+    :param unroll: a hint to the compiler to unroll by this factor (None: its choice)
+    :type unroll: int or None
+    :targets: all targets
+    """
 
     __slots__ = ("unroll",)
 
@@ -60,7 +68,15 @@ class OpusRange(RangeSpec):
 
 
 def static_ford(*dims):
-    """Nested compile-time loops: yields index tuples, the last dimension fastest."""
+    """Nested compile-time loops, unrolled at trace time: ``for i, j in opus.static_ford(2, 3)``
+    visits (0, 0), (0, 1), (0, 2), (1, 0), ... (the last dimension fastest).
+
+    :param dims: the extent of each dimension (or one tuple of them)
+    :type dims: ints (compile-time)
+    :returns: the index tuples, in order
+    :rtype: generator of tuples of ints
+    :targets: all targets
+    """
     if len(dims) == 1 and isinstance(dims[0], (tuple, list)):
         dims = tuple(dims[0])
     for d in dims:

@@ -483,8 +483,24 @@ class Specialization:
 
 
 def kernel(fn=None, *, block=None):
-    """Decorate a Python function as an opus kernel (``@opus.kernel`` or
-    ``@opus.kernel(block=256)``, which fixes the block size and emits launch bounds)."""
+    """Decorate a Python function as an opus kernel: ``@opus.kernel`` or
+    ``@opus.kernel(block=256)``. Parameters are annotated ``opus.Ptr[dtype]`` (global memory),
+    a scalar dtype (a run-time value) or ``opus.constexpr`` (a compile-time Python value: one
+    compiled kernel per distinct value).
+
+    Launch with ``k[grid, block](*args, smem=0, stream=None)`` (grid and block: an int or a
+    tuple of up to 3); inspect with ``k.source()``, ``k.ir()``, ``k.ptx()``, ``k.sass()``,
+    ``k.asm()``, ``k.resources()`` (each takes ``target=`` and the constexpr values).
+
+    :param fn: the function (given by the decorator)
+    :type fn: function
+    :param block: fixes the block size: launches must use it, and the compiler is told it (CUDA
+        ``__launch_bounds__``, AMD ``amdgpu_flat_work_group_size``)
+    :type block: int or tuple of up to 3 ints or None
+    :returns: the kernel (or, without ``fn``, the decorator that makes it)
+    :rtype: Kernel
+    :targets: all targets
+    """
     if fn is None:
         return lambda f: Kernel(f, block)
     return Kernel(fn, block)

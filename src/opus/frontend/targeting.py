@@ -54,8 +54,17 @@ _lock = _thread.RLock()      # finding the automatic selection and the GPU, once
 class set_target:
     """Select the target for the calling thread: ``opus.set_target("gfx942")`` runs kernels in
     the interpreter as an MI300; ``opus.set_target("sm_90a", interpret=True)`` as an H100;
-    ``set_target(None)`` returns to automatic selection. Usable as a context manager (restores
-    the previous one). Other threads keep their own selection; new threads start automatic."""
+    ``set_target(None)`` returns to automatic selection (the GPU found, else the interpreter).
+    Usable as a context manager (``with opus.set_target("gfx950"): ...`` restores the previous
+    one). Other threads keep their own selection; new threads start automatic.
+
+    :param name: sm_80, sm_86, sm_89, sm_90, sm_90a, gfx942, gfx950, or None for automatic
+    :type name: str or None
+    :param interpret: True: the CPU interpreter as that chip; False: the GPU, which must be that
+        chip; None: the GPU if it is that chip, else the interpreter
+    :type interpret: bool or None
+    :targets: all targets
+    """
 
     def __init__(self, name, interpret=None):
         if interpret not in (None, True, False):
@@ -141,7 +150,14 @@ def _find_gpu_arch():
 
 
 def current_target() -> Selection:
-    """The selection launches of the calling thread use (cheap: the launch path asks each time)."""
+    """The target and mode that launches from the calling thread use (cheap: the launch path
+    asks each time).
+
+    :returns: the selection: ``.target`` (the Target, ``.target.name`` such as 'sm_90a') and
+        ``.mode`` ('gpu' or 'interp')
+    :rtype: Selection
+    :targets: all targets
+    """
     sel = _selected.get()
     if sel is not None:
         return sel

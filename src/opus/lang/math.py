@@ -13,7 +13,22 @@ __all__ = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", 
            "trunc", "rint", "fma", "abs", "max", "min", "select", "tdiv", "tmod"]
 
 
-def _math(fn, py):
+# The math family's docstring. Targets: f64 versions of the functions the AMD backends cannot
+# lower without a device library are missing there (Target.has_math; the test checks this text
+# against the table).
+_MATH_DOC = """Elementwise {what}: ``opus.{fn}(x)``; a Python number folds at trace time.
+
+f16 and bf16 compute in f32 and round back; integers are converted to f32 first.
+
+:param x: the operand
+:type x: run-time value (scalar or vector, float or int) or Python number
+:returns: {fn} of each lane, in x's float type (f32 for an integer x)
+:targets: all targets{f64}
+"""
+_F64_NOT_ON_AMD = "; f64 not on gfx942, gfx950 (no device math library: compute in f32 there)"
+
+
+def _math(fn, py, what, f64=""):
     def f(x):
         if is_static(x):
             return py(x)
@@ -25,28 +40,40 @@ def _math(fn, py):
         ctx().target.require_math(fn, scalar_of(x.type))  # f64 math is not everywhere
         return emit1("math", [x], x.type, {"fn": fn})
     f.__name__ = fn
-    f.__doc__ = (f"Elementwise {fn} (floats; integers are converted to f32). f64 is available "
-                 f"where the target's table says (Target.has_math).")
+    f.__doc__ = _MATH_DOC.format(fn=fn, what=what, f64=f64)
     return f
 
 
-exp = _math("exp", _pm.exp)
-exp2 = _math("exp2", lambda x: 2.0 ** x)
-log = _math("log", _pm.log)
-log2 = _math("log2", _pm.log2)
-sqrt = _math("sqrt", _pm.sqrt)
-rsqrt = _math("rsqrt", lambda x: 1.0 / _pm.sqrt(x))
-sin = _math("sin", _pm.sin)
-cos = _math("cos", _pm.cos)
-tanh = _math("tanh", _pm.tanh)
-floor = _math("floor", lambda x: float(_pm.floor(x)))
-ceil = _math("ceil", lambda x: float(_pm.ceil(x)))
-trunc = _math("trunc", lambda x: float(_pm.trunc(x)))
-rint = _math("rint", lambda x: float(round(x)))
+exp = _math("exp", _pm.exp, "e raised to x", _F64_NOT_ON_AMD)
+exp2 = _math("exp2", lambda x: 2.0 ** x, "2 raised to x", _F64_NOT_ON_AMD)
+log = _math("log", _pm.log, "natural logarithm", _F64_NOT_ON_AMD)
+log2 = _math("log2", _pm.log2, "base-2 logarithm", _F64_NOT_ON_AMD)
+sqrt = _math("sqrt", _pm.sqrt, "square root")
+rsqrt = _math("rsqrt", lambda x: 1.0 / _pm.sqrt(x), "reciprocal square root, 1 / sqrt(x)")
+sin = _math("sin", _pm.sin, "sine (radians)", _F64_NOT_ON_AMD)
+cos = _math("cos", _pm.cos, "cosine (radians)", _F64_NOT_ON_AMD)
+tanh = _math("tanh", _pm.tanh, "hyperbolic tangent", _F64_NOT_ON_AMD)
+floor = _math("floor", lambda x: float(_pm.floor(x)), "round down to an integral value")
+ceil = _math("ceil", lambda x: float(_pm.ceil(x)), "round up to an integral value")
+trunc = _math("trunc", lambda x: float(_pm.trunc(x)), "round toward zero to an integral value")
+rint = _math("rint", lambda x: float(round(x)), "round to the nearest integral value, ties to "
+             "even")
 
 
 def fma(a, b, c):
-    """a * b + c with a single rounding."""
+    """``a * b + c`` with a single rounding (``a * b + c`` written out rounds twice).
+
+    Operands take their common type as for ``+``; for integers it is ``a * b + c``.
+
+    :param a: first factor
+    :type a: run-time value or Python number
+    :param b: second factor
+    :type b: run-time value or Python number
+    :param c: addend
+    :type c: run-time value or Python number
+    :returns: the fused result, in the operands' common type (vectors lane by lane)
+    :targets: all targets
+    """
     if is_static(a) and is_static(b) and is_static(c):
         return a * b + c
     vals = [x for x in (a, b, c) if isinstance(x, Value)]
@@ -72,8 +99,24 @@ def _minmax(op, pyf):
             return pyf(a, b)
         return binary(op, a, b)
     f.__name__ = op
-    f.__doc__ = f"Elementwise {op} (floats: a NaN operand yields the other operand)."
+    f.__doc__ = _MINMAX_DOC.format(op=op, order=_ORDER[op])
     return f
+
+
+_ORDER = {"max": "+0 > -0", "min": "-0 < +0"}
+_MINMAX_DOC = """Elementwise {op} of two or more operands: ``opus.{op}(a, b, c)`` is
+``opus.{op}(opus.{op}(a, b), c)``. For floats a NaN operand yields the other one, and {order}.
+Python numbers alone fold at trace time.
+
+:param a: first operand
+:type a: run-time value or Python number
+:param b: second operand
+:type b: run-time value or Python number
+:param more: further operands
+:type more: run-time values or Python numbers
+:returns: the {op}, in the operands' common type (vectors lane by lane)
+:targets: all targets
+"""
 
 
 max = _minmax("max", builtins.max)
@@ -81,7 +124,18 @@ min = _minmax("min", builtins.min)
 
 
 def select(cond, a, b):
-    """Elementwise ``a if cond else b`` without branching (both sides are evaluated)."""
+    """Elementwise ``a if cond else b`` without branching (both sides are evaluated).
+
+    :param cond: the condition; a scalar one picks whole vectors
+    :type cond: run-time bool (scalar or vector) or Python bool
+    :param a: value where ``cond`` is true
+    :type a: run-time value or Python number
+    :param b: value where ``cond`` is false
+    :type b: run-time value or Python number
+    :returns: ``a`` or ``b`` per lane, in their common type (a compile-time ``cond`` returns
+        ``a`` or ``b`` itself)
+    :targets: all targets
+    """
     if is_static(cond):
         return a if cond else b
     c = to_bool(cond, "select condition")
@@ -95,7 +149,16 @@ def select(cond, a, b):
 
 
 def tdiv(a, b):
-    """Integer division truncating toward zero (C semantics)."""
+    """Integer division truncating toward zero (C's ``/``; Python's ``//`` floors). Division by
+    zero gives all ones (-1 when signed).
+
+    :param a: dividend
+    :type a: run-time integer value or Python int
+    :param b: divisor
+    :type b: run-time integer value or Python int
+    :returns: the quotient, in the operands' common type: ``opus.tdiv(-7, 2) == -3``
+    :targets: all targets
+    """
     if is_static(a) and is_static(b):
         q = builtins.abs(a) // builtins.abs(b)
         return q if (a >= 0) == (b >= 0) else -q
@@ -103,7 +166,17 @@ def tdiv(a, b):
 
 
 def tmod(a, b):
-    """Remainder with the dividend's sign (C semantics)."""
+    """Remainder with the dividend's sign (C's ``%``; Python's ``%`` takes the divisor's).
+    Division by zero gives the dividend.
+
+    :param a: dividend
+    :type a: run-time integer value or Python int
+    :param b: divisor
+    :type b: run-time integer value or Python int
+    :returns: ``a - opus.tdiv(a, b) * b``, in the operands' common type:
+        ``opus.tmod(-7, 2) == -1``
+    :targets: all targets
+    """
     if is_static(a) and is_static(b):
         return a - tdiv(a, b) * b
     return binary("tmod", a, b)

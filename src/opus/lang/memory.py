@@ -112,7 +112,24 @@ def _memory_of(p) -> str:
 
 
 def load(p, off=0, vec=1, bound=None, cache=None):
-    """Load ``vec`` consecutive elements at ``p[off]`` (bounds-checked if ``bound`` is given)."""
+    """Load ``vec`` consecutive elements at ``p[off]`` in one access (at most 16 bytes).
+
+    A pointer parameter used with ``vec`` > 1 must be aligned to the access (checked at launch).
+    Views have the same as a method: ``g.load(off, vec=4)``.
+
+    :param p: the pointer: an ``opus.Ptr`` parameter or a view's ``.ptr``
+    :type p: run-time pointer (global or shared)
+    :param off: offset in elements
+    :type off: run-time integer value or Python int
+    :param vec: elements per access: 1, 2, 4, 8, 16 or 32
+    :type vec: int (compile-time)
+    :param bound: when given, elements at ``off + i >= bound`` (or ``off + i < 0``) read as 0
+    :type bound: run-time integer value or Python int or None
+    :param cache: cache hint; refused for now (no backend lowers one yet): leave it None
+    :type cache: None
+    :returns: one element, or a vector of ``vec`` elements, of the pointer's element type
+    :targets: all targets
+    """
     _refuse_cache(cache, "load")
     _need_pointer(p, "load")
     elem = p.type.elem
@@ -126,9 +143,24 @@ def load(p, off=0, vec=1, bound=None, cache=None):
 
 
 def store(p, value, off=0, vec=None, bound=None, cache=None):
-    """Store a scalar or vector at ``p[off]``; a scalar with vec > 1 is broadcast. The value
-    converts to the element type only where that cannot change it (lang.values
-    convert_implicitly): narrowing needs an explicit opus.cast."""
+    """Store a scalar or vector at ``p[off]`` in one access (at most 16 bytes); a scalar with
+    ``vec`` > 1 is broadcast. The value converts to the element type only where that cannot
+    change it (widening, int to float): narrowing needs an explicit opus.cast.
+
+    :param p: the pointer: an ``opus.Ptr`` parameter or a view's ``.ptr``
+    :type p: run-time pointer (global or shared)
+    :param value: what to store
+    :type value: run-time value (scalar or vector) or Python number
+    :param off: offset in elements
+    :type off: run-time integer value or Python int
+    :param vec: elements per access (1, 2, 4, 8, 16 or 32); default: the value's lane count
+    :type vec: int (compile-time) or None
+    :param bound: when given, elements at ``off + i >= bound`` (or ``off + i < 0``) are not written
+    :type bound: run-time integer value or Python int or None
+    :param cache: cache hint; refused for now (no backend lowers one yet): leave it None
+    :type cache: None
+    :targets: all targets
+    """
     _refuse_cache(cache, "store")
     _need_pointer(p, "store")
     elem = p.type.elem
@@ -203,8 +235,23 @@ def _bytes_to_elements(nbytes, elem: DType):
 
 
 def make_gmem(ptr, size=None, *, nbytes=None):
-    """A global-memory view of ``ptr``. ``size`` (elements) or ``nbytes`` turns on per-element
-    out-of-bounds protection: reads past it give 0, writes past it are dropped."""
+    """A global-memory view of ``ptr``: ``g[i]``, ``g[i] = x``, ``g.load(off, vec=N)``,
+    ``g.store(v, off)``, and ``g + k`` (the view shifted by k elements, its bound too).
+
+    ``size`` or ``nbytes`` turns on per-element out-of-bounds protection: reads past it give 0,
+    writes past it are dropped. Example: ``g = opus.make_gmem(x, n); g[i] = g[i] * 2``.
+
+    :param ptr: an ``opus.Ptr[...]`` kernel parameter
+    :type ptr: run-time global pointer
+    :param size: the bound in elements (None: unchecked)
+    :type size: run-time integer value or Python int or None
+    :param nbytes: the bound in bytes instead (a compile-time one must be a multiple of the
+        element size; a run-time one counts the elements wholly inside)
+    :type nbytes: run-time integer value or Python int or None
+    :returns: the view
+    :rtype: Gmem
+    :targets: all targets
+    """
     if not _is_pointer(ptr, "global"):
         hint = ""
         if isinstance(ptr, Smem) or _is_pointer(ptr):
@@ -221,9 +268,17 @@ def make_gmem(ptr, size=None, *, nbytes=None):
 
 
 def make_smem(mem, size=None):
-    """A shared-memory view of ``mem``: an smem view (from opus.alloc_smem or
-    opus.dynamic_smem) or its ``.ptr``. ``size`` (elements) bounds every access as in
-    make_gmem; without it an smem view keeps its own bound."""
+    """A shared-memory view of ``mem`` with a bound: used as make_gmem's views are.
+
+    :param mem: an smem view (from opus.alloc_smem or opus.dynamic_smem) or its ``.ptr``
+    :type mem: Smem or run-time shared pointer
+    :param size: the bound in elements, checked on every access as in make_gmem (None: an smem
+        view keeps its own bound, a pointer has none)
+    :type size: run-time integer value or Python int or None
+    :returns: the view
+    :rtype: Smem
+    :targets: all targets
+    """
     if isinstance(mem, Smem):
         ptr, old = mem.ptr, mem.size
     elif _is_pointer(mem, "shared"):
@@ -244,7 +299,22 @@ def _smem_dtype(c, dtype, what):
 
 
 def alloc_smem(dtype: DType, count: int, align: int = 16):
-    """A block-wide shared-memory array of ``count`` elements (static size), as a view."""
+    """A block-wide shared-memory array of ``count`` elements (static size), as a view. Each
+    call makes a new array; all threads of the block see the same one.
+
+    Example: ``tile = opus.alloc_smem(opus.f32, 256); tile[t] = x; opus.sync_threads()``.
+
+    :param dtype: the element type
+    :type dtype: DType
+    :param count: number of elements, > 0
+    :type count: int (compile-time)
+    :param align: byte alignment of the array: a power of two up to 128
+    :type align: int (compile-time)
+    :returns: a view of the array, unbounded
+    :rtype: Smem
+    :targets: all targets; the static shared memory per block differs: 48 KiB on NVIDIA,
+        64 KiB on gfx942, 160 KiB on gfx950 (beyond it: opus.dynamic_smem)
+    """
     c = ctx()
     dtype = _smem_dtype(c, dtype, "alloc_smem")
     if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
@@ -265,7 +335,18 @@ def alloc_smem(dtype: DType, count: int, align: int = 16):
 
 
 def dynamic_smem(dtype: DType, offset: int = 0):
-    """A view of the dynamic shared memory given at launch (``smem=`` bytes), from ``offset``."""
+    """A view of the dynamic shared memory given at launch (``kernel[grid, block](...,
+    smem=nbytes)``), from ``offset`` bytes on. Views made with different dtypes alias the same
+    bytes.
+
+    :param dtype: the element type
+    :type dtype: DType
+    :param offset: where the view starts, in bytes: a multiple of the element size
+    :type offset: int (compile-time)
+    :returns: a view of the dynamic shared memory, unbounded
+    :rtype: Smem
+    :targets: all targets
+    """
     c = ctx()
     dtype = _smem_dtype(c, dtype, "dynamic_smem")
     if (not isinstance(offset, int) or isinstance(offset, bool) or offset < 0

@@ -61,10 +61,28 @@ class MmaAtom:
 
 
 def make_mma(a, b, c, shape):
-    """The target's warp-level MMA for A/B/C element types and shape (m, n, k).
+    """The target's warp-level matrix multiply-accumulate atom for A/B/C element types and shape
+    (m, n, k): mma.sync on NVIDIA, MFMA on AMD. An unsupported combination is an error naming
+    the types, the shape, the chip and the atoms it has (docs/api.md tables them per target).
 
-    An unsupported combination is an error naming the types, the shape and the chip (never
-    undefined behaviour)."""
+    Example: ``mma = opus.make_mma(opus.f16, opus.f16, opus.f32, (32, 32, 8))`` (an AMD shape;
+    NVIDIA's is (16, 8, 16)); then
+    ``mma.coords_a(lane, i)`` is the (row, col) of A that a lane's element i holds, and
+    ``d = mma(a, b, c)`` issues it on register vectors of ``mma.elem_a/b/c`` lanes.
+
+    :param a: element type of A (m x k)
+    :type a: DType
+    :param b: element type of B (k x n)
+    :type b: DType
+    :param c: element type of C and D (m x n), the accumulator
+    :type c: DType
+    :param shape: (m, n, k)
+    :type shape: tuple of 3 ints
+    :returns: the atom: call it with (a, b[, c]) register vectors; it knows each operand's
+        lane layout
+    :rtype: MmaAtom
+    :targets: all targets, each with its own atoms (its instruction table, ``mma_atoms``)
+    """
     t = ctx().target
     a, b, c = (t.resolve_dtype(x) for x in (a, b, c))
     ins = t.mma_instruction(a, b, c, tuple(shape))

@@ -398,8 +398,27 @@ _ROUNDINGS = ("rn", "rz")
 
 
 def cast(x, to: DType, rounding="rn", sat=False):
-    """Convert ``x`` to element type ``to`` (vectors convert lane by lane; see ir/ops.py 'cast').
-    Which conversions exist on the chip is the target's table (Target.conversion)."""
+    """Convert ``x`` to element type ``to``, lane by lane for a vector; also ``x.to(to)`` and
+    ``to(x)``. Ints wrap; floats to ints truncate toward zero and saturate (NaN gives 0); to
+    and from the fp8/e8m0 storage types it is exact through f32 (docs/language.md, "Types and
+    conversions").
+
+    Example: ``h = opus.cast(acc, opus.bf16, rounding="rz")``.
+
+    :param x: the value to convert
+    :type x: run-time value (scalar or vector) or Python number
+    :param to: the element type
+    :type to: DType
+    :param rounding: 'rn' (nearest even) or 'rz' (toward zero: only for conversions to f16,
+        bf16 and e8m0)
+    :type rounding: str
+    :param sat: for conversions to fp8 and e8m0: clamp values beyond the largest finite one
+        (infinities too) to it instead of giving inf/NaN
+    :type sat: bool
+    :returns: ``x`` as ``to`` (a vector of ``to`` for a vector)
+    :targets: all targets (fp8 conversions use the chip's instructions where it has them, else
+        exact bit arithmetic with the same results; see each fp8 dtype)
+    """
     if not isinstance(to, DType):
         _err(f"cast target must be an opus dtype, got {to!r}")
     if rounding not in _ROUNDINGS:
@@ -437,7 +456,17 @@ def cast(x, to: DType, rounding="rn", sat=False):
 
 
 def bitcast(x, to):
-    """Reinterpret the bits of ``x`` as type ``to`` (a DType or a VectorType of the same width)."""
+    """Reinterpret the bits of ``x`` as type ``to`` of the same width (no conversion).
+
+    Example: ``bits = opus.bitcast(x_f32, opus.u32)``.
+
+    :param x: the value
+    :type x: run-time value (scalar or vector)
+    :param to: the type to read the bits as: a dtype, or a vector type of the same total width
+    :type to: DType or VectorType
+    :returns: the same bits as a ``to``
+    :targets: all targets
+    """
     if not isinstance(x, Value):
         _err("bitcast needs a run-time value")
     if isinstance(to, DType):

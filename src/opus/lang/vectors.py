@@ -14,8 +14,18 @@ def _err(msg):
 
 
 def make_vector(*xs, dtype: DType | None = None):
-    """A vector from scalars (run-time or Python numbers); ``dtype`` fixes the element type,
-    into which each element must convert implicitly (widening; use opus.cast to narrow)."""
+    """A register vector from its lanes: ``opus.make_vector(a, b, c, d)``. Vector arguments
+    contribute all their lanes; one tuple or list argument is taken as the lanes.
+
+    :param xs: the lanes, in order
+    :type xs: run-time values (scalar or vector) or Python numbers
+    :param dtype: the element type, into which each lane must convert implicitly (widening; use
+        opus.cast to narrow); None: the run-time lanes' common type (Python numbers alone need
+        ``dtype``)
+    :type dtype: DType or None
+    :returns: a vector of len(lanes) elements (a scalar for one lane)
+    :targets: all targets
+    """
     if len(xs) == 1 and isinstance(xs[0], (tuple, list)):
         xs = tuple(xs[0])
     if not xs:
@@ -47,7 +57,18 @@ def make_vector(*xs, dtype: DType | None = None):
 
 
 def splat(x, n: int, dtype: DType | None = None):
-    """n copies of a scalar (converted implicitly to ``dtype`` when given)."""
+    """A vector of ``n`` copies of ``x``: ``opus.splat(0.5, 8, opus.f16)``.
+
+    :param x: the value
+    :type x: run-time scalar value or Python number
+    :param n: the lane count
+    :type n: int (compile-time)
+    :param dtype: the element type, into which ``x`` must convert implicitly (None: x's type,
+        or a Python number's default: i32 (i64 beyond it), f32 or bool)
+    :type dtype: DType or None
+    :returns: a vector of ``n`` lanes (``x`` itself for n == 1)
+    :targets: all targets
+    """
     v = convert_implicitly(x, dtype, f"splat to {dtype.name}") if dtype is not None else as_value(x)
     if n == 1:
         return v
@@ -55,6 +76,15 @@ def splat(x, n: int, dtype: DType | None = None):
 
 
 def zeros(n: int, dtype: DType):
+    """A vector of ``n`` zeros: ``acc = opus.zeros(4, opus.f32)``.
+
+    :param n: the lane count
+    :type n: int (compile-time)
+    :param dtype: the element type
+    :type dtype: DType
+    :returns: a vector of ``n`` zeros of ``dtype`` (a scalar zero for n == 1)
+    :targets: all targets
+    """
     from .values import const
     return const(0, VectorType(dtype, n) if n > 1 else dtype)
 
@@ -83,7 +113,17 @@ def vector_getitem(v, i):
 
 
 def insert(v, i: int, x):
-    """``v`` with lane ``i`` replaced by ``x``."""
+    """``v`` with lane ``i`` replaced by ``x`` (vectors are values: ``v`` itself is unchanged).
+
+    :param v: the vector
+    :type v: run-time vector
+    :param i: the lane (negative counts from the end)
+    :type i: int (compile-time)
+    :param x: the new lane, converted implicitly to the element type
+    :type x: run-time scalar value or Python number
+    :returns: the new vector, of v's type
+    :targets: all targets
+    """
     t = v.type
     if not isinstance(t, VectorType):
         _err("insert needs a vector")
@@ -96,5 +136,12 @@ def insert(v, i: int, x):
 
 
 def concat(*vs):
-    """Concatenate vectors/scalars of one element type into one vector."""
+    """Concatenate vectors and scalars into one vector: ``opus.concat(lo, hi)``.
+
+    :param vs: the parts, in order; their element types combine as for ``+`` (i32 with f32
+        gives f32), so use one type to keep it
+    :type vs: run-time values (scalar or vector)
+    :returns: a vector of all their lanes
+    :targets: all targets
+    """
     return make_vector(*vs)
