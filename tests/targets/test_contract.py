@@ -50,7 +50,7 @@ def test_a_renderer_divergence_fails_the_interpreter_launch(arch, emitter, monke
     def refuse(self, op, indent):
         raise CodegenError("this backend cannot spell a barrier")
     module, cls = emitter.rsplit(".", 1)
-    monkeypatch.setattr(getattr(__import__(module, fromlist=[cls]), cls), "op_barrier", refuse)
+    monkeypatch.setattr(getattr(__import__(module, fromlist=[cls]), cls), "render_barrier", refuse)
     monkeypatch.setenv("OPUS_INTERPRET_COMPILE", "1")
     with pytest.raises(CodegenError, match="cannot spell a barrier"):
         _fresh_launch(arch)

@@ -20,13 +20,33 @@ import struct
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import OpusError
-from ..ir import VectorType, PointerType, scalar_of, lanes_of
+from ..ir import VectorType, PointerType, scalar_of, lanes_of, op_handlers
 
 __all__ = ["CEmitter", "CodegenError", "c_identifier", "kernel_symbol"]
 
 
 class CodegenError(OpusError):
-    """The IR cannot be rendered for this target (an op the chip or backend lacks)."""
+    """The IR cannot be rendered for this target (an op the chip or backend lacks). Raised while
+    rendering an op, it names the op's kernel line (``loc``), as a TraceError does."""
+
+    def __init__(self, message, loc=None, kernel=None):
+        self.raw_message, self.loc = message, loc
+        if loc is not None:
+            where = f"{loc.file}:{loc.line}" + (f" (kernel {kernel!r})" if kernel else "")
+            message = f"{where}: {message}"
+            if loc.text and loc.text.strip():
+                message += "\n    " + loc.text.strip()
+        super().__init__(message)
+
+
+def _located(error, op, kernel, backend) -> CodegenError:
+    """``error``, raised while rendering ``op``, as a CodegenError at the op's kernel line."""
+    if isinstance(error, CodegenError):
+        message = error.raw_message
+    else:  # a bug in a renderer: say which op it was rendering
+        message = (f"internal error rendering op {op.kind!r} for {backend}: "
+                   f"{type(error).__name__}: {error}")
+    return CodegenError(message, op.loc, kernel)
 
 
 _CTYPES = {
@@ -151,6 +171,7 @@ class CEmitter:
         self.helpers = {}  # name -> code, in first-use order
         self.vector_types = {}  # (elem name, n) -> struct name
         self.symbol = kernel_symbol(fn.name)
+        self.renderers = op_handlers(self, "render_")  # op kind -> render_<kind>
 
     # -- names and types ---------------------------------------------------------------------
     def name(self, v):
@@ -322,16 +343,26 @@ class CEmitter:
             self.emit_op(op, indent)
 
     def emit_op(self, op, indent):
-        """Emit ``op``; the lines it writes carry its source location (else the enclosing op's)."""
+        """Emit ``op`` through the dispatch table; the lines it writes carry its source location
+        (else the enclosing op's). The one choke point for errors: any error raised while
+        rendering an op becomes a CodegenError naming the op's kernel file:line."""
         outer = self.loc
         self.loc = op.loc or outer
         try:
-            getattr(self, "op_" + op.kind)(op, indent)
+            render = self.renderers.get(op.kind)
+            if render is None:
+                raise CodegenError(f"internal: the {self.backend} renderer has no rendering of "
+                                   f"op {op.kind!r}")
+            render(op, indent)
+        except Exception as e:
+            if isinstance(e, CodegenError) and e.loc is not None:
+                raise  # located already, by an op nested in this one
+            raise _located(e, op, self.fn.name, f"{self.backend} ({self.target.name})") from e
         finally:
             self.loc = outer
 
     # per-op emitters ------------------------------------------------------------------------
-    def op_const(self, op, indent):
+    def render_const(self, op, indent):
         r = op.results[0]
         e = scalar_of(r.type)
         val = op.attrs["value"]
@@ -340,7 +371,7 @@ class CEmitter:
         else:
             self.names[r] = self.const_expr(val, e)  # scalar constants are inlined
 
-    def op_binary(self, op, indent):
+    def render_binary(self, op, indent):
         a, b = op.operands
         r = op.results[0]
         e = scalar_of(r.type)
@@ -405,7 +436,7 @@ class CEmitter:
             }[o]
         return self.helper(name, f"{ct} {name}({ct} a, {ct} b) {{ {body} }}")
 
-    def op_cmp(self, op, indent):
+    def render_cmp(self, op, indent):
         a, b = op.operands
         r = op.results[0]
         e = scalar_of(a.type)
@@ -414,7 +445,7 @@ class CEmitter:
         self.assign_lanes(r, [f"({self.to_f32(x, e)} {c} {self.to_f32(y, e)})" for x, y in zip(xs, ys)],
                           indent)
 
-    def op_unary(self, op, indent):
+    def render_unary(self, op, indent):
         (a,) = op.operands
         r = op.results[0]
         e = scalar_of(a.type)
@@ -466,7 +497,7 @@ class CEmitter:
             return "rsqrt" if fn == "rsqrt" else f[:-1]
         return f
 
-    def op_math(self, op, indent):
+    def render_math(self, op, indent):
         (a,) = op.operands
         r = op.results[0]
         e = scalar_of(a.type)
@@ -474,7 +505,7 @@ class CEmitter:
         self.assign_lanes(r, [self.from_f32(f"{f}({self.to_f32(x, e)})", e) for x in self.lanes(a)],
                           indent)
 
-    def op_fma(self, op, indent):
+    def render_fma(self, op, indent):
         r = op.results[0]
         e = scalar_of(r.type)
         f = self.float_fn("fma", e)
@@ -482,13 +513,13 @@ class CEmitter:
         self.assign_lanes(r, [self.from_f32(f"{f}({', '.join(self.to_f32(x, e) for x in l)})", e)
                               for l in lanes], indent)
 
-    def op_select(self, op, indent):
+    def render_select(self, op, indent):
         c, a, b = op.operands
         r = op.results[0]
         self.assign_lanes(r, [f"({x} ? {y} : {z})" for x, y, z in
                               zip(self._bcast(c, r), self._bcast(a, r), self._bcast(b, r))], indent)
 
-    def op_cast(self, op, indent):
+    def render_cast(self, op, indent):
         (a,) = op.operands
         r = op.results[0]
         src, to = scalar_of(a.type), op.attrs["to"]
@@ -529,7 +560,7 @@ class CEmitter:
         """Conversions from or to a storage type (codegen/fp8.py StorageConversions)."""
         raise CodegenError(f"internal: the {self.backend} renderer has no storage conversions")
 
-    def op_bitcast(self, op, indent):
+    def render_bitcast(self, op, indent):
         (a,) = op.operands
         r = op.results[0]
         ta, tr = self.ctype(a.type), self.ctype(r.type)
@@ -537,37 +568,37 @@ class CEmitter:
         self.line(indent, f"{tr} {n};")
         self.line(indent, f"{{ union {{ {ta} a; {tr} b; }} u_; u_.a = {self.name(a)}; {n} = u_.b; }}")
 
-    def op_vector(self, op, indent):
+    def render_vector(self, op, indent):
         self.assign_lanes(op.results[0], [self.name(x) for x in op.operands], indent)
 
-    def op_extract(self, op, indent):
+    def render_extract(self, op, indent):
         (v,) = op.operands
         self.assign_lanes(op.results[0], [self.lanes(v)[op.attrs["index"]]], indent)
 
-    def op_insert(self, op, indent):
+    def render_insert(self, op, indent):
         v, s = op.operands
         ls = self.lanes(v)
         ls[op.attrs["index"]] = self.name(s)
         self.assign_lanes(op.results[0], ls, indent)
 
-    def op_broadcast(self, op, indent):
+    def render_broadcast(self, op, indent):
         (s,) = op.operands
         self.assign_lanes(op.results[0], [self.name(s)] * op.attrs["n"], indent)
 
-    def op_vector_permute(self, op, indent):
+    def render_vector_permute(self, op, indent):
         (v,) = op.operands
         ls = self.lanes(v)
         self.assign_lanes(op.results[0], [ls[i] for i in op.attrs["indices"]], indent)
 
-    def op_ptr_add(self, op, indent):
+    def render_ptr_add(self, op, indent):
         p, off = op.operands
         self.assign_lanes(op.results[0], [f"({self.name(p)} + {self.name(off)})"], indent)
 
-    def op_smem_alloc(self, op, indent):
+    def render_smem_alloc(self, op, indent):
         pass  # declared at the kernel top
 
     # memory ----------------------------------------------------------------------------------
-    def op_load(self, op, indent):
+    def render_load(self, op, indent):
         p, off = op.operands[:2]
         bound = op.operands[2] if len(op.operands) > 2 else None
         r = op.results[0]
@@ -594,7 +625,7 @@ class CEmitter:
             self.line(indent + 1, f"{self.lane(n, i)} = ({_lane_in(O, B, i)}) ? {P}[{O} + {i}] : {zero};")
         self.line(indent, "}")
 
-    def op_store(self, op, indent):
+    def render_store(self, op, indent):
         p, off, val = op.operands[:3]
         bound = op.operands[3] if len(op.operands) > 3 else None
         vec = op.attrs["vec"]
@@ -655,7 +686,7 @@ class CEmitter:
             else:
                 self.emit_op(op, indent)
 
-    def op_for(self, op, indent):
+    def render_for(self, op, indent):
         lb, ub, st = op.operands[:3]
         inits = op.operands[3:]
         body = op.regions[0]
@@ -679,7 +710,7 @@ class CEmitter:
         self.line(indent, "}")
         self._bind_args(op.results, names)
 
-    def op_if(self, op, indent):
+    def render_if(self, op, indent):
         (c,) = op.operands
         names = []
         for r in op.results:
@@ -694,7 +725,7 @@ class CEmitter:
         self.line(indent, "}")
         self._bind_args(op.results, names)
 
-    def op_while(self, op, indent):
+    def render_while(self, op, indent):
         cond, body = op.regions
         names = self._carried(op.operands, indent)
         self._bind_args(cond.args, names)
@@ -705,10 +736,10 @@ class CEmitter:
         self.line(indent, "}")
         self._bind_args(op.results, names)
 
-    def op_return(self, op, indent):
+    def render_return(self, op, indent):
         self.line(indent, "return;")
 
-    def op_target_op(self, op, indent):
+    def render_target_op(self, op, indent):
         ins = self.target.instruction(op.attrs["name"])
         lower = ins.lower.get(self.backend)
         if lower is None:
@@ -717,7 +748,7 @@ class CEmitter:
         for l in lower([self.name(o) for o in op.operands], res, op.attrs):
             self.line(indent, l)
 
-    def op_printf(self, op, indent):
+    def render_printf(self, op, indent):
         args = []
         for v in op.operands:
             e = scalar_of(v.type)

@@ -69,7 +69,7 @@ class CudaEmitter(StorageConversions, CEmitter):
             return f"(unsigned short){self._hw_decoder(src)}({x})"
         return super().cast_storage(x, src, to, rounding, sat)
 
-    def op_cast(self, op, indent):
+    def render_cast(self, op, indent):
         """Lane pairs share one cvt where the hardware converts fp8 two at a time."""
         (a,) = op.operands
         src, to, rnd, sat = scalar_of(a.type), op.attrs["to"], op.attrs["rounding"], op.attrs["sat"]
@@ -77,7 +77,7 @@ class CudaEmitter(StorageConversions, CEmitter):
         enc = self.in_hardware(to) and rnd == "rn" and not src.storage_only
         dec = self.in_hardware(src) and not to.storage_only
         if len(xs) < 2 or not (enc or dec):
-            return super().op_cast(op, indent)
+            return super().render_cast(op, indent)
         out = []
         for lo, hi in zip(xs[0::2], xs[1::2]):
             t = self.fresh(prefix="pk")
@@ -138,7 +138,7 @@ class CudaEmitter(StorageConversions, CEmitter):
             out.insert(0, "  extern __shared__ __align__(16) unsigned char opus_dyn_smem[];")
         return out
 
-    def op_dyn_smem(self, op, indent):
+    def render_dyn_smem(self, op, indent):
         r = op.results[0]
         ct = self.scalar_ctype(op.attrs["dtype"])
         self.assign_lanes(r, [f"(({ct}*)(opus_dyn_smem + {op.attrs['offset']}))"], indent)
@@ -148,7 +148,7 @@ class CudaEmitter(StorageConversions, CEmitter):
             return "threadIdx.x"  # a fixed block size is one-dimensional
         return "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
 
-    def op_special(self, op, indent):
+    def render_special(self, op, indent):
         w = op.attrs["which"]
         ws = self.target.warp_size
         if w == "lane_id":
@@ -162,7 +162,7 @@ class CudaEmitter(StorageConversions, CEmitter):
             e = f"(int){_SPECIAL[k]}.{a}"
         self.assign_lanes(op.results[0], [e], indent)
 
-    def op_barrier(self, op, indent):
+    def render_barrier(self, op, indent):
         self.line(indent, "__syncthreads();")
 
 

@@ -73,7 +73,7 @@ class HipEmitter(StorageConversions, CEmitter):
             out.insert(0, "  extern __attribute__((shared)) __attribute__((aligned(16))) unsigned char opus_dyn_smem[];")
         return out
 
-    def op_dyn_smem(self, op, indent):
+    def render_dyn_smem(self, op, indent):
         ct = self.scalar_ctype(op.attrs["dtype"])
         self.assign_lanes(op.results[0], [f"(({ct}*)(opus_dyn_smem + {op.attrs['offset']}))"], indent)
 
@@ -85,7 +85,7 @@ class HipEmitter(StorageConversions, CEmitter):
                 "(__builtin_amdgcn_workitem_id_y() + __builtin_amdgcn_workgroup_size_y() * "
                 "__builtin_amdgcn_workitem_id_z()))")
 
-    def op_special(self, op, indent):
+    def render_special(self, op, indent):
         w = op.attrs["which"]
         ws = self.target.warp_size
         if w == "lane_id":  # lanes below this one: mbcnt_lo counts 32 of them, mbcnt_hi the rest
@@ -105,13 +105,13 @@ class HipEmitter(StorageConversions, CEmitter):
                                f"(unsigned)__builtin_amdgcn_workgroup_size_{a}())"}[k]
         self.assign_lanes(op.results[0], [e], indent)
 
-    def op_barrier(self, op, indent):
+    def render_barrier(self, op, indent):
         # as HIP's __syncthreads: release LDS writes, s_barrier, acquire
         self.line(indent, '__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");')
         self.line(indent, "__builtin_amdgcn_s_barrier();")
         self.line(indent, '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");')
 
-    def op_printf(self, op, indent):
+    def render_printf(self, op, indent):
         raise CodegenError(f"internal: printf reached the hip renderer for {self.target.name} "
                            "(Target.has_printf is False there: tracing refuses it)")
 
@@ -292,10 +292,10 @@ class HipEmitter(StorageConversions, CEmitter):
             per_element(indent + 1)
             self.line(indent, "}")
 
-    def op_load(self, op, indent):
+    def render_load(self, op, indent):
         p, off = op.operands[:2]
         if len(op.operands) < 3 or not self._is_global(p):
-            return super().op_load(op, indent)
+            return super().render_load(op, indent)
         r = op.results[0]
         vec = op.attrs["vec"]
         ect, s, O, B, rs = self._bounded(p, off, op.operands[2], "loads", indent)
@@ -322,10 +322,10 @@ class HipEmitter(StorageConversions, CEmitter):
 
         self._vector_access(O, B, vec, s, whole, per_element, indent)
 
-    def op_store(self, op, indent):
+    def render_store(self, op, indent):
         p, off, val = op.operands[:3]
         if len(op.operands) < 4 or not self._is_global(p):
-            return super().op_store(op, indent)
+            return super().render_store(op, indent)
         vec = op.attrs["vec"]
         ect, s, O, B, rs = self._bounded(p, off, op.operands[3], "stores", indent)
         V = self.name(val)

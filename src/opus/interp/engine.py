@@ -21,7 +21,7 @@ import sys
 import numpy as np
 
 from ..dtypes import DType
-from ..ir import VectorType, PointerType, scalar_of, lanes_of
+from ..ir import VectorType, PointerType, scalar_of, lanes_of, op_handlers
 from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,
                      UninitializedReadError, where)
 from .semantics import (binary_fn, cmp_fn, unary_fn, math_fn, fma_fn, cast_fn)
@@ -414,6 +414,7 @@ class Program:
         self.dyn = []            # (slot, dtype, offset)
         self.has_barrier = False
         self.has_target_op = False
+        self.executors = op_handlers(self, "exec_")  # op kind -> exec_<kind>
         self.param_slots = [self.slot(p.value) for p in fn.params]
         self.body = self.block(fn.body)
         # static shared-memory layout
@@ -442,17 +443,27 @@ class Program:
             if op.kind in ("yield", "condition"):
                 term = [self.slot(v) for v in op.operands]
                 continue
-            c = getattr(self, "c_" + op.kind, None)
-            if c is None:
-                raise InterpError(f"{where(op.loc)}: the interpreter does not support op "
-                                  f"{op.kind!r}")
-            f = c(op)
-            if f is not None:
-                fns.append(f)
+            run = self.compile_op(op)
+            if run is not None:
+                fns.append(run)
         return fns, term
 
+    def compile_op(self, op):
+        """The closure that executes ``op`` (None: nothing to do per run), from the dispatch
+        table. Errors raised while compiling an op name its kernel line; errors raised while
+        running one are located in ``launch`` (every closure keeps its op as ``_op``)."""
+        compile_kind = self.executors.get(op.kind)
+        if compile_kind is None:
+            raise InterpError(f"{where(op.loc)}: the interpreter does not support op {op.kind!r}")
+        try:
+            return compile_kind(op)
+        except InterpError:
+            raise  # located already (an op nested in this one, or a fault message)
+        except Exception as e:
+            raise _internal_error(e, op, self.fn.name, "compiling") from e
+
     # -- values that are set once per launch / per block -------------------------------------------
-    def c_const(self, op):
+    def exec_const(self, op):
         r = op.results[0]
         e = scalar_of(r.type)
         v = op.attrs["value"]
@@ -464,16 +475,16 @@ class Program:
         self.consts.append((self.slot(r), arr))
         return None
 
-    def c_special(self, op):
+    def exec_special(self, op):
         self.specials.append((self.slot(op.results[0]), op.attrs["which"]))
         return None
 
-    def c_smem_alloc(self, op):
+    def exec_smem_alloc(self, op):
         a = op.attrs
         self.smem.append((self.slot(op.results[0]), a["dtype"], a["count"], a["align"], a["name"]))
         return None
 
-    def c_dyn_smem(self, op):
+    def exec_dyn_smem(self, op):
         self.dyn.append((self.slot(op.results[0]), op.attrs["dtype"], op.attrs["offset"]))
         return None
 
@@ -482,7 +493,7 @@ class Program:
         """Slot and whether the (scalar) operand needs a trailing axis against vector ``like``."""
         return self.slot(v), lanes_of(v.type) == 1 and lanes_of(like.type) > 1
 
-    def c_binary(self, op):
+    def exec_binary(self, op):
         a, b = op.operands
         r = op.results[0]
         e = scalar_of(a.type)
@@ -499,7 +510,7 @@ class Program:
                 R[sr] = f(x[:, None] if xa else x, y[:, None] if xb else y)
         return run
 
-    def c_cmp(self, op):
+    def exec_cmp(self, op):
         a, b = op.operands
         r = op.results[0]
         f = cmp_fn(op.attrs["pred"], scalar_of(a.type))
@@ -519,18 +530,18 @@ class Program:
             R[sr] = f(R[sa])
         return run
 
-    def c_unary(self, op):
+    def exec_unary(self, op):
         return self._unop(op, unary_fn(op.attrs["op"], scalar_of(op.operands[0].type)))
 
-    def c_math(self, op):
+    def exec_math(self, op):
         return self._unop(op, math_fn(op.attrs["fn"], scalar_of(op.operands[0].type)))
 
-    def c_cast(self, op):
+    def exec_cast(self, op):
         a = op.attrs
         return self._unop(op, cast_fn(scalar_of(op.operands[0].type), a["to"],
                                       a.get("rounding") or "rn", bool(a.get("sat"))))
 
-    def c_bitcast(self, op):
+    def exec_bitcast(self, op):
         to = op.results[0].type
         nd = scalar_of(to).np_dtype
         vec = isinstance(to, VectorType)
@@ -540,7 +551,7 @@ class Program:
             return x if vec else x[:, 0]
         return self._unop(op, f)
 
-    def c_fma(self, op):
+    def exec_fma(self, op):
         r = op.results[0]
         f = fma_fn(scalar_of(r.type))
         ex = [self._expand(v, r) for v in op.operands]
@@ -551,7 +562,7 @@ class Program:
             R[sr] = f(*[R[s][:, None] if x else R[s] for s, x in ex])
         return run
 
-    def c_select(self, op):
+    def exec_select(self, op):
         r = op.results[0]
         (sc, xc), (sa, xa), (sb, xb) = (self._expand(v, r) for v in op.operands)
         sr = self.slot(r)
@@ -569,7 +580,7 @@ class Program:
         return run
 
     # -- vectors -----------------------------------------------------------------------------------
-    def c_vector(self, op):
+    def exec_vector(self, op):
         ss = [self.slot(v) for v in op.operands]
         sr = self.slot(op.results[0])
 
@@ -578,11 +589,11 @@ class Program:
             R[sr] = np.stack(np.broadcast_arrays(*[R[s] for s in ss]), axis=1)
         return run
 
-    def c_extract(self, op):
+    def exec_extract(self, op):
         i = op.attrs["index"]
         return self._unop(op, lambda v: v[:, i])
 
-    def c_insert(self, op):
+    def exec_insert(self, op):
         i = op.attrs["index"]
         sv, ss, sr = self.slot(op.operands[0]), self.slot(op.operands[1]), self.slot(op.results[0])
 
@@ -595,11 +606,11 @@ class Program:
             R[sr] = out
         return run
 
-    def c_broadcast(self, op):
+    def exec_broadcast(self, op):
         n = op.attrs["n"]
         return self._unop(op, lambda s: np.broadcast_to(s[:, None], (s.shape[0], n)))
 
-    def c_vector_permute(self, op):
+    def exec_vector_permute(self, op):
         idx = list(op.attrs["indices"])
         return self._unop(op, lambda v: v[:, idx])
 
@@ -618,7 +629,7 @@ class Program:
                 return buf, base + R[so]
         return address
 
-    def c_ptr_add(self, op):
+    def exec_ptr_add(self, op):
         address, sr = self._address(*op.operands[:2]), self.slot(op.results[0])
 
         def run(st, _op=op):
@@ -643,7 +654,7 @@ class Program:
             return lo, lo + b.astype(I64)
         return window
 
-    def c_load(self, op):
+    def exec_load(self, op):
         p, o = op.operands[:2]
         window = self._window(p, op.operands[2] if len(op.operands) > 2 else None)
         vec = op.attrs["vec"]
@@ -658,7 +669,7 @@ class Program:
             R[sr] = mem_load(st, _op, buf, idx, vec, window(R), st.mask, zero, nd)
         return run
 
-    def c_store(self, op):
+    def exec_store(self, op):
         p, o, v = op.operands[:3]
         window = self._window(p, op.operands[3] if len(op.operands) > 3 else None)
         vec = op.attrs["vec"]
@@ -671,7 +682,7 @@ class Program:
         return run
 
     # -- threads -----------------------------------------------------------------------------------
-    def c_barrier(self, op):
+    def exec_barrier(self, op):
         self.has_barrier = True
 
         def run(st, _op=op):
@@ -692,7 +703,7 @@ class Program:
                 st.shadow.barrier()
         return run
 
-    def c_printf(self, op):
+    def exec_printf(self, op):
         pyfmt, fixes = _printf_formatter(op.attrs["fmt"], [v.type for v in op.operands])
         ss = [self.slot(v) for v in op.operands]
 
@@ -709,7 +720,7 @@ class Program:
                 sys.stdout.write("".join(out))
         return run
 
-    def c_target_op(self, op):
+    def exec_target_op(self, op):
         self.has_target_op = True
         ins = self.target.instruction(op.attrs["name"])
         ss = [(self.slot(v), lanes_of(v.type)) for v in op.operands]
@@ -740,7 +751,7 @@ class Program:
         return run
 
     # -- control flow ------------------------------------------------------------------------------
-    def c_return(self, op):
+    def exec_return(self, op):
         def run(st, _op=op):
             m = st.mask
             T = st.T
@@ -751,7 +762,7 @@ class Program:
             st.mask = np.zeros(T, bool)
         return run
 
-    def c_if(self, op):
+    def exec_if(self, op):
         sc = self.slot(op.operands[0])
         tf, ty = self.block(op.regions[0])
         ef, ey = self.block(op.regions[1])
@@ -786,7 +797,7 @@ class Program:
                 R[s] = v
         return run
 
-    def c_for(self, op):
+    def exec_for(self, op):
         slb, sub, sst = (self.slot(v) for v in op.operands[:3])
         inits = [self.slot(v) for v in op.operands[3:]]
         body = op.regions[0]
@@ -855,7 +866,7 @@ class Program:
                 R[s] = v
         return run
 
-    def c_while(self, op):
+    def exec_while(self, op):
         inits = [self.slot(v) for v in op.operands]
         cblk, bblk = op.regions
         cargs = [self.slot(a) for a in cblk.args]
@@ -977,11 +988,8 @@ class Program:
                         f(st)
                 except InterpError:
                     raise
-                except Exception as e:
-                    op = _failing_op(e)
-                    raise InterpError(f"{where(op.loc) if op else fn.name}: internal interpreter "
-                                      f"error in op {op.kind if op else '?'}: "
-                                      f"{type(e).__name__}: {e}") from e
+                except Exception as e:  # the choke point for errors while running an op
+                    raise _internal_error(e, _failing_op(e), fn.name, "running") from e
 
     def _thread_specials(self, whiches, block, k):
         bx, by, bz = block
@@ -1023,6 +1031,14 @@ class Program:
                 a = "xyz".index(w[-1])
                 out[w] = np.array([grid[a] * block[a]], np.int64).astype(np.int32)
         return out
+
+
+def _internal_error(error, op, kernel, doing) -> InterpError:
+    """``error``, raised while compiling or running ``op`` (None: unknown), as an InterpError
+    naming the op's kernel file:line and the kernel."""
+    at = f"{where(op.loc)} (kernel {kernel!r})" if op is not None else f"kernel {kernel!r}"
+    what = f"op {op.kind!r}" if op is not None else "an op"
+    return InterpError(f"{at}: internal interpreter error {doing} {what}: {type(error).__name__}: {error}")
 
 
 def _failing_op(e):

@@ -30,8 +30,9 @@ class UninitializedReadError(InterpError):
 
 
 def where(loc) -> str:
-    """'file:line (source text)' for an op's location."""
+    """'file:line `source text`' for an op's location: the text the kernel was traced from
+    (``loc.text``, the source snapshot), else the file's line now."""
     if loc is None:
         return "<unknown line>"
-    src = linecache.getline(loc.file, loc.line).strip()
+    src = (loc.text if loc.text is not None else linecache.getline(loc.file, loc.line)).strip()
     return f"{loc.file}:{loc.line}" + (f" `{src}`" if src else "")

@@ -82,7 +82,8 @@ Control flow (structured)
 """
 from __future__ import annotations
 
-__all__ = ["OPS", "BINARY_OPS", "CMP_PREDS", "UNARY_OPS", "MATH_FNS", "SPECIALS", "OpSpec"]
+__all__ = ["OPS", "BINARY_OPS", "CMP_PREDS", "UNARY_OPS", "MATH_FNS", "SPECIALS", "OpSpec",
+           "op_handlers"]
 
 
 class OpSpec:
@@ -135,3 +136,10 @@ OPS = {s.kind: s for s in [
     OpSpec("condition", 1, terminator=True),
     OpSpec("return", 0, terminator=True),
 ]}
+
+
+def op_handlers(backend, prefix: str) -> dict:
+    """A backend's per-op dispatch table: {op kind: its bound method ``<prefix><kind>``} for each
+    kind of ``OPS`` it defines (codegen: ``render_<kind>``, the interpreter: ``exec_<kind>``).
+    Built per instance, so a method replaced on the class (a test's monkeypatch) is used."""
+    return {kind: getattr(backend, prefix + kind) for kind in OPS if hasattr(backend, prefix + kind)}
