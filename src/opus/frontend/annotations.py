@@ -21,10 +21,10 @@ class PtrSpec:
 
 
 class _PtrFactory:
-    """``opus.Ptr[dtype]``: the annotation of a global-memory pointer parameter. The argument is
-    an array of that element type (on the GPU: a torch tensor or anything with
-    ``__cuda_array_interface__``; in the interpreter: a numpy array); in the kernel the parameter indexes directly (``x[i]``, unchecked) or is
-    viewed with opus.make_gmem.
+    """The annotation of a global-memory pointer parameter: ``x: opus.Ptr[opus.f16]``. The
+    argument is an array of that element type (on the GPU: a torch tensor or anything with
+    ``__cuda_array_interface__``; in the interpreter: a numpy array). In the kernel the
+    parameter indexes directly (``x[i]``, unchecked) or is viewed with opus.make_gmem.
 
     :param dtype: the element type
     :type dtype: DType

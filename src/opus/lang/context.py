@@ -15,7 +15,13 @@ __all__ = ["TraceContext", "ctx", "tracing", "TraceError"]
 
 
 class TraceError(OpusError):
-    """An error in the user's kernel, reported with the kernel's file and line."""
+    """An error in the user's kernel, reported with the kernel's file and line: raised while a
+    kernel is traced (at its first launch or inspection), its message starts with
+    ``file:line (kernel 'name'):`` and quotes the line.
+
+    :ivar raw_message: the message without the location
+    :ivar loc: where in the user's source (``.file``, ``.line``), or None
+    """
 
     def __init__(self, message, loc=None, source_line=None, kernel=None, notes=()):
         self.raw_message = message
