@@ -17,21 +17,21 @@ class MmaAtom:
     (k, n) and C as (m, n)). Works with compile-time and run-time lane numbers.
     """
 
-    def __init__(self, instruction, spec):
-        self.instruction = instruction
-        self.spec = spec
-        self.m, self.n, self.k = spec.m, spec.n, spec.k
-        self.elem_a, self.elem_b, self.elem_c = spec.elem_a, spec.elem_b, spec.elem_c
-        self.dtype_a, self.dtype_b, self.dtype_c = spec.a, spec.b, spec.c
+    def __init__(self, instruction):
+        self.instruction = instruction  # the target's row (targets.matrix.MatrixAtom)
+        self.m, self.n, self.k = instruction.shape
+        self.elem_a, self.elem_b, self.elem_c = (instruction.elem_a, instruction.elem_b,
+                                                 instruction.elem_c)
+        self.dtype_a, self.dtype_b, self.dtype_c = instruction.a, instruction.b, instruction.c
 
     def coords_a(self, lane, i):
-        return self.spec.coords_a(lane, i)
+        return self.instruction.coords_a(lane, i)
 
     def coords_b(self, lane, i):
-        return self.spec.coords_b(lane, i)
+        return self.instruction.coords_b(lane, i)
 
     def coords_c(self, lane, i):
-        return self.spec.coords_c(lane, i)
+        return self.instruction.coords_c(lane, i)
 
     @property
     def vtype_a(self):
@@ -85,5 +85,4 @@ def make_mma(a, b, c, shape):
     """
     t = ctx().target
     a, b, c = (t.resolve_dtype(x) for x in (a, b, c))
-    ins = t.mma_instruction(a, b, c, tuple(shape))
-    return MmaAtom(ins, ins.spec)
+    return MmaAtom(t.mma_instruction(a, b, c, tuple(shape)))

@@ -270,10 +270,7 @@ def compile_cuda(source: str, *, arch: str, options: tuple[str, ...] = (), name:
     With ``want_ptx`` a second compile for the virtual arch (compute_XX) yields the PTX:
     NVRTC only keeps PTX when it stops there.
     """
-    import re
-    m = re.match(r"^sm_(\d+)([af]?)$", arch)
-    if not m:
-        raise ValueError(f"arch must look like 'sm_90a' or 'sm_80', got {arch!r}")
+    parsed = _nvidia_arch(arch)
     version = nvrtc_version()
     opts = _default_options(arch) + list(options)
     ok, log, cubin = _run(source, name, opts, want_ptx=False)
@@ -281,13 +278,22 @@ def compile_cuda(source: str, *, arch: str, options: tuple[str, ...] = (), name:
         raise CompileError(_compile_error(source, log, name, arch, opts))
     ptx = None
     if want_ptx:
-        vopts = [f"-arch=compute_{m.group(1)}{m.group(2)}"] + [
+        vopts = [f"-arch={parsed.virtual}"] + [
             o for o in opts[1:] if not o.startswith("--ptxas-options")]
         ok, plog, raw = _run(source, name, vopts, want_ptx=True)
         if not ok:  # pragma: no cover - the CUBIN compile of the same source succeeded
             raise CompileError(format_compile_error(source, plog, name, arch))
         ptx = raw.decode()
     return CompileResult(cubin=cubin, ptx=ptx, log=log, nvrtc_version=version)
+
+
+def _nvidia_arch(arch: str):
+    """The parsed NVIDIA arch name (opus.arch_names, the parser the targets use too)."""
+    from ..arch_names import parse_arch
+    parsed = parse_arch(arch)
+    if parsed.vendor != "nvidia":
+        raise ValueError(f"NVRTC compiles for NVIDIA archs ('sm_80', 'sm_90a'), got {arch!r}")
+    return parsed
 
 
 # -- error reports ---------------------------------------------------------------------------

@@ -40,7 +40,7 @@ class AmdTarget(Target):
     instructions = dict(amd_mfma.INSTRUCTIONS)
     mma_atoms = dict(amd_mfma.ATOMS)
 
-    archs = AMD_ARCHS
+    names = AMD_ARCHS
     math_f64 = _MATH_F64
     has_printf = False  # device printf needs ockl's hostcall buffer (not linked headerless)
 

@@ -10,9 +10,10 @@ layout (for matrix instructions) and its interpreter emulation.
 """
 from __future__ import annotations
 
+from ..arch_names import parse_arch
 from ..errors import OpusError
 
-__all__ = ["Target", "Instruction", "UnsupportedOnTarget", "RZ_CONVERSIONS"]
+__all__ = ["Target", "Instruction", "Since", "OnlyOn", "UnsupportedOnTarget", "RZ_CONVERSIONS"]
 
 
 class UnsupportedOnTarget(OpusError):
@@ -31,16 +32,51 @@ class Instruction:
     """A target instruction (an IR ``target_op``).
 
     name:      key used in the IR (``attrs['name']``)
-    archs:     predicate target -> bool: does this chip have it
+    available: predicate target -> bool (``Since``, ``OnlyOn``); ask ``available_on(target)``
     result_types: fn(operand_types, attrs) -> list of result types (also validates operands)
     lower:     {backend: fn(operand_exprs, result_vars, attrs) -> list of C lines}
     emulate:   fn(operands (numpy arrays: [threads] or [threads, lanes]), attrs, warp_size)
                -> list of result arrays (same convention); the interpreter's semantics
+    Matrix instructions are rows of ``matrix.MatrixAtom``, which has this interface.
     """
 
-    def __init__(self, name, archs, result_types, lower, emulate, doc=""):
-        self.name, self.archs, self.result_types = name, archs, result_types
+    def __init__(self, name, available, result_types, lower, emulate, doc=""):
+        self.name, self.available, self.result_types = name, available, result_types
         self.lower, self.emulate, self.doc = lower, emulate, doc
+
+    def available_on(self, target) -> bool:
+        """Does ``target``'s chip have this instruction."""
+        return self.available(target)
+
+
+class Since:
+    """Availability of a family-wide instruction: every chip of the vendor from ``first`` on
+    (mma.sync: ``Since("sm_80")``). Compares compute capabilities, so sm_100 counts."""
+
+    def __init__(self, first):
+        self.first = parse_arch(first)
+
+    def __call__(self, target) -> bool:
+        a = target.arch
+        return a.vendor == self.first.vendor and a.capability >= self.first.capability
+
+    def __repr__(self):
+        return f"Since({self.first.name!r})"
+
+
+class OnlyOn:
+    """Availability of an instruction on the chips named (gfx950's MFMA, sm_90a's wgmma)."""
+
+    def __init__(self, *names):
+        for n in names:
+            parse_arch(n)  # a misspelt name fails here, not as a silently absent instruction
+        self.names = frozenset(names)
+
+    def __call__(self, target) -> bool:
+        return target.name in self.names
+
+    def __repr__(self):
+        return f"OnlyOn({', '.join(map(repr, sorted(self.names)))})"
 
 
 class Target:
@@ -48,12 +84,13 @@ class Target:
 
     vendor = "?"
     warp_size = 32
-    archs: tuple = ()  # the arch names this class stands for
+    names: tuple = ()  # the arch names this class stands for
 
     def __init__(self, name):
-        if name not in self.archs:
-            raise ValueError(f"unknown {self.vendor} arch {name!r}; known: {self.archs}")
+        if name not in self.names:
+            raise ValueError(f"unknown {self.vendor} arch {name!r}; known: {self.names}")
         self.name = name
+        self.arch = parse_arch(name)  # vendor, major, minor, suffix
 
     # -- dtypes -----------------------------------------------------------------------------
     flavours: dict = {}
@@ -120,21 +157,27 @@ class Target:
 
     def instruction(self, name, what=None) -> Instruction:
         ins = self.instructions.get(name)
-        if ins is None or not ins.archs(self):
+        if ins is None or not ins.available_on(self):
             raise UnsupportedOnTarget(f"{what or name} is not available on {self.name}")
         return ins
 
-    mma_atoms: dict = {}  # (a, b, c, (m, n, k)) -> instruction name
+    mma_atoms: dict = {}  # (a, b, c, (m, n, k)) -> instruction names (matrix.atom_index)
+
+    def matrix_atoms(self) -> list:
+        """The matrix atoms this chip has (grouped by types and shape)."""
+        return [ins for names in self.mma_atoms.values() for ins in map(self.instructions.get, names)
+                if ins.available_on(self)]
 
     def mma_instruction(self, a, b, c, shape):
-        name = self.mma_atoms.get((a.name, b.name, c.name, tuple(shape)))
-        if name is None or not self.instructions[name].archs(self):
-            have = sorted(f"{k[0]}x{k[1]}->{k[2]} {k[3][0]}x{k[3][1]}x{k[3][2]}"
-                          for k, n in self.mma_atoms.items() if self.instructions[n].archs(self))
-            raise UnsupportedOnTarget(
-                f"no matrix instruction for {a.name} x {b.name} -> {c.name} with shape "
-                f"{'x'.join(map(str, shape))} on {self.name}; available: {', '.join(have) or 'none'}")
-        return self.instructions[name]
+        key = (a.name, b.name, c.name, tuple(shape))
+        for name in self.mma_atoms.get(key, ()):
+            if self.instructions[name].available_on(self):
+                return self.instructions[name]
+        have = sorted({f"{x.a.name}x{x.b.name}->{x.c.name} {x.m}x{x.n}x{x.k}"
+                       for x in self.matrix_atoms()})
+        raise UnsupportedOnTarget(
+            f"no matrix instruction for {a.name} x {b.name} -> {c.name} with shape "
+            f"{'x'.join(map(str, shape))} on {self.name}; available: {', '.join(have) or 'none'}")
 
     def __repr__(self):
         return f"<Target {self.name}>"

@@ -1,146 +1,121 @@
-"""NVIDIA warp-level matrix instructions (mma.sync): availability, PTX lowering, lane layout and
-emulation, each instruction in one place.
+"""NVIDIA warp-level matrix instructions (mma.sync): the table of rows, the family's lane
+layout and its PTX lowering. The rest of each atom (types, availability, emulation) is the
+vendor-neutral ``matrix.MatrixAtom``.
 
-Lane layouts are from the PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type":
-with g = lane // 4 and t = lane % 4,
-  A (16x16, row-major fragment), 8 elements a0..a7: row g + 8*((i//2)%2), col 2t + i%2 + 8*(i//4)
-  B (16x8, "col"),               4 elements b0..b3: row (k) 2t + i%2 + 8*(i//2), col (n) g
-  C/D (16x8),                    4 elements c0..c3: row g + 8*(i//2), col 2t + i%2
-The coordinate functions work on Python ints and on traced values alike.
+Lane layout, from the PTX ISA's "Matrix Fragments for mma.m16n8k*" tables: with g = lane // 4,
+t = lane % 4, p = 4 / sizeof(A's element) elements per 32-bit register, and register element
+i = r * p + j (register r, position j in it):
+  A (16 x k):  row g + 8*(r % 2),        col p*t + j + 4p*(r // 2)
+  B (k x 8):   row (k) p*t + j + 4p*r,   col (n) g
+  C/D (16x8):  row g + 8*(i // 2),       col 2t + i % 2          (32-bit accumulators)
+For m16n8k16 with 16-bit inputs (p = 2): A is a0..a7 at (g + 8*((i//2)%2), 2t + i%2 + 8*(i//4)),
+B is b0..b3 at (2t + i%2 + 8*(i//2), g). The same rule covers m16n8k8 (f16), m16n8k32 (8-bit)
+and m16n8k16 (8-bit), so those are rows of this table.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from .. import dtypes as dt
-from ..ir import VectorType
-from .base import Instruction
+from .base import Since
+from .matrix import MatrixAtom, LaneLayout, instruction_table, atom_index
 
-__all__ = ["INSTRUCTIONS", "ATOMS", "MmaSpec"]
+__all__ = ["ROWS", "INSTRUCTIONS", "ATOMS", "mma_sync"]
 
-
-class MmaSpec:
-    """Shape, types and per-lane element coordinates of one warp-level MMA atom."""
-
-    def __init__(self, m, n, k, a, b, c, coords_a, coords_b, coords_c, warp=32):
-        self.m, self.n, self.k = m, n, k
-        self.a, self.b, self.c = a, b, c
-        self.warp = warp
-        self.elem_a, self.elem_b, self.elem_c = m * k // warp, n * k // warp, m * n // warp
-        self.coords_a, self.coords_b, self.coords_c = coords_a, coords_b, coords_c
-        self._maps = None
-
-    def index_maps(self):
-        """numpy (rows, cols) arrays of shape [warp, elems] for A, B and C (used by emulation),
-        built on first use: kernels that are only compiled never need them (nor numpy)."""
-        if self._maps is not None:
-            return self._maps
-        import numpy as np
-
-        def maps(fn, elems):
-            r = np.empty((self.warp, elems), np.int64)
-            c = np.empty((self.warp, elems), np.int64)
-            for lane in range(self.warp):
-                for i in range(elems):
-                    r[lane, i], c[lane, i] = fn(lane, i)
-            return r, c
-        self._maps = (maps(self.coords_a, self.elem_a), maps(self.coords_b, self.elem_b),
-                      maps(self.coords_c, self.elem_c))
-        return self._maps
+# PTX type names of the element types mma.sync takes
+_PTX_TYPE = {"f32": "f32", "f16": "f16", "bf16": "bf16", "fp8_e4m3": "e4m3", "fp8_e5m2": "e5m2",
+             "i8": "s8", "u8": "u8", "i32": "s32"}
+# inline-asm constraint of a 32-bit accumulator register
+_ACC_CONSTRAINT = {"f32": "f", "i32": "r"}
 
 
-def _a16816(lane, i):
-    g, t = lane // 4, lane % 4
-    return g + 8 * ((i // 2) % 2), 2 * t + i % 2 + 8 * (i // 4)
+def m16n8_layout(a) -> LaneLayout:
+    """The lane layout of mma.sync m16n8k* for A/B elements of type ``a`` (see the docstring).
+    Written so that traced lanes give the same arithmetic as before the table existed."""
+    p = 4 // a.itemsize
+
+    def coords_a(lane, i):
+        g, t = lane // 4, lane % 4
+        r, j = i // p, i % p
+        return g + 8 * (r % 2), p * t + j + 4 * p * (r // 2)
+
+    def coords_b(lane, i):
+        g, t = lane // 4, lane % 4
+        r, j = i // p, i % p
+        return p * t + j + 4 * p * r, g
+
+    def coords_c(lane, i):
+        g, t = lane // 4, lane % 4
+        return g + 8 * (i // 2), 2 * t + i % 2
+
+    return LaneLayout(coords_a, coords_b, coords_c)
 
 
-def _b16816(lane, i):
-    g, t = lane // 4, lane % 4
-    return 2 * t + i % 2 + 8 * (i // 2), g
+@dataclass(frozen=True)
+class MmaSyncAsm:
+    """CUDA C++ for one mma.sync: pack A's and B's elements into 32-bit registers (4 / size
+    per register, the first in the low bits), then one inline-asm ``mma.sync``."""
 
+    def check(self, atom):
+        if atom.a.itemsize != atom.b.itemsize or atom.a.itemsize not in (1, 2):
+            raise ValueError(f"matrix atom {atom.name!r}: mma.sync packing takes 8- or 16-bit A "
+                             f"and B elements of one size, got {atom.a.name} and {atom.b.name}")
+        if atom.c.name not in _ACC_CONSTRAINT:
+            raise ValueError(f"matrix atom {atom.name!r}: mma.sync accumulators here are "
+                             f"{'/'.join(_ACC_CONSTRAINT)} registers, got {atom.c.name}")
 
-def _c16816(lane, i):
-    g, t = lane // 4, lane % 4
-    return g + 8 * (i // 2), 2 * t + i % 2
-
-
-def _mma_types(spec):
-    ta, tb, tc = (VectorType(spec.a, spec.elem_a), VectorType(spec.b, spec.elem_b),
-                  VectorType(spec.c, spec.elem_c))
-
-    def result_types(operand_types, attrs):
-        want = [ta, tb, tc]
-        if list(operand_types) != want:
-            got = ", ".join(map(repr, operand_types))
-            raise TypeError(f"mma {spec.m}x{spec.n}x{spec.k} takes ({ta!r}, {tb!r}, {tc!r}), "
-                            f"got ({got})")
-        return [tc]
-    return result_types
-
-
-def _lower_mma_sync(spec, ptx_types):
-    """CUDA C++ lines: pack 16-bit pairs into 32-bit registers, then one inline-asm mma.sync."""
-    na, nb, nc = spec.elem_a // 2, spec.elem_b // 2, spec.elem_c
-
-    def lower(ops, res, attrs):
+    def __call__(self, atom, ops, res, attrs):
         a, b, c = ops
         (d,) = res
+        p = 4 // atom.a.itemsize
+        na, nb, nc = atom.elem_a // p, atom.elem_b // p, atom.elem_c
         lines = ["{"]
-        for name, src, n in (("a", a, na), ("b", b, nb)):
+        for name, src, n, dtype in (("a", a, na, atom.a), ("b", b, nb, atom.b)):
             for r in range(n):
-                lines.append(f"  unsigned {name}{r} = (unsigned){src}.v[{2 * r}] | "
-                             f"((unsigned){src}.v[{2 * r + 1}] << 16);")
-        outs = ", ".join(f'"=f"({d}.v[{i}])' for i in range(nc))
+                lines.append(f"  unsigned {name}{r} = {_packed(src, dtype, r, p)};")
+        acc = _ACC_CONSTRAINT[atom.c.name]
+        outs = ", ".join(f'"={acc}"({d}.v[{i}])' for i in range(nc))
         ins = ", ".join([f'"r"(a{r})' for r in range(na)] + [f'"r"(b{r})' for r in range(nb)]
-                        + [f'"f"({c}.v[{i}])' for i in range(nc)])
+                        + [f'"{acc}"({c}.v[{i}])' for i in range(nc)])
         k = 0
+
         def regs(n):
             nonlocal k
             s = "{" + ", ".join(f"%{k + j}" for j in range(n)) + "}"
             k += n
             return s
         dr, ar, br, cr = regs(nc), regs(na), regs(nb), regs(nc)
-        lines.append(f'  asm volatile("mma.sync.aligned.m{spec.m}n{spec.n}k{spec.k}.row.col.'
-                     f'{ptx_types} {dr}, {ar}, {br}, {cr};" : {outs} : {ins});')
+        lines.append(f'  asm volatile("{atom.isa} {dr}, {ar}, {br}, {cr};" : {outs} : {ins});')
         lines.append("}")
         return lines
-    return lower
 
 
-def _emulate_mma(spec):
-    def emulate(operands, attrs, warp_size):
-        import numpy as np
-        (ar, ac), (br, bc), (cr, cc) = spec.index_maps()
-        a, b, c = operands  # [threads, elems]
-        T = a.shape[0]
-        if T % spec.warp:
-            raise ValueError(f"mma.sync needs whole warps: {T} threads is not a multiple of "
-                             f"{spec.warp}")
-        W = T // spec.warp
-        A = np.zeros((W, spec.m, spec.k), np.float64)
-        B = np.zeros((W, spec.k, spec.n), np.float64)
-        C = np.zeros((W, spec.m, spec.n), np.float64)
-        w = np.arange(W)[:, None, None]
-        A[w, ar[None], ac[None]] = a.astype(np.float64).reshape(W, spec.warp, -1)
-        B[w, br[None], bc[None]] = b.astype(np.float64).reshape(W, spec.warp, -1)
-        C[w, cr[None], cc[None]] = c.astype(np.float64).reshape(W, spec.warp, -1)
-        D = (A @ B + C).astype(np.float32)
-        return [D[w, cr[None], cc[None]].reshape(T, -1)]
-    return emulate
+def _packed(src, dtype, r, p):
+    """C expression of 32-bit register ``r`` holding elements p*r .. p*r+p-1 of ``src``."""
+    bits = 8 * dtype.itemsize
+    # a signed element would sign-extend into its neighbours' bits: widen it as unsigned
+    widen = "(unsigned)" if dtype.kind != "int" else f"(unsigned)(unsigned {'char' if bits == 8 else 'short'})"
+    terms = [f"{widen}{src}.v[{p * r}]"]
+    terms += [f"({widen}{src}.v[{p * r + j}] << {bits * j})" for j in range(1, p)]
+    return " | ".join(terms)
 
 
-def _sm80_plus(target):
-    return target.vendor == "nvidia" and target.sm >= 80
+def mma_sync(m, n, k, ab, c, available) -> MatrixAtom:
+    """One mma.sync row: ``m``x``n``x``k``, A and B of type ``ab``, C/D of type ``c``."""
+    if (m, n) != (16, 8):
+        raise ValueError(f"mma.sync m{m}n{n}k{k}: the lane layout here is the m16n8k* family's; "
+                         "another family needs its own layout rule in nv_mma.py")
+    types = ".".join(_PTX_TYPE[x.name] for x in (c, ab, ab, c))
+    return MatrixAtom(
+        name=f"nv.mma.m{m}n{n}k{k}.{ab.name}.{c.name}", shape=(m, n, k), a=ab, b=ab, c=c, warp=32,
+        layout=m16n8_layout(ab), available=available, lowering={"cuda": MmaSyncAsm()},
+        isa=f"mma.sync.aligned.m{m}n{n}k{k}.row.col.{types}")
 
 
-INSTRUCTIONS = {}
-ATOMS = {}
-SPECS = {}
-
-for _in, _ptx in ((dt.bf16, "f32.bf16.bf16.f32"), (dt.f16, "f32.f16.f16.f32")):
-    _spec = MmaSpec(16, 8, 16, _in, _in, dt.f32, _a16816, _b16816, _c16816)
-    _name = f"nv.mma.m16n8k16.{_in.name}.f32"
-    INSTRUCTIONS[_name] = Instruction(
-        _name, _sm80_plus, _mma_types(_spec), {"cuda": _lower_mma_sync(_spec, _ptx)},
-        _emulate_mma(_spec), doc=f"mma.sync.aligned.m16n8k16.row.col.{_ptx}")
-    INSTRUCTIONS[_name].spec = _spec
-    ATOMS[(_in.name, _in.name, "f32", (16, 8, 16))] = _name
-    SPECS[_name] = _spec
+# One row per instruction: (m, n, k), A/B type, C/D type, the chips that have it.
+ROWS = (
+    mma_sync(16, 8, 16, dt.bf16, dt.f32, Since("sm_80")),
+    mma_sync(16, 8, 16, dt.f16, dt.f32, Since("sm_80")),
+)
+INSTRUCTIONS = instruction_table(ROWS)
+ATOMS = atom_index(ROWS)

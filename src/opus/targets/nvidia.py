@@ -34,12 +34,12 @@ class NvidiaTarget(Target):
     instructions = dict(nv_mma.INSTRUCTIONS)
     mma_atoms = dict(nv_mma.ATOMS)
 
-    archs = NVIDIA_ARCHS
+    names = NVIDIA_ARCHS
 
     def __init__(self, name):
         super().__init__(name)
-        self.sm = int(name[3:5])  # 80, 86, 89, 90
         self.limits = _limits(name)
         # cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 and cvt.rn.f16x2.{e4m3x2,e5m2x2} need sm_89
         # (PTX ISA, cvt); other fp8 encodings and older chips convert in exact bit arithmetic
-        self.hw_fp8 = frozenset(("fp8_e4m3", "fp8_e5m2")) if self.sm >= 89 else frozenset()
+        self.hw_fp8 = (frozenset(("fp8_e4m3", "fp8_e5m2")) if self.arch.capability >= (8, 9)
+                       else frozenset())

@@ -1,0 +1,238 @@
+"""Warp-level matrix instructions, vendor-neutral: the atom row, its self-check, the one
+emulation (gather by the lane maps, A @ B + C, scatter) and the one operand-type check.
+
+An atom is one row (``MatrixAtom``); a vendor file (``nv_mma.py``, ``amd_mfma.py``) is a table of
+rows plus what is truly the vendor's: its lane-layout rule (a function of shape and element size,
+written once per instruction family) and its lowering (an object per backend, parametrized by the
+row's fields). Everything else (types, availability, emulation, the lane maps the language and
+the tests read) comes from the row, so mma.sync and MFMA differ only in their layout and their
+spelling.
+
+    field       meaning                                            checked at construction
+    ----------  -------------------------------------------------  ------------------------------
+    name        IR key, e.g. 'nv.mma.m16n8k16.f16.f32'             a non-empty string
+    shape       (m, n, k): D[m x n] = A[m x k] @ B[k x n] + C       three positive ints
+    a, b, c     element types of A, B and C/D                      concrete DTypes (no 'fp8')
+    warp        lanes that execute it together (32, 64)            divides m*k, k*n and m*n
+    layout      LaneLayout: coords_a (m, k), coords_b (k, n),      every element of A, B and C
+                coords_c (m, n) of (lane, register element i)      held by exactly one (lane, i)
+    available   predicate target -> bool (base.Since / OnlyOn)     callable
+    lowering    {backend: object(atom, operands, results, attrs)   backends 'cuda' / 'hip'
+                 -> C lines}
+    isa         the instruction as the compiler prints it (PTX     a non-empty string
+                for NVIDIA, the AMDGPU mnemonic for AMD)
+
+Numerics of the emulation: A, B and C are widened to float64, D = A @ B + C in float64, then
+rounded once to C's type (f32), the hardware's fused-accumulate result within float rounding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+from .. import dtypes as dt
+from ..ir import VectorType
+from .base import Instruction
+
+__all__ = ["MatrixAtom", "LaneLayout", "instruction_table", "atom_index"]
+
+_BACKENDS = ("cuda", "hip")
+
+
+@dataclass(frozen=True)
+class LaneLayout:
+    """Where each register element of each lane sits in A (m, k), B (k, n) and C/D (m, n).
+
+    Each function maps (lane, i) to (row, col) and works on Python ints and on traced values
+    alike (only ``//``, ``%``, ``*`` and ``+``), so kernels index memory with it directly."""
+    coords_a: Callable
+    coords_b: Callable
+    coords_c: Callable
+
+
+@dataclass(frozen=True, eq=False)
+class MatrixAtom(Instruction):
+    """One warp-level matrix instruction as a row (the field table is the module docstring)."""
+    name: str
+    shape: tuple
+    a: dt.DType
+    b: dt.DType
+    c: dt.DType
+    warp: int
+    layout: LaneLayout
+    available: Callable
+    lowering: dict
+    isa: str
+
+    def __post_init__(self):
+        self._check_fields()
+        m, n, k = self.shape
+        for what, rows, cols, fn in (("A", m, k, self.layout.coords_a),
+                                     ("B", k, n, self.layout.coords_b),
+                                     ("C", m, n, self.layout.coords_c)):
+            _check_covers_once(self.name, what, rows, cols, fn, self.warp)
+        for fn in self.lowering.values():  # a lowering refuses the rows it cannot spell
+            getattr(fn, "check", lambda atom: None)(self)
+        # the Instruction interface: lower[backend](operands, results, attrs)
+        object.__setattr__(self, "lower", {b: _bound(fn, self) for b, fn in self.lowering.items()})
+        object.__setattr__(self, "doc", self.isa)
+        object.__setattr__(self, "_maps", None)
+
+    def _check_fields(self):
+        def bad(msg):
+            raise ValueError(f"matrix atom {self.name!r}: {msg}")
+        if not isinstance(self.name, str) or not self.name:
+            bad("name must be a non-empty string")
+        if (not isinstance(self.shape, tuple) or len(self.shape) != 3
+                or not all(isinstance(x, int) and x > 0 for x in self.shape)):
+            bad(f"shape must be (m, n, k) of positive ints, got {self.shape!r}")
+        for field in ("a", "b", "c"):
+            d = getattr(self, field)
+            if not isinstance(d, dt.DType) or d.flavour is not None:
+                bad(f"{field} must be a concrete DType (not a target-flavoured name), got {d!r}")
+        m, n, k = self.shape
+        if not isinstance(self.warp, int) or self.warp <= 0 or any(
+                x % self.warp for x in (m * k, k * n, m * n)):
+            bad(f"warp {self.warp!r} must divide m*k, k*n and m*n of {self.shape}")
+        if not callable(self.available):
+            bad("available must be a predicate target -> bool")
+        if not self.lowering or any(b not in _BACKENDS for b in self.lowering):
+            bad(f"lowering must map backends among {_BACKENDS}, got {sorted(self.lowering)}")
+        if not isinstance(self.isa, str) or not self.isa:
+            bad("isa must name the instruction as the compiler prints it")
+
+    # -- shape and register counts ---------------------------------------------------------
+    @property
+    def m(self):
+        return self.shape[0]
+
+    @property
+    def n(self):
+        return self.shape[1]
+
+    @property
+    def k(self):
+        return self.shape[2]
+
+    @property
+    def elem_a(self):
+        return self.m * self.k // self.warp
+
+    @property
+    def elem_b(self):
+        return self.k * self.n // self.warp
+
+    @property
+    def elem_c(self):
+        return self.m * self.n // self.warp
+
+    @property
+    def key(self):
+        """What ``make_mma`` asks for: (a, b, c, (m, n, k)) by type name."""
+        return self.a.name, self.b.name, self.c.name, self.shape
+
+    def coords_a(self, lane, i):
+        return self.layout.coords_a(lane, i)
+
+    def coords_b(self, lane, i):
+        return self.layout.coords_b(lane, i)
+
+    def coords_c(self, lane, i):
+        return self.layout.coords_c(lane, i)
+
+    # -- the Instruction interface -----------------------------------------------------------
+    def result_types(self, operand_types, attrs):
+        """[D's type]; a TypeError naming what the operands should have been otherwise."""
+        want = [VectorType(self.a, self.elem_a), VectorType(self.b, self.elem_b),
+                VectorType(self.c, self.elem_c)]
+        if list(operand_types) != want:
+            got = ", ".join(map(repr, operand_types))
+            raise TypeError(f"mma {self.m}x{self.n}x{self.k} takes ({', '.join(map(repr, want))}), "
+                            f"got ({got})")
+        return [want[2]]
+
+    def index_maps(self):
+        """numpy (rows, cols) arrays of shape [warp, elems] for A, B and C, built on first use:
+        kernels that are only compiled never need them (nor numpy)."""
+        if self._maps is None:
+            object.__setattr__(self, "_maps", tuple(
+                _index_map(fn, self.warp, elems) for fn, elems in
+                ((self.coords_a, self.elem_a), (self.coords_b, self.elem_b),
+                 (self.coords_c, self.elem_c))))
+        return self._maps
+
+    def emulate(self, operands, attrs, warp_size):
+        """The interpreter's semantics, per whole warp: gather A, B, C into matrices by the lane
+        maps, D = A @ B + C in float64, round to C's type, scatter D back to the lanes."""
+        import numpy as np
+        (ar, ac), (br, bc), (cr, cc) = self.index_maps()
+        a, b, c = operands  # [threads, elems]
+        T = a.shape[0]
+        if T % self.warp:
+            raise ValueError(f"{self.name} needs whole warps: {T} threads is not a multiple of "
+                             f"{self.warp}")
+        W = T // self.warp
+        w = np.arange(W)[:, None, None]
+        A = np.zeros((W, self.m, self.k), np.float64)
+        B = np.zeros((W, self.k, self.n), np.float64)
+        C = np.zeros((W, self.m, self.n), np.float64)
+        A[w, ar[None], ac[None]] = np.asarray(a).astype(np.float64).reshape(W, self.warp, -1)
+        B[w, br[None], bc[None]] = np.asarray(b).astype(np.float64).reshape(W, self.warp, -1)
+        C[w, cr[None], cc[None]] = np.asarray(c).astype(np.float64).reshape(W, self.warp, -1)
+        D = (A @ B + C).astype(self.c.np_dtype)
+        return [D[w, cr[None], cc[None]].reshape(T, -1)]
+
+    def __repr__(self):
+        return f"<MatrixAtom {self.name}: {self.isa}>"
+
+
+def _bound(fn, atom):
+    def lower(operands, results, attrs):
+        return fn(atom, operands, results, attrs)
+    return lower
+
+
+def _check_covers_once(name, what, rows, cols, fn, warp):
+    """Every (row, col) of the rows x cols operand is held by exactly one (lane, i) of a warp."""
+    elems = rows * cols // warp
+    seen = {}
+    for lane in range(warp):
+        for i in range(elems):
+            rc = fn(lane, i)
+            if not (0 <= rc[0] < rows and 0 <= rc[1] < cols):
+                raise ValueError(f"matrix atom {name!r}: {what} element {i} of lane {lane} is at "
+                                 f"{rc}, outside the {rows}x{cols} operand")
+            if rc in seen:
+                raise ValueError(f"matrix atom {name!r}: {what}{list(rc)} is held by lane "
+                                 f"{seen[rc][0]} element {seen[rc][1]} and lane {lane} element {i}")
+            seen[rc] = (lane, i)
+
+
+def _index_map(fn, warp, elems):
+    import numpy as np
+    r = np.empty((warp, elems), np.int64)
+    c = np.empty((warp, elems), np.int64)
+    for lane in range(warp):
+        for i in range(elems):
+            r[lane, i], c[lane, i] = fn(lane, i)
+    return r, c
+
+
+def instruction_table(rows) -> dict:
+    """{name: atom} for a Target's ``instructions``."""
+    table = {}
+    for row in rows:
+        if row.name in table:
+            raise ValueError(f"two matrix atoms are named {row.name!r}")
+        table[row.name] = row
+    return table
+
+
+def atom_index(rows) -> dict:
+    """{(a, b, c, shape): (names, in table order)} for a Target's ``mma_atoms``: rows of the same
+    types and shape on different chips share a key; the first one the chip has is chosen."""
+    index = {}
+    for row in rows:
+        index.setdefault(row.key, ())
+        index[row.key] += (row.name,)
+    return index

@@ -1,0 +1,179 @@
+"""Every matrix atom of every target, from the target's own table (a new row needs no edit here):
+its lane layout is the vendor's documented one, the interpreter computes A @ B + C through it
+(float64 accumulation, one rounding), and its rendering compiles to the instruction it names
+(NVRTC for NVIDIA rows, clang for AMD rows, whose assembly must hold the MFMA)."""
+import ml_dtypes  # noqa: F401  (bf16 inputs)
+import numpy as np
+import pytest
+
+import opus
+from opus.targets import get_target, known_targets
+
+ATOMS = [(arch, atom) for arch in known_targets() for atom in get_target(arch).matrix_atoms()]
+IDS = [f"{arch}-{atom.name}" for arch, atom in ATOMS]
+
+
+# -- the documented layouts, written from the vendors' manuals (not from opus' code) ---------------
+# Each gives, for one operand, the (lane, register element) that holds each (row, col).
+
+def ptx_m16n8(atom, which):
+    """PTX ISA, "Matrix Fragments for mma.m16n8k*": groupID = lane >> 2, threadID_in_group =
+    lane % 4; A/B registers are .b32 holding 32/bits elements each."""
+    per = 32 // (8 * atom.a.itemsize)  # elements per .b32 register
+    out = {}
+    for lane in range(32):
+        gid, tig = lane >> 2, lane % 4
+        if which == "a":  # a_i: rows alternate groupID / groupID+8 per register, cols step by k/2
+            for i in range(atom.elem_a):
+                row = gid + (8 if (i // per) % 2 else 0)
+                col = tig * per + (i % per) + (atom.k // 2 if i >= atom.elem_a // 2 and atom.elem_a > 2 * per else 0)
+                out[row, col] = (lane, i)
+        elif which == "b":  # b_i: row (k) tig*per + (i % per), + k/2 for the second register
+            for i in range(atom.elem_b):
+                row = tig * per + (i % per) + (atom.k // 2 if i >= per else 0)
+                out[row, gid] = (lane, i)
+        else:  # c0, c1 in row groupID, c2, c3 in row groupID + 8; col tig*2 + (i & 1)
+            for i in range(4):
+                out[gid + (8 if i >= 2 else 0), tig * 2 + (i & 1)] = (lane, i)
+    return out
+
+
+def amd_mfma(atom, which):
+    """AMD Matrix Instruction Calculator (CDNA3/CDNA4) for MFMAs whose K elements per lane fit
+    one 16-byte block: A[i][k] is in lane i + M * (k // E_A), item k % E_A; B[k][j] in lane
+    j + N * (k // E_B), item k % E_B; D[i][j] in lane j + N * ((i // 4) % (64 // N)),
+    item 4 * (i // (4 * (64 // N))) + i % 4."""
+    M, N, K = atom.shape
+    out = {}
+    if which == "a":
+        E = atom.elem_a
+        assert E * atom.a.itemsize <= 16, f"{atom.name}: write the calculator's layout for K > 1 block"
+        for i in range(M):
+            for k in range(K):
+                out[i, k] = (i + M * (k // E), k % E)
+    elif which == "b":
+        E = atom.elem_b
+        assert E * atom.b.itemsize <= 16, f"{atom.name}: write the calculator's layout for K > 1 block"
+        for k in range(K):
+            for j in range(N):
+                out[k, j] = (j + N * (k // E), k % E)
+    else:
+        G = 64 // N
+        for i in range(M):
+            for j in range(N):
+                out[i, j] = (j + N * ((i // 4) % G), 4 * (i // (4 * G)) + i % 4)
+    return out
+
+
+DOCUMENTED = {"nvidia": ptx_m16n8, "amd": amd_mfma}
+
+
+def documented(arch, atom, which):
+    return DOCUMENTED[get_target(arch).vendor](atom, which)
+
+
+@pytest.mark.parametrize("arch,atom", ATOMS, ids=IDS)
+def test_lane_layout_is_the_documented_one(arch, atom):
+    for which, fn, rows, cols in (("a", atom.coords_a, atom.m, atom.k),
+                                  ("b", atom.coords_b, atom.k, atom.n),
+                                  ("c", atom.coords_c, atom.m, atom.n)):
+        doc = documented(arch, atom, which)
+        assert len(doc) == rows * cols  # the manual's map covers the operand
+        for (r, c), (lane, i) in doc.items():
+            assert fn(lane, i) == (r, c), (which, lane, i)
+
+
+# -- the interpreter, through the documented layout ------------------------------------------------
+
+def lane_kernel(atom):
+    """Each lane loads its registers from a[lane * elem_a + i] (likewise b, c) and stores D's
+    the same way: the test lays the matrices out per the manual."""
+    ta, tb, tc, shape = atom.a, atom.b, atom.c, atom.shape
+
+    @opus.kernel
+    def k(a: opus.Ptr[ta], b: opus.Ptr[tb], c: opus.Ptr[tc], d: opus.Ptr[tc]):
+        mma = opus.make_mma(ta, tb, tc, shape)
+        t = opus.thread_id_x()
+        av = opus.make_vector([a[t * mma.elem_a + i] for i in range(mma.elem_a)])
+        bv = opus.make_vector([b[t * mma.elem_b + i] for i in range(mma.elem_b)])
+        cv = opus.make_vector([c[t * mma.elem_c + i] for i in range(mma.elem_c)])
+        dv = mma(av, bv, cv)
+        for i in range(mma.elem_c):
+            d[t * mma.elem_c + i] = dv[i]
+    return k
+
+
+def to_lanes(mats, doc, warp, elems):
+    """Per-warp matrices -> the flat per-lane register array the kernel reads."""
+    out = np.zeros((len(mats), warp, elems), mats.dtype)
+    for (r, c), (lane, i) in doc.items():
+        out[:, lane, i] = mats[:, r, c]
+    return out.reshape(-1)
+
+
+def from_lanes(flat, doc, warps, rows, cols, elems):
+    lanes = flat.reshape(warps, -1, elems)
+    out = np.zeros((warps, rows, cols), flat.dtype)
+    for (r, c), (lane, i) in doc.items():
+        out[:, r, c] = lanes[:, lane, i]
+    return out
+
+
+def run_interpreted(arch, atom, A, B, C):
+    warps = len(A)
+    docs = [documented(arch, atom, w) for w in "abc"]
+    a = to_lanes(A, docs[0], atom.warp, atom.elem_a)
+    b = to_lanes(B, docs[1], atom.warp, atom.elem_b)
+    c = to_lanes(C, docs[2], atom.warp, atom.elem_c)
+    d = np.full_like(c, np.nan)
+    assert get_target(arch).mma_instruction(atom.a, atom.b, atom.c, atom.shape) is atom
+    with opus.set_target(arch, interpret=True):
+        lane_kernel(atom)[1, warps * atom.warp](a, b, c, d)
+    return from_lanes(d, docs[2], warps, atom.m, atom.n, atom.elem_c)
+
+
+@pytest.mark.parametrize("arch,atom", ATOMS, ids=IDS)
+def test_interpreter_computes_a_times_b_plus_c(arch, atom):
+    rng = np.random.default_rng(7)
+    W = 2
+    A = rng.standard_normal((W, atom.m, atom.k)).astype(atom.a.np_dtype)
+    B = rng.standard_normal((W, atom.k, atom.n)).astype(atom.b.np_dtype)
+    C = rng.standard_normal((W, atom.m, atom.n)).astype(atom.c.np_dtype)
+    D = run_interpreted(arch, atom, A, B, C)
+    ref = np.einsum("wmk,wkn->wmn", A.astype(np.float64), B.astype(np.float64)) + C
+    np.testing.assert_allclose(D, ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("arch,atom", ATOMS, ids=IDS)
+def test_interpreter_accumulates_in_float64_and_rounds_once(arch, atom):
+    """Products 1, 2^-25 (k-2 times) and -1: each small one is below half an f32 ulp of 1, so a
+    float32 sum in any order that meets +1 before -1 loses them; the exact sum, rounded once,
+    is (k-2) * 2^-25."""
+    A = np.full((1, atom.m, atom.k), 2.0 ** -5)
+    B = np.full((1, atom.k, atom.n), 2.0 ** -20)
+    A[:, :, 0], A[:, :, -1], B[:, 0, :], B[:, -1, :] = 1, -1, 1, 1
+    C = np.zeros((1, atom.m, atom.n), atom.c.np_dtype)
+    D = run_interpreted(arch, atom, A.astype(atom.a.np_dtype), B.astype(atom.b.np_dtype), C)
+    assert (D == np.float32((atom.k - 2) * 2.0 ** -25)).all(), np.unique(D)
+
+
+# -- rendering: compiles to the instruction the row names ------------------------------------------
+
+COMPILED = [(arch, atom) for arch, atom in ATOMS if arch in ("sm_80", "sm_90a", "gfx942", "gfx950")]
+
+
+@pytest.mark.parametrize("arch,atom", COMPILED, ids=[f"{a}-{x.name}" for a, x in COMPILED])
+def test_rendering_compiles_to_the_instruction(arch, atom):
+    k = lane_kernel(atom)
+    if get_target(arch).vendor == "nvidia":
+        assert atom.isa in k.ptx(target=arch)  # NVRTC compiled it (CUBIN, then PTX)
+        return
+    from opus.errors import OpusRuntimeError
+    from opus.runtime.amd_build import hip_compiler
+    try:
+        hip_compiler()
+    except OpusRuntimeError as e:
+        pytest.skip(str(e))
+    asm = k.asm(target=arch)
+    lines = [l.strip() for l in asm.splitlines() if l.startswith("\t")]
+    assert any(l.split()[0] == atom.isa for l in lines if l), [l for l in lines if "mfma" in l]
