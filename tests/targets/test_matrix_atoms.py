@@ -177,3 +177,48 @@ def test_rendering_compiles_to_the_instruction(arch, atom):
     asm = k.asm(target=arch)
     lines = [l.strip() for l in asm.splitlines() if l.startswith("\t")]
     assert any(l.split()[0] == atom.isa for l in lines if l), [l for l in lines if "mfma" in l]
+
+
+# -- a row outside the tables: new shapes and element sizes are rows, not code ---------------------
+
+def _extra_rows():
+    from opus import dtypes as dt
+    from opus.targets.base import Since
+    from opus.targets.nv_mma import mma_sync
+    return [("sm_80", mma_sync(16, 8, 8, dt.f16, dt.f32, Since("sm_80"))),
+            ("sm_89", mma_sync(16, 8, 32, dt.fp8_e4m3, dt.f32, Since("sm_89")))]
+
+
+@pytest.mark.parametrize("arch,atom", _extra_rows(), ids=lambda x: getattr(x, "name", x))
+def test_a_new_mma_sync_row_needs_no_new_code(arch, atom, monkeypatch):
+    t = get_target(arch)
+    monkeypatch.setitem(t.instructions, atom.name, atom)
+    monkeypatch.setitem(t.mma_atoms, atom.key, (atom.name,))
+    test_lane_layout_is_the_documented_one(arch, atom)
+    test_interpreter_computes_a_times_b_plus_c(arch, atom)
+    assert atom.isa in lane_kernel(atom).ptx(target=arch)
+
+
+@pytest.mark.parametrize("change,needle", [
+    (dict(shape=(16, 8)), "shape must be (m, n, k)"),
+    (dict(a="f16"), "a must be a concrete DType"),
+    (dict(warp=48), "warp 48 must divide"),
+    (dict(lowering={"metal": None}), "lowering must map backends"),
+    (dict(isa=""), "isa must name"),
+], ids=["shape", "dtype", "warp", "backend", "isa"])
+def test_a_malformed_row_is_refused(change, needle):
+    import dataclasses
+    row = get_target("sm_80").matrix_atoms()[0]
+    fields = {f.name: getattr(row, f.name) for f in dataclasses.fields(row)}
+    with pytest.raises(ValueError, match=f"matrix atom '{row.name}': " + needle.replace("(", r"\(").replace(")", r"\)")):
+        type(row)(**{**fields, **change})
+
+
+def test_a_row_whose_lanes_overlap_is_refused():
+    import dataclasses
+    from opus.targets.matrix import LaneLayout
+    row = get_target("gfx942").matrix_atoms()[0]
+    lay = row.layout
+    bad = LaneLayout(lay.coords_a, lambda lane, i: lay.coords_b(lane % 32, i), lay.coords_c)
+    with pytest.raises(ValueError, match=r"B\[\d+, \d+\] is held by lane \d+ element \d+ and lane"):
+        dataclasses.replace(row, layout=bad)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .. import dtypes as dt
 from .base import OnlyOn
-from .matrix import MatrixAtom, LaneLayout, instruction_table, atom_index
+from .matrix import MatrixAtom, LaneLayout, instruction_table, atom_index, require_accumulator
 
 __all__ = ["ROWS", "INSTRUCTIONS", "ATOMS", "WAVE", "mfma", "mfma_layout"]
 
@@ -74,9 +74,7 @@ class MfmaBuiltin:
             if (elems * d.itemsize) % _CTYPE_SIZE[self.operand]:
                 raise ValueError(f"matrix atom {atom.name!r}: {what}'s {elems} x {d.name} do not "
                                  f"fill whole {self.operand} elements of {self.builtin}")
-        if atom.c.name not in _ACC_CTYPE:
-            raise ValueError(f"matrix atom {atom.name!r}: accumulators here are "
-                             f"{'/'.join(_ACC_CTYPE)}, got {atom.c.name}")
+        require_accumulator(atom, _ACC_CTYPE, "MFMA")
 
     def __call__(self, atom, ops, res, attrs):
         a, b, c = ops

@@ -34,7 +34,7 @@ from .. import dtypes as dt
 from ..ir import VectorType
 from .base import Instruction
 
-__all__ = ["MatrixAtom", "LaneLayout", "instruction_table", "atom_index"]
+__all__ = ["MatrixAtom", "LaneLayout", "instruction_table", "atom_index", "require_accumulator"]
 
 _BACKENDS = ("cuda", "hip")
 
@@ -184,6 +184,13 @@ class MatrixAtom(Instruction):
 
     def __repr__(self):
         return f"<MatrixAtom {self.name}: {self.isa}>"
+
+
+def require_accumulator(atom, known, family):
+    """For a lowering's ``check``: C's type is one the ``family``'s lowering spells."""
+    if atom.c.name not in known:
+        raise ValueError(f"matrix atom {atom.name!r}: {family} accumulators here are "
+                         f"{'/'.join(known)}, got {atom.c.name}")
 
 
 def _bound(fn, atom):

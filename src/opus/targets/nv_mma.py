@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .. import dtypes as dt
 from .base import Since
-from .matrix import MatrixAtom, LaneLayout, instruction_table, atom_index
+from .matrix import MatrixAtom, LaneLayout, instruction_table, atom_index, require_accumulator
 
 __all__ = ["ROWS", "INSTRUCTIONS", "ATOMS", "mma_sync"]
 
@@ -60,9 +60,7 @@ class MmaSyncAsm:
         if atom.a.itemsize != atom.b.itemsize or atom.a.itemsize not in (1, 2):
             raise ValueError(f"matrix atom {atom.name!r}: mma.sync packing takes 8- or 16-bit A "
                              f"and B elements of one size, got {atom.a.name} and {atom.b.name}")
-        if atom.c.name not in _ACC_CONSTRAINT:
-            raise ValueError(f"matrix atom {atom.name!r}: mma.sync accumulators here are "
-                             f"{'/'.join(_ACC_CONSTRAINT)} registers, got {atom.c.name}")
+        require_accumulator(atom, _ACC_CONSTRAINT, "mma.sync")
 
     def __call__(self, atom, ops, res, attrs):
         a, b, c = ops
