@@ -10,7 +10,7 @@ launch     host time per launch of the vector add on n=1024 f32 (1 block of 256 
            tensors, CuPy arrays and raw int addresses, through the C hot path (opus._fastlaunch,
            where built) and through the Python path alone (OPUS_FAST_LAUNCH=0); the lower
            layers of the same call are timed too (pre-built launcher, the launch entry's
-           hot path and generated Python function, make_launcher's closure, bare ctypes
+           hot path and generated Python function, function_launcher's closure, bare ctypes
            cuLaunchKernelEx and cuLaunchKernel calls), so differences give each layer's cost.
            CuPy RawKernel takes CuPy arrays, Triton torch tensors; torch.add(out=) for scale.
 profile    cProfile of opus launches with torch tensors (top functions by own time).
@@ -71,8 +71,8 @@ def launch_overhead(count, repeats):
     pre = k[1, 256]
     xp, yp, op = x.data_ptr(), y.data_ptr(), o.data_ptr()
     from opus.runtime.launcher import (POINTER_CTYPE, LaunchConfig, ParamBlock, launch_ex,
-                                       make_launcher)
-    launch = make_launcher(entry.function, [POINTER_CTYPE] * 3 + [ctypes.c_int32])
+                                       function_launcher)
+    launch = function_launcher(entry.function, [POINTER_CTYPE] * 3 + [ctypes.c_int32])
     args = (x, y, o, n, 4)
     g3, b3 = (1, 1, 1), (256, 1, 1)
     vals = (xp, yp, op, n)

@@ -40,14 +40,14 @@ def compile_times():
 def launch_overhead():
     from opus import dtypes as dt
     from opus.runtime import cuda_driver as drv, nvrtc
-    from opus.runtime.launcher import POINTER_CTYPE, make_launcher
+    from opus.runtime.launcher import POINTER_CTYPE, function_launcher
     from opus.runtime.tensor_args import device_pointer, stream_of
     if not drv.driver_available():
         print("no GPU: launch overhead not measured")
         return
     res = nvrtc.compile_cuda(EMPTY, arch=drv.device_arch(0))
     f = drv.load_module(res.cubin, nvrtc_version=res.nvrtc_version).get_function("empty")
-    launch = make_launcher(f, [POINTER_CTYPE] * 3 + [ctypes.c_int32])
+    launch = function_launcher(f, [POINTER_CTYPE] * 3 + [ctypes.c_int32])
     p = drv.mem_alloc(1 << 20)
     g, b, vals = (1, 1, 1), (32, 1, 1), (p, p, p, 1)
     ours = per_call_us(lambda: launch(g, b, 0, 0, vals))
@@ -59,7 +59,7 @@ def launch_overhead():
     addr = ctypes.addressof(arr)
     raw = per_call_us(lambda: raw_fn(f.handle, 1, 1, 1, 32, 1, 1, 0, 0, addr, None))
     drv.synchronize()
-    print(f"launch via make_launcher: {ours:.2f} us; bare ctypes cuLaunchKernel: {raw:.2f} us; "
+    print(f"launch via function_launcher: {ours:.2f} us; bare ctypes cuLaunchKernel: {raw:.2f} us; "
           f"launcher overhead: {ours - raw:.2f} us")
     try:
         import torch

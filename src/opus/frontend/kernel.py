@@ -169,8 +169,8 @@ class Kernel:
         try:
             return self._launchers[cfg]
         except (KeyError, TypeError):
-            from .launch import make_launcher
-            la = make_launcher(self, cfg)
+            from .launch import launcher_for
+            la = launcher_for(self, cfg)
             try:
                 if len(self._launchers) < 4096:
                     self._launchers[cfg] = la

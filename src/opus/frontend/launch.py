@@ -19,7 +19,7 @@ from ..targets.limits import check_launch_shape
 from .calls import guards_hold
 from .targeting import current_target
 
-__all__ = ["make_launcher", "PyLauncher", "MEMO_SIZE"]
+__all__ = ["launcher_for", "PyLauncher", "MEMO_SIZE"]
 
 MEMO_SIZE = 64  # calls with more positional arguments are never remembered (as in C)
 
@@ -114,7 +114,7 @@ def _c_launcher_class(fl):
     return CLauncher
 
 
-def make_launcher(kernel, cfg):
+def launcher_for(kernel, cfg):
     """``kernel[grid, block]``: a CLauncher where the C extension is in use, else a PyLauncher
     (decided per launcher, so OPUS_FAST_LAUNCH=0 takes effect for new ones)."""
     from .gpu_launch import fast_launch_module

@@ -5,7 +5,6 @@ so pointers and streams from those libraries are valid here. We only make it cur
 calling thread has no context at all.
 
 Every call checks its CUresult and raises CudaError naming the call and the error.
-make_launcher (launcher.py) and DeviceArray (device_array.py) are re-exported from here.
 """
 from __future__ import annotations
 
@@ -19,7 +18,6 @@ __all__ = [
     "driver_available", "device_count", "driver_version", "device_arch", "device_properties",
     "DeviceProperties", "ensure_context", "load_module", "Module", "Function", "mem_alloc",
     "mem_free", "memcpy_htod", "memcpy_dtoh", "synchronize", "stream_synchronize",
-    "make_launcher", "DeviceArray",
 ]
 
 _LIB_NAME = "libcuda.so.1"  # tests point this somewhere absent
@@ -350,12 +348,3 @@ def synchronize():
 def stream_synchronize(stream: int):
     _check(_load().cuStreamSynchronize(stream or None), "cuStreamSynchronize")
 
-
-def __getattr__(name):  # re-exports kept lazy so this module stays import-light
-    if name == "make_launcher":
-        from opus.runtime.launcher import make_launcher
-        return make_launcher
-    if name == "DeviceArray":
-        from opus.runtime.device_array import DeviceArray
-        return DeviceArray
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

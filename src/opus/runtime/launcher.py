@@ -21,7 +21,7 @@ from opus import dtypes as _dt
 from opus.errors import ArgumentError
 from opus.runtime import cuda_driver as _drv
 
-__all__ = ["make_launcher", "scalar_ctype", "POINTER_CTYPE", "LaunchConfig", "ParamBlock",
+__all__ = ["function_launcher", "scalar_ctype", "POINTER_CTYPE", "LaunchConfig", "ParamBlock",
            "launch_ex", "check_launch", "launch_once"]
 
 POINTER_CTYPE = ctypes.c_uint64  # device addresses are 64-bit on every CUDA target
@@ -149,7 +149,7 @@ def launch_once(function, plan, values, grid, block, smem, stream, cu_launch=Non
         check_launch(code, function, config_ptr, params.params, config)
 
 
-def make_launcher(function, param_ctypes):
+def function_launcher(function, param_ctypes):
     """Return ``launch(grid3, block3, smem, stream_handle, values)`` for ``function``.
 
     ``param_ctypes`` lists each kernel parameter's ctypes type (POINTER_CTYPE for pointers,
