@@ -69,3 +69,16 @@ def test_dispatch_tables_cover_the_op_catalogue(backend, prefix):
     yield and condition end regions and are read by their region's owner."""
     methods = {name[len(prefix):] for name in dir(backend) if name.startswith(prefix)}
     assert methods == set(OPS) - _TERMINATORS
+
+
+def test_printf_reason_is_each_targets_own(monkeypatch):
+    """The base Target names no vendor's reason: each target says why it lacks printf."""
+    from opus.targets import get_target, UnsupportedOnTarget
+    with pytest.raises(UnsupportedOnTarget, match="printf is not available on gfx942: .*hostcall"):
+        get_target("gfx942").require_printf()
+    nvidia = get_target("sm_90a")
+    nvidia.require_printf()
+    monkeypatch.setattr(type(nvidia), "printf_missing", "this chip keeps no printf buffer")
+    with pytest.raises(UnsupportedOnTarget) as info:
+        nvidia.require_printf()
+    assert str(info.value) == "printf is not available on sm_90a: this chip keeps no printf buffer"

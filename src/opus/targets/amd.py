@@ -42,7 +42,8 @@ class AmdTarget(Target):
 
     names = AMD_ARCHS
     math_f64 = _MATH_F64
-    has_printf = False  # device printf needs ockl's hostcall buffer (not linked headerless)
+    printf_missing = ("device printf needs the ROCm device library's hostcall buffer (ockl), "
+                      "which headerless device-only builds do not link")
 
     def __init__(self, name):
         super().__init__(name)

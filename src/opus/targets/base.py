@@ -107,8 +107,12 @@ class Target:
     unavailable_dtypes: dict = _NO_REGISTER_FORM  # dtype name -> why it is not available
     hw_fp8: frozenset = frozenset()  # fp8 encodings the chip converts in hardware
     math_f64 = None                  # f64 math functions available (None: every one)
-    has_printf = True
+    printf_missing = None            # why device printf is not available here (None: it is)
     limits = None                    # targets.limits.Limits
+
+    @property
+    def has_printf(self) -> bool:
+        return self.printf_missing is None
 
     def has_dtype(self, d) -> bool:
         return self.resolve_dtype(d).name not in self.unavailable_dtypes
@@ -148,9 +152,7 @@ class Target:
 
     def require_printf(self):
         if not self.has_printf:
-            raise UnsupportedOnTarget(
-                f"printf is not available on {self.name}: device printf needs the ROCm device "
-                "library's hostcall buffer (ockl), which headerless device-only builds do not link")
+            raise UnsupportedOnTarget(f"printf is not available on {self.name}: {self.printf_missing}")
 
     # -- instructions ------------------------------------------------------------------------
     instructions: dict = {}
