@@ -271,7 +271,7 @@ def _toolchain_ready(arch):
 def _corrupt(monkeypatch, kind, last=False):
     """Make the emitter write one undeclared identifier for ops of ``kind``: right after the
     op's first line, or after its last (the lines of a vector op share its Python line)."""
-    method = "op_" + kind
+    method = "render_" + kind
     original = getattr(cemit.CEmitter, method)
 
     def broken(self, op, indent):

@@ -2,8 +2,14 @@
 
 Walks an IR Function once and writes flat C++: one variable per SSA value, structured loops and
 branches, helpers in a small prelude emitted only when used. Everything that differs between
-vendors (type spellings, special registers, conversions, memory instructions) is a hook that the
-dialect subclass (codegen/cuda.py, codegen/hip.py) overrides.
+vendors is data the dialect subclass (codegen/cuda.py, codegen/hip.py) overrides, as in
+tinygrad's CStyleLanguage: qualifiers, shared declarations, the kernel signature, the barrier, thread
+indices (``code_for_special``), bit casts, math names (``code_for_math``) and helper functions
+(``helper_sources``) are class attributes, so a new op adds a row to each dialect's table, not a
+method per dialect. Methods a dialect overrides are the lowerings that genuinely differ (fp8
+conversions in hardware, float -> int, AMD's buffer-resource accesses). Per-op methods are
+``render_<op kind>``, dispatched by one table (``self.renderers``), and ``emit_op`` is the one
+place where an error raised while rendering an op gets the op's kernel line.
 
 Vectors are structs ``{ T v[n]; }`` aligned to their size (up to 16 bytes), so a 16-byte
 vector load is one instruction and every lane is a register (lanes are indexed by constants).
@@ -60,6 +66,11 @@ _UNSIGNED = {8: "unsigned char", 16: "unsigned short", 32: "unsigned", 64: "unsi
 _HALF = ("f16", "bf16")
 _SYM = {"add": "+", "sub": "-", "mul": "*", "div": "/", "and": "&", "or": "|", "xor": "^"}
 _CMP = {"lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==", "ne": "!="}
+# the C library's names of the math functions (f32 and f64)
+_LIBM_F32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf",
+             "rsqrt": "rsqrtf", "sin": "sinf", "cos": "cosf", "tanh": "tanhf", "floor": "floorf",
+             "ceil": "ceilf", "trunc": "truncf", "rint": "rintf"}
+_LIBM_F64 = {fn: name[:-1] for fn, name in _LIBM_F32.items()}
 
 
 def _to_f32(x) -> float:
@@ -70,14 +81,14 @@ def _to_f32(x) -> float:
         return math.copysign(math.inf, x)
 
 
-def _whole_vector_in(O, B, vec):
-    """C condition: elements O .. O+vec-1 all lie in [0, B)."""
-    return f"{O} >= 0 && (long long){O} + {vec - 1} < (long long){B}"
+def _whole_vector_in(off_c, bound_c, vec):
+    """C condition: elements off_c .. off_c+vec-1 all lie in [0, bound_c) (C expressions)."""
+    return f"{off_c} >= 0 && (long long){off_c} + {vec - 1} < (long long){bound_c}"
 
 
-def _lane_in(O, B, i):
-    """C condition: element O+i lies in [0, B)."""
-    return f"(long long){O} + {i} >= 0 && (long long){O} + {i} < (long long){B}"
+def _lane_in(off_c, bound_c, i):
+    """C condition: element off_c+i lies in [0, bound_c)."""
+    return f"(long long){off_c} + {i} >= 0 && (long long){off_c} + {i} < (long long){bound_c}"
 
 
 def c_identifier(name: str) -> str:
@@ -156,9 +167,34 @@ def with_line_markers(lines, locs) -> list:
 
 
 class CEmitter:
-    """Renders one Function. Subclasses set ``backend`` and override the dialect hooks."""
+    """Renders one Function. A dialect subclass sets ``backend`` and the spellings below."""
 
+    # -- dialect spellings: each dialect overrides these (data, not methods) -------------------
     backend = "c"
+    device_fn_qualifiers = "static inline"  # before every helper function's definition
+    align_attr = "alignas({})"               # alignment of a vector struct or shared array
+    shared_qualifier = ""                    # storage class of shared-memory arrays
+    # the kernel's signature; launch_bounds (formatted with the block size) goes in its place,
+    # always (bounds_always: the target's largest block when the kernel fixes none) or only
+    # when the kernel fixes its block size
+    kernel_signature = "void {launch_bounds}{symbol}({params})"
+    launch_bounds = ""
+    bounds_always = False
+    barrier = ()                  # the lines of a block-wide barrier
+    prelude = ()                  # lines before everything else (typedefs)
+    # unsigned thread index and block size along axis {} (for the linear thread id)
+    thread_index = "{}"
+    block_size_along = "{}"
+    # special registers: kind ('thread_id', ..., 'lane_id') -> fn(emitter, axis) -> C int
+    code_for_special: dict = {}
+    # bit casts: 'u32->f32', 'u64->f64', 'f32->u32' -> C template of the value {}
+    code_for_bitcast: dict = {}
+    # math: 'f32'/'f64' -> {function: C name}; fabs, fma, fmin, fmax: math_prefix + C name
+    code_for_math = {"f32": _LIBM_F32, "f64": _LIBM_F64}
+    math_prefix = ""
+    # helper functions by name: their C definition (a str, or fn(emitter) -> str where a
+    # target answer chooses the body), emitted once where used
+    helper_sources: dict = {}
 
     def __init__(self, fn, target):
         self.fn = fn
@@ -212,14 +248,22 @@ class CEmitter:
         e = dt.dtype_from_name(elem_name)
         nbytes = n * e.itemsize
         align = min(16, 1 << (nbytes.bit_length() - 1)) if nbytes else 1
-        return f"struct __align__({align}) opus_{elem_name}x{n} {{ {self.scalar_ctype(e)} v[{n}]; }};"
+        return (f"struct {self.align_attr.format(align)} opus_{elem_name}x{n} "
+                f"{{ {self.scalar_ctype(e)} v[{n}]; }};")
 
     def helper(self, name, definition):
         """Define device function ``name`` once (``definition``: its C text, without the
         dialect's inline/device qualifiers) and return the name to call it by."""
         if name not in self.helpers:
-            self.helpers[name] = f"{self.device_fn_prefix()} {definition}"
+            self.helpers[name] = f"{self.device_fn_qualifiers} {definition}"
         return name
+
+    def use_helper(self, name):
+        """The helper ``name`` of the dialect's table (``helper_sources``), defined once."""
+        source = self.helper_sources.get(name)
+        if source is None:
+            raise CodegenError(f"internal: the {self.backend} renderer has no helper {name}")
+        return self.helper(name, source(self) if callable(source) else source)
 
     # -- output -------------------------------------------------------------------------------
     def line(self, indent, s):
@@ -233,7 +277,7 @@ class CEmitter:
         self.emit_block(self.fn.body, 1)
         out = [f"// opus kernel {self.fn.name} (symbol {self.symbol}) for {self.target.name} "
                "(generated; no headers)"]
-        out += self.prelude()
+        out += self.prelude
         out += [self.vector_struct(e, n) for (e, n) in self.vector_types]
         out += list(self.helpers.values())
         out.append(signature + " {")
@@ -247,16 +291,23 @@ class CEmitter:
         return ", ".join(f"{self.ctype(p.type)} {self.fresh(p.value, f'p_{c_identifier(p.name)}_')}"
                          for p in self.fn.params)
 
-    # -- hooks (dialects override) ------------------------------------------------------------
-    def prelude(self):
-        return []
-
+    # -- the kernel's frame: signature and declarations -----------------------------------
     def signature(self):
-        raise NotImplementedError
+        block_size = self.fn.attrs.get("block_size")
+        if self.bounds_always:
+            block_size = block_size or self.target.limits.threads_per_block
+        bounds = self.launch_bounds.format(block_size) if block_size else ""
+        return self.kernel_signature.format(launch_bounds=bounds, symbol=self.symbol,
+                                            params=self.params_decl())
+
+    def shared_decl(self, ct, name, count, align):
+        return f"{self.shared_qualifier} {self.align_attr.format(align)} {ct} {name}[{count}];"
 
     def kernel_top(self):
         """Declarations at the top of the kernel body (shared-memory arrays)."""
         out = []
+        if self.fn.attrs.get("dyn_smem"):
+            out.append(f"  extern {self.shared_decl('unsigned char', 'opus_dyn_smem', '', 16)}")
         for op in self.fn.walk():
             if op.kind == "smem_alloc":
                 a = op.attrs
@@ -305,21 +356,30 @@ class CEmitter:
             return self.bits_to_f64(f"{hex(bits)}ull")
         raise CodegenError(f"constant of type {e.name}")
 
+    def bits_to_f32(self, bits):
+        return self.code_for_bitcast["u32->f32"].format(bits)
+
+    def bits_to_f64(self, bits):
+        return self.code_for_bitcast["u64->f64"].format(bits)
+
+    def f32_to_bits(self, f):
+        return self.code_for_bitcast["f32->u32"].format(f)
+
     # f32 view of a 16-bit float or storage-type lane (computation happens in f32)
     def to_f32(self, expr, e: DType):
         if e.storage_only:
             return self.cast_storage(expr, e, dt.f32, "rn", False)
         if e.name == "f16":
-            return f"{self.helper_h2f()}({expr})"
+            return f"{self.use_helper('opus_h2f')}({expr})"
         if e.name == "bf16":
-            return f"{self.helper_b2f()}({expr})"
+            return f"{self.use_helper('opus_b2f')}({expr})"
         return expr
 
     def from_f32(self, expr, e: DType, rounding="rn"):
         if e.name == "f16":
-            return f"{self.helper_f2h(rounding)}({expr})"
+            return f"{self.use_helper(f'opus_f2h_{rounding}')}({expr})"
         if e.name == "bf16":
-            return f"{self.helper_f2b(rounding)}({expr})"
+            return f"{self.use_helper(f'opus_f2b_{rounding}')}({expr})"
         return expr
 
     # -- statements ---------------------------------------------------------------------------
@@ -469,8 +529,8 @@ class CEmitter:
 
     def float_fn(self, base, e: DType) -> str:
         """The C math function ``base`` (fabs, fma, fmin, fmax) for f64, else its f32 form (f16
-        and bf16 compute in f32). Dialects without a libm rename it (HIP: builtins)."""
-        return base if e.name == "f64" else base + "f"
+        and bf16 compute in f32), after the dialect's ``math_prefix`` (HIP: builtins)."""
+        return self.math_prefix + (base if e.name == "f64" else base + "f")
 
     def _negate(self, x, e: DType):
         """-x wrapping at e's width."""
@@ -487,15 +547,16 @@ class CEmitter:
             return f"({ct})((int)({wide} << {sh}) >> {sh})"
         return f"({ct}){wide}"
 
-    _MATH32 = {"exp": "expf", "exp2": "exp2f", "log": "logf", "log2": "log2f", "sqrt": "sqrtf",
-               "rsqrt": "rsqrtf", "sin": "sinf", "cos": "cosf", "tanh": "tanhf", "floor": "floorf",
-               "ceil": "ceilf", "trunc": "truncf", "rint": "rintf"}
-
     def math_fn(self, fn, e: DType):
-        f = self._MATH32[fn]
-        if e.name == "f64":
-            return "rsqrt" if fn == "rsqrt" else f[:-1]
-        return f
+        """The dialect's name of math function ``fn`` for ``e`` (``code_for_math``; f16 and
+        bf16 compute in f32), its helper defined where the name is one."""
+        name = self.code_for_math["f64" if e.name == "f64" else "f32"].get(fn)
+        if name is None:
+            raise CodegenError(f"internal: {e.name} {fn} reached the {self.backend} renderer for "
+                               f"{self.target.name} (Target.math_f64 refuses it while tracing)")
+        if name in self.helper_sources:
+            self.use_helper(name)
+        return name
 
     def render_math(self, op, indent):
         (a,) = op.operands
@@ -597,55 +658,59 @@ class CEmitter:
     def render_smem_alloc(self, op, indent):
         pass  # declared at the kernel top
 
+    def render_dyn_smem(self, op, indent):
+        ct = self.scalar_ctype(op.attrs["dtype"])
+        self.assign_lanes(op.results[0], [f"(({ct}*)(opus_dyn_smem + {op.attrs['offset']}))"], indent)
+
     # memory ----------------------------------------------------------------------------------
     def render_load(self, op, indent):
         p, off = op.operands[:2]
         bound = op.operands[2] if len(op.operands) > 2 else None
         r = op.results[0]
         vec = op.attrs["vec"]
-        P, O = self.name(p), self.name(off)
+        ptr_c, off_c = self.name(p), self.name(off)
         elem = p.type.elem
         zero = self.const_expr(0, elem)
         if bound is None:
             if vec == 1:
-                self.assign_lanes(r, [f"{P}[{O}]"], indent)
+                self.assign_lanes(r, [f"{ptr_c}[{off_c}]"], indent)
             else:
                 n = self.fresh(r)
-                self.line(indent, f"{self.ctype(r.type)} {n} = *(const {self.ctype(r.type)}*)({P} + {O});")
+                self.line(indent, f"{self.ctype(r.type)} {n} = *(const {self.ctype(r.type)}*)({ptr_c} + {off_c});")
             return
-        B = self.name(bound)
+        bound_c = self.name(bound)
         if vec == 1:
-            self.assign_lanes(r, [f"(({O}) >= 0 && ({O}) < {B} ? {P}[{O}] : {zero})"], indent)
+            self.assign_lanes(r, [f"(({off_c}) >= 0 && ({off_c}) < {bound_c} ? {ptr_c}[{off_c}] : {zero})"], indent)
             return
         n = self.declare(r, indent)
-        self.line(indent, f"if ({_whole_vector_in(O, B, vec)}) {{")
-        self.line(indent + 1, f"{n} = *(const {self.ctype(r.type)}*)({P} + {O});")
+        self.line(indent, f"if ({_whole_vector_in(off_c, bound_c, vec)}) {{")
+        self.line(indent + 1, f"{n} = *(const {self.ctype(r.type)}*)({ptr_c} + {off_c});")
         self.line(indent, "} else {")
         for i in range(vec):
-            self.line(indent + 1, f"{self.lane(n, i)} = ({_lane_in(O, B, i)}) ? {P}[{O} + {i}] : {zero};")
+            self.line(indent + 1, f"{self.lane(n, i)} = ({_lane_in(off_c, bound_c, i)}) ? {ptr_c}[{off_c} + {i}] : {zero};")
         self.line(indent, "}")
 
     def render_store(self, op, indent):
         p, off, val = op.operands[:3]
         bound = op.operands[3] if len(op.operands) > 3 else None
         vec = op.attrs["vec"]
-        P, O, V = self.name(p), self.name(off), self.name(val)
+        ptr_c, off_c, value_c = self.name(p), self.name(off), self.name(val)
         vt = self.ctype(val.type)
         if bound is None:
             if vec == 1:
-                self.line(indent, f"{P}[{O}] = {V};")
+                self.line(indent, f"{ptr_c}[{off_c}] = {value_c};")
             else:
-                self.line(indent, f"*({vt}*)({P} + {O}) = {V};")
+                self.line(indent, f"*({vt}*)({ptr_c} + {off_c}) = {value_c};")
             return
-        B = self.name(bound)
+        bound_c = self.name(bound)
         if vec == 1:
-            self.line(indent, f"if ({O} >= 0 && {O} < {B}) {P}[{O}] = {V};")
+            self.line(indent, f"if ({off_c} >= 0 && {off_c} < {bound_c}) {ptr_c}[{off_c}] = {value_c};")
             return
-        self.line(indent, f"if ({_whole_vector_in(O, B, vec)}) {{")
-        self.line(indent + 1, f"*({vt}*)({P} + {O}) = {V};")
+        self.line(indent, f"if ({_whole_vector_in(off_c, bound_c, vec)}) {{")
+        self.line(indent + 1, f"*({vt}*)({ptr_c} + {off_c}) = {value_c};")
         self.line(indent, "} else {")
         for i in range(vec):
-            self.line(indent + 1, f"if ({_lane_in(O, B, i)}) {P}[{O} + {i}] = {self.lane(V, i)};")
+            self.line(indent + 1, f"if ({_lane_in(off_c, bound_c, i)}) {ptr_c}[{off_c} + {i}] = {self.lane(value_c, i)};")
         self.line(indent, "}")
 
     # control flow -----------------------------------------------------------------------------
@@ -687,7 +752,7 @@ class CEmitter:
                 self.emit_op(op, indent)
 
     def render_for(self, op, indent):
-        lb, ub, st = op.operands[:3]
+        lb, ub, step = op.operands[:3]
         inits = op.operands[3:]
         body = op.regions[0]
         names = self._carried(inits, indent)
@@ -695,17 +760,17 @@ class CEmitter:
         ivn = self.fresh(iv, prefix="i")
         self._bind_args(body.args[1:], names)
         it = self.ctype(iv.type)
-        step_static = st.owner is not None and st.owner.kind == "const"
+        step_static = step.owner is not None and step.owner.kind == "const"
         if step_static:
-            s = st.owner.attrs["value"]
+            s = step.owner.attrs["value"]
             cond = f"{ivn} < {self.name(ub)}" if s > 0 else f"{ivn} > {self.name(ub)}"
         else:
-            S = self.name(st)
-            cond = f"({S} > 0 ? {ivn} < {self.name(ub)} : {ivn} > {self.name(ub)})"
+            step_c = self.name(step)
+            cond = f"({step_c} > 0 ? {ivn} < {self.name(ub)} : {ivn} > {self.name(ub)})"
         unroll = op.attrs.get("unroll")
         if unroll:
             self.line(indent, f"#pragma unroll {unroll}")
-        self.line(indent, f"for ({it} {ivn} = {self.name(lb)}; {cond}; {ivn} += {self.name(st)}) {{")
+        self.line(indent, f"for ({it} {ivn} = {self.name(lb)}; {cond}; {ivn} += {self.name(step)}) {{")
         self._emit_region(body, indent + 1, names)
         self.line(indent, "}")
         self._bind_args(op.results, names)
@@ -739,6 +804,23 @@ class CEmitter:
     def render_return(self, op, indent):
         self.line(indent, "return;")
 
+    # threads ----------------------------------------------------------------------------------
+    def linear_thread_id(self):
+        """The thread's index in its block (unsigned): x alone when the kernel fixes its
+        block size (then one-dimensional)."""
+        t, d = self.thread_index.format, self.block_size_along.format
+        if self.fn.attrs.get("block_size"):
+            return t("x")
+        return f"({t('x')} + {d('x')} * ({t('y')} + {d('y')} * {t('z')}))"
+
+    def render_special(self, op, indent):
+        kind, _, axis = op.attrs["which"].partition(".")
+        self.assign_lanes(op.results[0], [self.code_for_special[kind](self, axis)], indent)
+
+    def render_barrier(self, op, indent):
+        for text in self.barrier:
+            self.line(indent, text)
+
     def render_target_op(self, op, indent):
         ins = self.target.instruction(op.attrs["name"])
         lower = ins.lower.get(self.backend)
@@ -749,6 +831,9 @@ class CEmitter:
             self.line(indent, l)
 
     def render_printf(self, op, indent):
+        if not self.target.has_printf:
+            raise CodegenError(f"internal: printf reached the {self.backend} renderer for "
+                               f"{self.target.name} (Target.printf_missing: tracing refuses it)")
         args = []
         for v in op.operands:
             e = scalar_of(v.type)

@@ -10,39 +10,46 @@ from .fp8 import FP8_FORMATS, StorageConversions
 
 __all__ = ["render_cuda", "CudaEmitter"]
 
-_SPECIAL = {"thread_id": "threadIdx", "block_id": "blockIdx", "block_dim": "blockDim",
-            "num_blocks": "gridDim"}
+
+_HALF_LETTER = {"f16": "h", "bf16": "b"}
+
+
+def _cvt_to_half(kind, rounding):
+    """opus_f2<h|b>_<rounding>(f): f32 to f16/bf16 bits by PTX cvt."""
+    n = f"opus_f2{_HALF_LETTER[kind]}_{rounding}"
+    return (f"unsigned short {n}(float f) "
+            f'{{ unsigned short h; asm("cvt.{rounding}.{kind}.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }}')
 
 
 class CudaEmitter(StorageConversions, CEmitter):
     backend = "cuda"
-
-    def device_fn_prefix(self):
-        return "static __device__ __forceinline__"
-
-    def bits_to_f32(self, bits):
-        return f"__uint_as_float({bits})"
-
-    def bits_to_f64(self, bits):
-        return f"__longlong_as_double((long long){bits})"
-
-    def helper_h2f(self):
-        return self.helper("opus_h2f", f"float opus_h2f(unsigned short h) "
-                                       '{ float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }')
-
-    def helper_b2f(self):
-        return self.helper("opus_b2f", f"float opus_b2f(unsigned short h) "
-                                       "{ return __uint_as_float((unsigned)h << 16); }")
-
-    def helper_f2h(self, rounding):
-        n = f"opus_f2h_{rounding}"
-        return self.helper(n, f"unsigned short {n}(float f) "
-                              f'{{ unsigned short h; asm("cvt.{rounding}.f16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }}')
-
-    def helper_f2b(self, rounding):
-        n = f"opus_f2b_{rounding}"
-        return self.helper(n, f"unsigned short {n}(float f) "
-                              f'{{ unsigned short h; asm("cvt.{rounding}.bf16.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }}')
+    device_fn_qualifiers = "static __device__ __forceinline__"
+    align_attr = "__align__({})"
+    shared_qualifier = "__shared__"
+    kernel_signature = 'extern "C" __global__ void {launch_bounds}{symbol}({params})'
+    launch_bounds = "__launch_bounds__({}) "
+    barrier = ("__syncthreads();",)
+    thread_index = "threadIdx.{}"
+    block_size_along = "blockDim.{}"
+    code_for_special = {
+        "thread_id": lambda s, a: f"(int)threadIdx.{a}",
+        "block_id": lambda s, a: f"(int)blockIdx.{a}",
+        "block_dim": lambda s, a: f"(int)blockDim.{a}",
+        "num_blocks": lambda s, a: f"(int)gridDim.{a}",
+        # threads in the grid: an unsigned product, wraps
+        "grid_size": lambda s, a: f"(int)(gridDim.{a} * blockDim.{a})",
+        "lane_id": lambda s, a: f"(int)({s.linear_thread_id()} & {s.target.warp_size - 1}u)",
+        "warp_id": lambda s, a: f"(int)({s.linear_thread_id()} >> {s.target.warp_size.bit_length() - 1})",
+    }
+    code_for_bitcast = {"u32->f32": "__uint_as_float({})",
+                        "u64->f64": "__longlong_as_double((long long){})",
+                        "f32->u32": "__float_as_uint({})"}
+    helper_sources = {
+        "opus_h2f": ("float opus_h2f(unsigned short h) "
+                     '{ float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }'),
+        "opus_b2f": "float opus_b2f(unsigned short h) { return __uint_as_float((unsigned)h << 16); }",
+        **{f"opus_f2{_HALF_LETTER[k]}_{r}": _cvt_to_half(k, r) for k in _HALF_LETTER for r in ("rn", "rz")},
+    }
 
     def float_to_int(self, f, src, to):
         """cvt.rzi: toward zero, saturating (a C cast is undefined out of range); NaN -> 0 by a
@@ -55,9 +62,6 @@ class CudaEmitter(StorageConversions, CEmitter):
                        f'asm("cvt.rzi.{ptx_to[0]}.{ptx_from[0]} %0, %1;" : "={ptx_to[1]}"(r) : "{ptx_from[1]}"(x)); '
                        f"return x != x ? ({ct})0 : r; }}")
         return f"{n}({f})"
-
-    def f32_to_bits(self, f):
-        return f"__float_as_uint({f})"
 
     # -- storage types: fp8 (OCP and FNUZ) and e8m0 -----------------------------------------
     # Where the target's table says the chip converts an fp8 encoding (Target.hw_fp8: OCP on
@@ -123,47 +127,6 @@ class CudaEmitter(StorageConversions, CEmitter):
         kind = d.name.split("_")[1] + "x2"
         return self.helper(n, f"unsigned {n}(unsigned short w) {{ unsigned r; "
                               f'asm("cvt.rn.f16x2.{kind} %0, %1;" : "=r"(r) : "h"(w)); return r; }}')
-
-    def shared_decl(self, ct, name, count, align):
-        return f"__shared__ __align__({align}) {ct} {name}[{count}];"
-
-    def signature(self):
-        bs = self.fn.attrs.get("block_size")
-        lb = f"__launch_bounds__({bs}) " if bs else ""
-        return f'extern "C" __global__ void {lb}{self.symbol}({self.params_decl()})'
-
-    def kernel_top(self):
-        out = super().kernel_top()
-        if self.fn.attrs.get("dyn_smem"):
-            out.insert(0, "  extern __shared__ __align__(16) unsigned char opus_dyn_smem[];")
-        return out
-
-    def render_dyn_smem(self, op, indent):
-        r = op.results[0]
-        ct = self.scalar_ctype(op.attrs["dtype"])
-        self.assign_lanes(r, [f"(({ct}*)(opus_dyn_smem + {op.attrs['offset']}))"], indent)
-
-    def _linear_tid(self):
-        if self.fn.attrs.get("block_size"):
-            return "threadIdx.x"  # a fixed block size is one-dimensional
-        return "(threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z))"
-
-    def render_special(self, op, indent):
-        w = op.attrs["which"]
-        ws = self.target.warp_size
-        if w == "lane_id":
-            e = f"(int)({self._linear_tid()} & {ws - 1}u)"
-        elif w == "warp_id":
-            e = f"(int)({self._linear_tid()} >> {ws.bit_length() - 1})"
-        elif w.startswith("grid_size."):  # threads in the grid: unsigned product, wraps
-            e = f"(int)(gridDim.{w[-1]} * blockDim.{w[-1]})"
-        else:
-            k, a = w.split(".")
-            e = f"(int){_SPECIAL[k]}.{a}"
-        self.assign_lanes(op.results[0], [e], indent)
-
-    def render_barrier(self, op, indent):
-        self.line(indent, "__syncthreads();")
 
 
 def render_cuda(fn, target) -> str:

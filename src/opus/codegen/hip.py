@@ -19,174 +19,106 @@ Bounded access lowering (offset O in elements, element size s, bound B elements)
 """
 from __future__ import annotations
 
-from .. import dtypes as dt
-from ..dtypes import DType
 from .cemit import CEmitter, CodegenError
 from .fp8 import FP8_FORMATS, StorageConversions
 
 __all__ = ["render_hip", "HipEmitter"]
 
-_AXES = "xyz"
 _OOB = 0xFFFFFFF0
 _BUF_T = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "opus_u32x2_t",
           16: "opus_u32x4_t"}
 _BUF_B = {1: "b8", 2: "b16", 4: "b32", 8: "b64", 16: "b128"}
 
-class HipEmitter(StorageConversions, CEmitter):
-    backend = "hip"
-
-    # -- dialect basics ----------------------------------------------------------------------
-    def device_fn_prefix(self):
-        return "static __attribute__((device)) __attribute__((always_inline)) inline"
-
-    def prelude(self):
-        return ["typedef unsigned opus_u32x2_t __attribute__((ext_vector_type(2)));",
-                "typedef unsigned opus_u32x4_t __attribute__((ext_vector_type(4)));"]
-
-    def vector_struct(self, elem_name, n):
-        e = dt.dtype_from_name(elem_name)
-        nbytes = n * e.itemsize
-        align = min(16, 1 << (nbytes.bit_length() - 1)) if nbytes else 1
-        return (f"struct __attribute__((aligned({align}))) opus_{elem_name}x{n} "
-                f"{{ {self.scalar_ctype(e)} v[{n}]; }};")
-
-    def bits_to_f32(self, bits):
-        return f"__builtin_bit_cast(float, (unsigned){bits})"
-
-    def bits_to_f64(self, bits):
-        return f"__builtin_bit_cast(double, (unsigned long long){bits})"
-
-    def f32_to_bits(self, f):
-        return f"__builtin_bit_cast(unsigned, {f})"
-
-    def shared_decl(self, ct, name, count, align):
-        return f"__attribute__((shared)) __attribute__((aligned({align}))) {ct} {name}[{count}];"
-
-    def signature(self):
-        bs = self.fn.attrs.get("block_size") or 1024
-        return (f'extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(1, {bs}))) '
-                f"void {self.symbol}({self.params_decl()})")
-
-    def kernel_top(self):
-        out = super().kernel_top()
-        if self.fn.attrs.get("dyn_smem"):
-            out.insert(0, "  extern __attribute__((shared)) __attribute__((aligned(16))) unsigned char opus_dyn_smem[];")
-        return out
-
-    def render_dyn_smem(self, op, indent):
-        ct = self.scalar_ctype(op.attrs["dtype"])
-        self.assign_lanes(op.results[0], [f"(({ct}*)(opus_dyn_smem + {op.attrs['offset']}))"], indent)
-
-    # -- threads -------------------------------------------------------------------------------
-    def _linear_tid(self):
-        if self.fn.attrs.get("block_size"):
-            return "__builtin_amdgcn_workitem_id_x()"
-        return ("(__builtin_amdgcn_workitem_id_x() + __builtin_amdgcn_workgroup_size_x() * "
-                "(__builtin_amdgcn_workitem_id_y() + __builtin_amdgcn_workgroup_size_y() * "
-                "__builtin_amdgcn_workitem_id_z()))")
-
-    def render_special(self, op, indent):
-        w = op.attrs["which"]
-        ws = self.target.warp_size
-        if w == "lane_id":  # lanes below this one: mbcnt_lo counts 32 of them, mbcnt_hi the rest
-            lo = "__builtin_amdgcn_mbcnt_lo(~0u, 0u)"
-            e = f"(int)__builtin_amdgcn_mbcnt_hi(~0u, {lo})" if ws == 64 else f"(int){lo}"
-        elif w == "warp_id":
-            e = (f"(int)__builtin_amdgcn_readfirstlane((int)({self._linear_tid()} >> "
-                 f"{ws.bit_length() - 1}))")
-        else:
-            k, a = w.split(".")
-            # the hardware's grid size counts work items; blocks are a division of it
-            e = {"thread_id": f"(int)__builtin_amdgcn_workitem_id_{a}()",
-                 "block_id": f"(int)__builtin_amdgcn_workgroup_id_{a}()",
-                 "block_dim": f"(int)__builtin_amdgcn_workgroup_size_{a}()",
-                 "grid_size": f"(int)__builtin_amdgcn_grid_size_{a}()",
-                 "num_blocks": f"(int)(__builtin_amdgcn_grid_size_{a}() / "
-                               f"(unsigned)__builtin_amdgcn_workgroup_size_{a}())"}[k]
-        self.assign_lanes(op.results[0], [e], indent)
-
-    def render_barrier(self, op, indent):
-        # as HIP's __syncthreads: release LDS writes, s_barrier, acquire
-        self.line(indent, '__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");')
-        self.line(indent, "__builtin_amdgcn_s_barrier();")
-        self.line(indent, '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");')
-
-    def render_printf(self, op, indent):
-        raise CodegenError(f"internal: printf reached the hip renderer for {self.target.name} "
-                           "(Target.has_printf is False there: tracing refuses it)")
-
-    # -- 16-bit floats ---------------------------------------------------------------------------
-    def helper_h2f(self):
-        return self.helper("opus_h2f", f"float opus_h2f(unsigned short h) "
-                                       "{ return (float)__builtin_bit_cast(_Float16, h); }")
-
-    def helper_b2f(self):
-        return self.helper("opus_b2f", f"float opus_b2f(unsigned short h) "
-                                       "{ return __builtin_bit_cast(float, (unsigned)h << 16); }")
-
-    def helper_f2h(self, rounding):
-        n = f"opus_f2h_{rounding}"
-        if rounding == "rn":
-            body = "return __builtin_bit_cast(unsigned short, (_Float16)f);"
-        elif rounding == "rz":
-            # RNE, then one step toward zero where it rounded away from zero (inf -> max finite)
-            body = ("unsigned short h = __builtin_bit_cast(unsigned short, (_Float16)f); "
+# bodies of f32 -> f16/bf16 (bits) by rounding; bf16 'rn' is chosen by the target (hw_bf16)
+_NAN_TO_BF16 = "if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); "
+_TO_HALF = {
+    "opus_f2h_rn": "return __builtin_bit_cast(unsigned short, (_Float16)f);",
+    # RNE, then one step toward zero where it rounded away from zero (inf -> max finite)
+    "opus_f2h_rz": ("unsigned short h = __builtin_bit_cast(unsigned short, (_Float16)f); "
                     "float back = (float)__builtin_bit_cast(_Float16, h); "
                     "return (f == f && __builtin_fabsf(back) > __builtin_fabsf(f)) ? "
-                    "(unsigned short)(h - 1) : h;")
-        else:
-            raise CodegenError(f"internal: rounding {rounding!r} to f16")
-        return self.helper(n, f"unsigned short {n}(float f) {{ {body} }}")
+                    "(unsigned short)(h - 1) : h;"),
+    "opus_f2b_rz": ("unsigned u = __builtin_bit_cast(unsigned, f); " + _NAN_TO_BF16
+                    + "return (unsigned short)(u >> 16);"),
+}
+_BF16_RN = {
+    True: "return __builtin_bit_cast(unsigned short, (__bf16)f);",  # v_cvt_pk_bf16_f32 (RNE)
+    False: ("unsigned u = __builtin_bit_cast(unsigned, f); " + _NAN_TO_BF16  # software RNE
+            + "return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);"),
+}
 
-    def helper_f2b(self, rounding):
-        n = f"opus_f2b_{rounding}"
-        nan = "if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); "
-        if rounding == "rn":
-            if self.target.hw_bf16:  # v_cvt_pk_bf16_f32 (RNE)
-                body = "return __builtin_bit_cast(unsigned short, (__bf16)f);"
-            else:  # software round-to-nearest-even
-                body = ("unsigned u = __builtin_bit_cast(unsigned, f); " + nan +
-                        "return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);")
-        elif rounding == "rz":
-            body = "unsigned u = __builtin_bit_cast(unsigned, f); " + nan + "return (unsigned short)(u >> 16);"
-        else:
-            raise CodegenError(f"internal: rounding {rounding!r} to bf16")
-        return self.helper(n, f"unsigned short {n}(float f) {{ {body} }}")
 
-    # -- arithmetic and math (builtins only) ----------------------------------------------------
-    def float_fn(self, base, e: DType) -> str:
-        return "__builtin_" + super().float_fn(base, e)
+def _to_half(name, body):
+    return f"unsigned short {name}(float f) {{ {body} }}"
 
-    _MATH32 = {"exp": "__builtin_expf", "exp2": "__builtin_exp2f", "log": "__builtin_logf",
-               "log2": "__builtin_log2f", "sqrt": "__builtin_sqrtf", "rsqrt": "__builtin_amdgcn_rsqf",
-               "sin": "__builtin_sinf", "cos": "__builtin_cosf", "tanh": "opus_tanhf",
-               "floor": "__builtin_floorf", "ceil": "__builtin_ceilf", "trunc": "__builtin_truncf",
-               "rint": "__builtin_rintf"}
-    # spellings of the f64 functions the target's table lists (Target.math_f64)
-    _MATH64 = {"sqrt": "__builtin_sqrt", "floor": "__builtin_floor", "ceil": "__builtin_ceil",
-               "trunc": "__builtin_trunc", "rint": "__builtin_rint", "rsqrt": "opus_rsqrt64"}
 
-    def math_fn(self, fn, e: DType):
-        if e.name == "f64":
-            f = self._MATH64.get(fn)
-            if f is None:
-                raise CodegenError(f"internal: f64 {fn} reached the hip renderer for "
-                                   f"{self.target.name} (tracing refuses it)")
-            if f == "opus_rsqrt64":
-                self.helper(f, f"double opus_rsqrt64(double x) "
-                               "{ return 1.0 / __builtin_sqrt(x); }")
-            return f
-        f = self._MATH32[fn]
-        if f == "opus_tanhf":
-            # cephes tanhf: odd polynomial near 0, 1 - 2/(e^{2|x|}+1) elsewhere (~2 ulp)
-            self.helper(f, f"float opus_tanhf(float x) {{ "
-                           "float a = __builtin_fabsf(x); "
-                           "if (a < 0.625f) { float z = x * x; return "
-                           "((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z "
-                           "+ 1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x; } "
-                           "float r = a > 9.0f ? 1.0f : 1.0f - 2.0f / (__builtin_expf(2.0f * a) + 1.0f); "
-                           "return __builtin_copysignf(r, x); }")
-        return f
+def _lane_id(s, axis):
+    """Lanes of the wave below this one: each mbcnt counts 32 of them (lo: lanes 0-31, hi:
+    lanes 32-63), as many as the target's wave has."""
+    count = "0u"
+    for half in ("lo", "hi")[:s.target.warp_size // 32]:
+        count = f"__builtin_amdgcn_mbcnt_{half}(~0u, {count})"
+    return f"(int){count}"
+
+
+class HipEmitter(StorageConversions, CEmitter):
+    backend = "hip"
+    device_fn_qualifiers = "static __attribute__((device)) __attribute__((always_inline)) inline"
+    align_attr = "__attribute__((aligned({})))"
+    shared_qualifier = "__attribute__((shared))"
+    kernel_signature = 'extern "C" __attribute__((global)) {launch_bounds}void {symbol}({params})'
+    launch_bounds = "__attribute__((amdgpu_flat_work_group_size(1, {}))) "
+    bounds_always = True
+    # as HIP's __syncthreads: release LDS writes, s_barrier, acquire
+    barrier = ('__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");',
+               "__builtin_amdgcn_s_barrier();",
+               '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");')
+    prelude = ("typedef unsigned opus_u32x2_t __attribute__((ext_vector_type(2)));",
+               "typedef unsigned opus_u32x4_t __attribute__((ext_vector_type(4)));")
+    thread_index = "__builtin_amdgcn_workitem_id_{}()"
+    block_size_along = "__builtin_amdgcn_workgroup_size_{}()"
+    code_for_special = {
+        "thread_id": lambda s, a: f"(int)__builtin_amdgcn_workitem_id_{a}()",
+        "block_id": lambda s, a: f"(int)__builtin_amdgcn_workgroup_id_{a}()",
+        "block_dim": lambda s, a: f"(int)__builtin_amdgcn_workgroup_size_{a}()",
+        # the hardware's grid size counts work items; blocks are a division of it
+        "grid_size": lambda s, a: f"(int)__builtin_amdgcn_grid_size_{a}()",
+        "num_blocks": lambda s, a: (f"(int)(__builtin_amdgcn_grid_size_{a}() / "
+                                    f"(unsigned)__builtin_amdgcn_workgroup_size_{a}())"),
+        "lane_id": _lane_id,
+        "warp_id": lambda s, a: (f"(int)__builtin_amdgcn_readfirstlane((int)({s.linear_thread_id()} >> "
+                                 f"{s.target.warp_size.bit_length() - 1}))"),
+    }
+    code_for_bitcast = {"u32->f32": "__builtin_bit_cast(float, (unsigned){})",
+                        "u64->f64": "__builtin_bit_cast(double, (unsigned long long){})",
+                        "f32->u32": "__builtin_bit_cast(unsigned, {})"}
+    math_prefix = "__builtin_"
+    code_for_math = {
+        "f32": {"exp": "__builtin_expf", "exp2": "__builtin_exp2f", "log": "__builtin_logf",
+                "log2": "__builtin_log2f", "sqrt": "__builtin_sqrtf", "rsqrt": "__builtin_amdgcn_rsqf",
+                "sin": "__builtin_sinf", "cos": "__builtin_cosf", "tanh": "opus_tanhf",
+                "floor": "__builtin_floorf", "ceil": "__builtin_ceilf", "trunc": "__builtin_truncf",
+                "rint": "__builtin_rintf"},
+        # the f64 functions the target's table lists (Target.math_f64)
+        "f64": {"sqrt": "__builtin_sqrt", "floor": "__builtin_floor", "ceil": "__builtin_ceil",
+                "trunc": "__builtin_trunc", "rint": "__builtin_rint", "rsqrt": "opus_rsqrt64"},
+    }
+    helper_sources = {
+        "opus_h2f": "float opus_h2f(unsigned short h) { return (float)__builtin_bit_cast(_Float16, h); }",
+        "opus_b2f": ("float opus_b2f(unsigned short h) "
+                     "{ return __builtin_bit_cast(float, (unsigned)h << 16); }"),
+        **{name: _to_half(name, body) for name, body in _TO_HALF.items()},
+        "opus_f2b_rn": lambda s: _to_half("opus_f2b_rn", _BF16_RN[bool(s.target.hw_bf16)]),
+        "opus_rsqrt64": "double opus_rsqrt64(double x) { return 1.0 / __builtin_sqrt(x); }",
+        # cephes tanhf: odd polynomial near 0, 1 - 2/(e^{2|x|}+1) elsewhere (~2 ulp)
+        "opus_tanhf": ("float opus_tanhf(float x) { "
+                       "float a = __builtin_fabsf(x); "
+                       "if (a < 0.625f) { float z = x * x; return "
+                       "((((-5.70498872745e-3f * z + 2.06390887954e-2f) * z - 5.37397155531e-2f) * z "
+                       "+ 1.33314422036e-1f) * z - 3.33332819422e-1f) * z * x + x; } "
+                       "float r = a > 9.0f ? 1.0f : 1.0f - 2.0f / (__builtin_expf(2.0f * a) + 1.0f); "
+                       "return __builtin_copysignf(r, x); }"),
+    }
 
     def float_to_int(self, f, src, to):
         # toward zero, saturating, NaN -> 0 (C's cast is undefined out of range)
@@ -236,11 +168,11 @@ class HipEmitter(StorageConversions, CEmitter):
                                  f"return (unsigned long long)off <= ({_OOB}ull - t) / s ? "
                                  f"(unsigned)off * s : {hex(_OOB)}u; }}")
 
-    def _rsrc(self, P, B, s, indent):
+    def _rsrc(self, ptr_c, bound_c, s, indent):
         self._helper_buffer()
         r = self.fresh(prefix="rsrc")
         self.line(indent, f"__amdgpu_buffer_rsrc_t {r} = __builtin_amdgcn_make_buffer_rsrc("
-                          f"(void*){P}, (short)0, (int)opus_nrec((long long){B}, {s}u), "
+                          f"(void*){ptr_c}, (short)0, (int)opus_nrec((long long){bound_c}, {s}u), "
                           f"(int){hex(self.target.buffer_config)});")
         return r
 
@@ -270,15 +202,15 @@ class HipEmitter(StorageConversions, CEmitter):
         if e.bits % 8:
             raise CodegenError(f"internal: bounded {what} of {e.name} reached the hip renderer "
                                "(sub-byte types are refused while tracing)")
-        s, O, B = e.itemsize, self.name(off), self.name(bound)
-        return self.scalar_ctype(e), s, O, B, self._rsrc(self.name(p), B, s, indent)
+        s, off_c, bound_c = e.itemsize, self.name(off), self.name(bound)
+        return self.scalar_ctype(e), s, off_c, bound_c, self._rsrc(self.name(p), bound_c, s, indent)
 
     @staticmethod
-    def _boff(O, i, s, nbytes):
-        """Byte offset of element O + i for an nbytes-wide access (see opus_boff)."""
-        return f"opus_boff((long long){O}{f' + {i}' if i else ''}, {s}u, {nbytes}u)"
+    def _boff(off_c, i, s, nbytes):
+        """Byte offset of element off_c + i for an nbytes-wide access (see opus_boff)."""
+        return f"opus_boff((long long){off_c}{f' + {i}' if i else ''}, {s}u, {nbytes}u)"
 
-    def _vector_access(self, O, B, vec, s, whole, per_element, indent):
+    def _vector_access(self, off_c, bound_c, vec, s, whole, per_element, indent):
         """Emit a bounded vector access from its two forms: ``whole`` (<=16-byte buffer
         instructions) and ``per_element`` (one access per element, each checked exactly)."""
         if self._chunks(vec, s) is None:
@@ -286,7 +218,7 @@ class HipEmitter(StorageConversions, CEmitter):
         elif s >= 4:
             whole(indent)  # dword-granular hardware check is exact per element
         else:
-            self.line(indent, f"if ((long long){O} >= 0 && (long long){O} + {vec} <= (long long){B}) {{")
+            self.line(indent, f"if ((long long){off_c} >= 0 && (long long){off_c} + {vec} <= (long long){bound_c}) {{")
             whole(indent + 1)
             self.line(indent, "} else {")
             per_element(indent + 1)
@@ -298,16 +230,16 @@ class HipEmitter(StorageConversions, CEmitter):
             return super().render_load(op, indent)
         r = op.results[0]
         vec = op.attrs["vec"]
-        ect, s, O, B, rs = self._bounded(p, off, op.operands[2], "loads", indent)
+        ect, s, off_c, bound_c, rs = self._bounded(p, off, op.operands[2], "loads", indent)
         if vec == 1:
-            self.assign_lanes(r, [self._buf_load(rs, self._boff(O, 0, s, s), s, ect)], indent)
+            self.assign_lanes(r, [self._buf_load(rs, self._boff(off_c, 0, s, s), s, ect)], indent)
             return
         n = self.declare(r, indent)
         vt = self.ctype(r.type)
 
         def whole(ind):
             for (i0, cnt, nb) in self._chunks(vec, s):
-                voff = self._boff(O, i0, s, nb)
+                voff = self._boff(off_c, i0, s, nb)
                 if cnt == vec:
                     self.line(ind, f"{n} = {self._buf_load(rs, voff, nb, vt)};")
                 else:
@@ -318,38 +250,38 @@ class HipEmitter(StorageConversions, CEmitter):
 
         def per_element(ind):
             for i in range(vec):
-                self.line(ind, f"{n}.v[{i}] = {self._buf_load(rs, self._boff(O, i, s, s), s, ect)};")
+                self.line(ind, f"{n}.v[{i}] = {self._buf_load(rs, self._boff(off_c, i, s, s), s, ect)};")
 
-        self._vector_access(O, B, vec, s, whole, per_element, indent)
+        self._vector_access(off_c, bound_c, vec, s, whole, per_element, indent)
 
     def render_store(self, op, indent):
         p, off, val = op.operands[:3]
         if len(op.operands) < 4 or not self._is_global(p):
             return super().render_store(op, indent)
         vec = op.attrs["vec"]
-        ect, s, O, B, rs = self._bounded(p, off, op.operands[3], "stores", indent)
-        V = self.name(val)
+        ect, s, off_c, bound_c, rs = self._bounded(p, off, op.operands[3], "stores", indent)
+        value_c = self.name(val)
         if vec == 1:
-            self.line(indent, self._buf_store(V, ect, rs, self._boff(O, 0, s, s), s))
+            self.line(indent, self._buf_store(value_c, ect, rs, self._boff(off_c, 0, s, s), s))
             return
         vt = self.ctype(val.type)
 
         def whole(ind):
             for (i0, cnt, nb) in self._chunks(vec, s):
-                voff = self._boff(O, i0, s, nb)
+                voff = self._boff(off_c, i0, s, nb)
                 if cnt == vec:
-                    self.line(ind, self._buf_store(V, vt, rs, voff, nb))
+                    self.line(ind, self._buf_store(value_c, vt, rs, voff, nb))
                 else:
                     t = self.fresh(prefix="st")
                     self.line(ind, f"{{ struct {{ {ect} v[{cnt}]; }} {t}; "
-                                   + " ".join(f"{t}.v[{k}] = {V}.v[{i0 + k}];" for k in range(cnt)) + " "
+                                   + " ".join(f"{t}.v[{k}] = {value_c}.v[{i0 + k}];" for k in range(cnt)) + " "
                                    + self._buf_store(t, "struct", rs, voff, nb) + " }")
 
         def per_element(ind):
             for i in range(vec):
-                self.line(ind, self._buf_store(f"{V}.v[{i}]", ect, rs, self._boff(O, i, s, s), s))
+                self.line(ind, self._buf_store(f"{value_c}.v[{i}]", ect, rs, self._boff(off_c, i, s, s), s))
 
-        self._vector_access(O, B, vec, s, whole, per_element, indent)
+        self._vector_access(off_c, bound_c, vec, s, whole, per_element, indent)
 
 
 def render_hip(fn, target) -> str:
