@@ -2,16 +2,16 @@
 runs them block by block (or many blocks at once when the kernel has no shared memory and no
 barriers), all threads of a block in lockstep.
 
-Value representation (``st.R`` holds one entry per SSA value, indexed by a slot number fixed at
-compile time):
+Value representation (``state.values`` holds one entry per SSA value, indexed by a slot number
+fixed at compile time):
   scalar   numpy array [T] of the element's host dtype, or [1] when the value is the same in
            every thread (constants, parameters, block indices, and whatever is computed only
            from those: numpy broadcasting keeps it [1] for free)
   vector   [T, n] or [1, n]
   pointer  (Buf, int64 element offsets [T] or [1]); after a divergent merge of pointers into
            different buffers, (int64 buffer ids [T], offsets)
-Control flow: ``st.mask`` is None (every thread of the batch active) or a bool array [T];
-``st.alive`` is None or the bool array of threads that have not executed ``return``.
+Control flow: ``state.mask`` is None (every thread of the batch active) or a bool array [T];
+``state.alive`` is None or the bool array of threads that have not executed ``return``.
 """
 from __future__ import annotations
 
@@ -20,7 +20,6 @@ import sys
 
 import numpy as np
 
-from ..dtypes import DType
 from ..ir import VectorType, PointerType, scalar_of, lanes_of, op_handlers
 from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,
                      UninitializedReadError, where)
@@ -53,7 +52,7 @@ class Buf:
 
 
 class State:
-    __slots__ = ("R", "mask", "alive", "T", "nthreads", "block", "grid", "block_base", "bufs",
+    __slots__ = ("values", "mask", "alive", "T", "nthreads", "block", "grid", "block_base", "bufs",
                  "shadow", "prog")
 
     def who(self, t):
@@ -113,7 +112,7 @@ class Shadow:
     def _elem(self, buf, byte):
         return f"{buf.name}[{(int(byte) - buf.byte0) // buf.isz}]"
 
-    def _check_prior_write(self, st, buf, b, t, op, verb):
+    def _check_prior_write(self, state, buf, b, t, op, verb):
         """Another thread wrote one of bytes ``b`` since the last barrier: a race."""
         w = self.wtid[b]
         bad = (w >= 0) & (w != t)
@@ -121,19 +120,19 @@ class Shadow:
             k = int(np.argmax(bad))
             other = self.prog.ops[self.wop[b[k]]]
             raise SharedRaceError(
-                f"{where(op.loc)}: shared-memory race on {self._elem(buf, b[k])}: {st.who(t[k])} "
-                f"{verb} it after {st.who(w[k])} wrote it at {where(other.loc)} with no barrier "
+                f"{where(op.loc)}: shared-memory race on {self._elem(buf, b[k])}: {state.who(t[k])} "
+                f"{verb} it after {state.who(w[k])} wrote it at {where(other.loc)} with no barrier "
                 f"in between")
 
-    def read(self, st, buf, eidx, tids, op):
+    def read(self, state, buf, eidx, tids, op):
         b, t = self._bytes(buf, eidx, tids)
         un = ~self.written[b]
         if un.any():
             k = int(np.argmax(un))
             raise UninitializedReadError(
-                f"{where(op.loc)}: {st.who(t[k])} reads shared memory {self._elem(buf, b[k])}, "
+                f"{where(op.loc)}: {state.who(t[k])} reads shared memory {self._elem(buf, b[k])}, "
                 f"which nothing wrote (it holds garbage on the GPU)")
-        self._check_prior_write(st, buf, b, t, op, "reads")
+        self._check_prior_write(state, buf, b, t, op, "reads")
         r = self.rtid[b]
         new = np.where((r == -1) | (r == t), t, -2)
         self.rtid[b] = new
@@ -142,23 +141,23 @@ class Shadow:
         if dup is not None:
             self.rtid[bs[1:][dup]] = -2
 
-    def write(self, st, buf, eidx, tids, op):
+    def write(self, state, buf, eidx, tids, op):
         b, t = self._bytes(buf, eidx, tids)
         bs, ts, dup = _shared_by_threads(b, t)
         if dup is not None:
             k = int(np.argmax(dup))
             raise SharedRaceError(
                 f"{where(op.loc)}: shared-memory race on {self._elem(buf, bs[k])}: "
-                f"{st.who(ts[k])} and {st.who(ts[k + 1])} write it at once")
-        self._check_prior_write(st, buf, b, t, op, "writes")
+                f"{state.who(ts[k])} and {state.who(ts[k + 1])} write it at once")
+        self._check_prior_write(state, buf, b, t, op, "writes")
         r = self.rtid[b]
         bad = (r == -2) | ((r >= 0) & (r != t))
         if bad.any():
             k = int(np.argmax(bad))
             other = self.prog.ops[self.rop[b[k]]]
-            rd = "several threads" if r[k] == -2 else st.who(r[k])
+            rd = "several threads" if r[k] == -2 else state.who(r[k])
             raise SharedRaceError(
-                f"{where(op.loc)}: shared-memory race on {self._elem(buf, b[k])}: {st.who(t[k])} "
+                f"{where(op.loc)}: shared-memory race on {self._elem(buf, b[k])}: {state.who(t[k])} "
                 f"writes it after {rd} read it at {where(other.loc)} with no barrier in between")
         self.wtid[b] = t
         self.wop[b] = self.prog.op_index[op]
@@ -167,19 +166,19 @@ class Shadow:
 
 # -- memory access ---------------------------------------------------------------------------------
 
-def _fault(st, op, kind, buf, eidx_b, bad, vec, bounded):
+def _fault(state, op, kind, buf, eidx_b, bad, vec, bounded):
     k = np.flatnonzero(bad)[0]
     lane = k // vec if eidx_b.ndim > 1 else k
     lane = lane if eidx_b.shape[0] > 1 else 0
     i = int(eidx_b.reshape(-1)[k])
     raise MemoryFault(f"{where(op.loc)}: out-of-bounds {kind} of {buf.name}[{i}] ({buf.name} has "
-                      f"{buf.arr.shape[0]} elements) by {st.who(lane)}"
+                      f"{buf.arr.shape[0]} elements) by {state.who(lane)}"
                       + ("" if bounded else
                          " — an access without a bound is unchecked on the GPU and faults or "
                          "corrupts memory there"))
 
 
-def _check_align(st, op, kind, buf, idx, lanes, vec):
+def _check_align(state, op, kind, buf, idx, lanes, vec):
     """Vector accesses must be aligned to vec*itemsize bytes; idx [T] first elements."""
     a = vec * buf.isz
     mis = ((buf.addr + idx * buf.isz) % a) != 0
@@ -188,11 +187,11 @@ def _check_align(st, op, kind, buf, idx, lanes, vec):
     if mis.any():
         k = int(np.argmax(mis))
         raise MemoryFault(f"{where(op.loc)}: misaligned {vec}-element {kind} of "
-                          f"{buf.name}[{int(_full(idx, st.T)[k])}] by {st.who(k)}: a vector "
+                          f"{buf.name}[{int(_full(idx, state.T)[k])}] by {state.who(k)}: a vector "
                           f"access needs a {a}-byte aligned address")
 
 
-def _eidx_valid(st, idx, vec, bound, m):
+def _eidx_valid(state, idx, vec, bound, m):
     """Element indices [T|1(, vec)] and the valid mask (None = all), plus the lanes whose
     access is one vector instruction (None = all). ``bound`` is the window ``(lo, hi)`` of
     element indices a bounded access may touch (Program._window), or None."""
@@ -213,75 +212,77 @@ def _eidx_valid(st, idx, vec, bound, m):
     return eidx, valid, vl
 
 
-def _check_all(st, op, kind, buf, idx, eidx, vec, bound):
+def _check_all(state, op, kind, buf, idx, eidx, vec, bound):
     """Checks of an access by every lane: range (an error), alignment, shared-memory shadow."""
     n = buf.arr.shape[0]
     if eidx.size and (eidx.min() < 0 or eidx.max() >= n):
-        _fault(st, op, kind, buf, eidx, (eidx < 0) | (eidx >= n), vec, bound is not None)
+        _fault(state, op, kind, buf, eidx, (eidx < 0) | (eidx >= n), vec, bound is not None)
     if vec > 1:
-        _check_align(st, op, kind, buf, idx, None, vec)
-    _shadow(st, op, kind, buf, eidx, None)
+        _check_align(state, op, kind, buf, idx, None, vec)
+    _shadow(state, op, kind, buf, eidx, None)
 
 
-def _check_masked(st, op, kind, buf, idx, eidx, valid, vl, m, vec, bound):
+def _check_masked(state, op, kind, buf, idx, eidx, valid, vl, m, vec, bound):
     """The same for an access by the ``valid`` lanes only (a size bound drops the others)."""
     n = buf.arr.shape[0]
     bad = valid & ((eidx < 0) | (eidx >= n))
     if bad.any():
-        _fault(st, op, kind, buf, eidx, bad, vec, bound is not None)
+        _fault(state, op, kind, buf, eidx, bad, vec, bound is not None)
     if vec > 1:
-        _check_align(st, op, kind, buf, idx, vl if vl is not None else _full(m, st.T), vec)
-    _shadow(st, op, kind, buf, eidx, valid)
+        _check_align(state, op, kind, buf, idx, vl if vl is not None else _full(m, state.T), vec)
+    _shadow(state, op, kind, buf, eidx, valid)
 
 
-def _shadow(st, op, kind, buf, eidx, valid):
-    if st.shadow is not None and buf.space == "shared":
-        e, t = _flat_with_tids(st, eidx, valid)
-        (st.shadow.read if kind == "load" else st.shadow.write)(st, buf, e, t, op)
+def _shadow(state, op, kind, buf, eidx, valid):
+    if state.shadow is not None and buf.space == "shared":
+        e, t = _flat_with_tids(state, eidx, valid)
+        (state.shadow.read if kind == "load" else state.shadow.write)(state, buf, e, t, op)
 
 
-def mem_load(st, op, buf, idx, vec, bound, m, zero, dtype):
-    eidx, valid, vl = _eidx_valid(st, idx, vec, bound, m)
+def mem_load(state, op, buf, idx, vec, bound, m, zero, dtype):
+    eidx, valid, vl = _eidx_valid(state, idx, vec, bound, m)
     if type(buf) is not Buf:
-        return _multi(st, op, buf, idx, valid, lambda b, v: mem_load(st, op, b, idx, vec, bound, v, zero, dtype), m, vec)
+        return _multi(state, op, buf, idx, valid,
+                      lambda b, v: mem_load(state, op, b, idx, vec, bound, v, zero, dtype), m, vec)
     arr = buf.arr
     if valid is None or valid.all():
-        _check_all(st, op, "load", buf, idx, eidx, vec, bound)
+        _check_all(state, op, "load", buf, idx, eidx, vec, bound)
         return arr[eidx]
     if eidx.shape == valid.shape:
         eidx_b, valid_b = eidx, valid
     else:
         eidx_b, valid_b = np.broadcast_arrays(eidx, valid)
-    _check_masked(st, op, "load", buf, idx, eidx_b, valid_b, vl, m, vec, bound)
+    _check_masked(state, op, "load", buf, idx, eidx_b, valid_b, vl, m, vec, bound)
     if arr.shape[0] == 0:
         return np.zeros(valid_b.shape, dtype)
     return np.where(valid_b, arr[np.where(valid_b, eidx_b, 0)], zero)
 
 
-def mem_store(st, op, buf, idx, val, vec, bound, m):
-    eidx, valid, vl = _eidx_valid(st, idx, vec, bound, m)
+def mem_store(state, op, buf, idx, val, vec, bound, m):
+    eidx, valid, vl = _eidx_valid(state, idx, vec, bound, m)
     if type(buf) is not Buf:
-        return _multi(st, op, buf, idx, valid, lambda b, v: mem_store(st, op, b, idx, val, vec, bound, v), m, vec)
+        return _multi(state, op, buf, idx, valid,
+                      lambda b, v: mem_store(state, op, b, idx, val, vec, bound, v), m, vec)
     arr = buf.arr
     if not arr.flags.writeable:
         raise InterpError(f"{where(op.loc)}: store to {buf.name}, whose numpy array is read-only")
     if valid is None or valid.all():
         if eidx.shape != val.shape:
             eidx, val = np.broadcast_arrays(eidx, val)
-        _check_all(st, op, "store", buf, idx, eidx, vec, bound)  # per written element
+        _check_all(state, op, "store", buf, idx, eidx, vec, bound)  # per written element
         arr[eidx] = val
         return
     if eidx.shape == val.shape == valid.shape:
         eidx_b, val_b, valid_b = eidx, val, valid
     else:
         eidx_b, val_b, valid_b = np.broadcast_arrays(eidx, val, valid)
-    _check_masked(st, op, "store", buf, idx, eidx_b, valid_b, vl, m, vec, bound)
+    _check_masked(state, op, "store", buf, idx, eidx_b, valid_b, vl, m, vec, bound)
     arr[eidx_b[valid_b]] = val_b[valid_b]
 
 
-def _flat_with_tids(st, eidx, valid):
+def _flat_with_tids(state, eidx, valid):
     """Flattened element indices and the batch lane of each (valid ones only)."""
-    T = st.T
+    T = state.T
     shape = (T,) + eidx.shape[1:]
     e = np.broadcast_to(eidx, shape)
     t = np.broadcast_to(np.arange(T, dtype=I64).reshape((T,) + (1,) * (len(shape) - 1)), shape)
@@ -291,14 +292,14 @@ def _flat_with_tids(st, eidx, valid):
     return e[v], t[v]
 
 
-def _multi(st, op, ids, idx, valid, access, m, vec):
+def _multi(state, op, ids, idx, valid, access, m, vec):
     """An access through pointers into several buffers: one access per buffer."""
-    ids = _full(ids, st.T)
-    act = np.ones(st.T, bool) if m is None else m
+    ids = _full(ids, state.T)
+    act = np.ones(state.T, bool) if m is None else m
     out = None
     for u in np.unique(ids[act]):
         sub = act & (ids == u)
-        r = access(st.bufs[int(u)], sub)
+        r = access(state.bufs[int(u)], sub)
         if r is not None:
             out = r if out is None else np.where(sub[:, None] if r.ndim > 1 else sub, r, out)
     return out
@@ -349,19 +350,19 @@ def _placeholder(t):
     return np.zeros((1, t.n) if isinstance(t, VectorType) else (1,), e.np_dtype)
 
 
-def _run(st, fns, ys):
+def _run(state, fns, ys):
     for f in fns:
-        f(st)
-    R = st.R
-    return [R[s] for s in ys]
+        f(state)
+    values = state.values
+    return [values[s] for s in ys]
 
 
-def _restore_mask(st, m):
-    a = st.alive
+def _restore_mask(state, m):
+    a = state.alive
     if a is None:
-        st.mask = m
+        state.mask = m
     else:
-        st.mask = a if m is None else (m & a)
+        state.mask = a if m is None else (m & a)
 
 
 # -- printf -----------------------------------------------------------------------------------------
@@ -500,14 +501,14 @@ class Program:
         f = binary_fn(op.attrs["op"], e)
         (sa, xa), (sb, xb), sr = self._expand(a, r), self._expand(b, r), self.slot(r)
         if not xa and not xb:
-            def run(st, _op=op):
-                R = st.R
-                R[sr] = f(R[sa], R[sb])
+            def run(state, _op=op):
+                values = state.values
+                values[sr] = f(values[sa], values[sb])
         else:
-            def run(st, _op=op):
-                R = st.R
-                x, y = R[sa], R[sb]
-                R[sr] = f(x[:, None] if xa else x, y[:, None] if xb else y)
+            def run(state, _op=op):
+                values = state.values
+                x, y = values[sa], values[sb]
+                values[sr] = f(x[:, None] if xa else x, y[:, None] if xb else y)
         return run
 
     def exec_cmp(self, op):
@@ -516,18 +517,18 @@ class Program:
         f = cmp_fn(op.attrs["pred"], scalar_of(a.type))
         (sa, xa), (sb, xb), sr = self._expand(a, r), self._expand(b, r), self.slot(r)
 
-        def run(st, _op=op):
-            R = st.R
-            x, y = R[sa], R[sb]
-            R[sr] = f(x[:, None] if xa else x, y[:, None] if xb else y)
+        def run(state, _op=op):
+            values = state.values
+            x, y = values[sa], values[sb]
+            values[sr] = f(x[:, None] if xa else x, y[:, None] if xb else y)
         return run
 
     def _unop(self, op, f):
         sa, sr = self.slot(op.operands[0]), self.slot(op.results[0])
 
-        def run(st, _op=op):
-            R = st.R
-            R[sr] = f(R[sa])
+        def run(state, _op=op):
+            values = state.values
+            values[sr] = f(values[sa])
         return run
 
     def exec_unary(self, op):
@@ -557,9 +558,9 @@ class Program:
         ex = [self._expand(v, r) for v in op.operands]
         sr = self.slot(r)
 
-        def run(st, _op=op):
-            R = st.R
-            R[sr] = f(*[R[s][:, None] if x else R[s] for s, x in ex])
+        def run(state, _op=op):
+            values = state.values
+            values[sr] = f(*[values[s][:, None] if x else values[s] for s, x in ex])
         return run
 
     def exec_select(self, op):
@@ -567,15 +568,15 @@ class Program:
         (sc, xc), (sa, xa), (sb, xb) = (self._expand(v, r) for v in op.operands)
         sr = self.slot(r)
         if isinstance(r.type, PointerType):
-            def run(st, _op=op):
-                R = st.R
-                R[sr] = _where_ptr(R[sc], R[sa], R[sb])
+            def run(state, _op=op):
+                values = state.values
+                values[sr] = _where_ptr(values[sc], values[sa], values[sb])
             return run
 
-        def run(st, _op=op):
-            R = st.R
-            c, x, y = R[sc], R[sa], R[sb]
-            R[sr] = np.where(c[:, None] if xc else c, x[:, None] if xa else x,
+        def run(state, _op=op):
+            values = state.values
+            c, x, y = values[sc], values[sa], values[sb]
+            values[sr] = np.where(c[:, None] if xc else c, x[:, None] if xa else x,
                              y[:, None] if xb else y)
         return run
 
@@ -584,9 +585,9 @@ class Program:
         ss = [self.slot(v) for v in op.operands]
         sr = self.slot(op.results[0])
 
-        def run(st, _op=op):
-            R = st.R
-            R[sr] = np.stack(np.broadcast_arrays(*[R[s] for s in ss]), axis=1)
+        def run(state, _op=op):
+            values = state.values
+            values[sr] = np.stack(np.broadcast_arrays(*[values[s] for s in ss]), axis=1)
         return run
 
     def exec_extract(self, op):
@@ -597,13 +598,13 @@ class Program:
         i = op.attrs["index"]
         sv, ss, sr = self.slot(op.operands[0]), self.slot(op.operands[1]), self.slot(op.results[0])
 
-        def run(st, _op=op):
-            R = st.R
-            v, s = R[sv], R[ss]
+        def run(state, _op=op):
+            values = state.values
+            v, s = values[sv], values[ss]
             out = np.empty((max(v.shape[0], s.shape[0]), v.shape[1]), v.dtype)
             out[:] = v
             out[:, i] = s
-            R[sr] = out
+            values[sr] = out
         return run
 
     def exec_broadcast(self, op):
@@ -616,39 +617,39 @@ class Program:
 
     # -- memory ------------------------------------------------------------------------------------
     def _address(self, p, o):
-        """``R -> (buffer, element indices)`` for pointer ``p`` plus offset ``o`` (u64 offsets
+        """``values -> (buffer, element indices)`` for pointer ``p`` plus offset ``o`` (u64 offsets
         are widened to the index type first)."""
         sp, so = self.slot(p), self.slot(o)
         if scalar_of(o.type).name == "u64":
-            def address(R):
-                buf, base = R[sp]
-                return buf, base + R[so].astype(I64)
+            def address(values):
+                buf, base = values[sp]
+                return buf, base + values[so].astype(I64)
         else:
-            def address(R):
-                buf, base = R[sp]
-                return buf, base + R[so]
+            def address(values):
+                buf, base = values[sp]
+                return buf, base + values[so]
         return address
 
     def exec_ptr_add(self, op):
         address, sr = self._address(*op.operands[:2]), self.slot(op.results[0])
 
-        def run(st, _op=op):
-            R = st.R
-            R[sr] = address(R)
+        def run(state, _op=op):
+            values = state.values
+            values[sr] = address(values)
         return run
 
     def _window(self, p, bound):
-        """``R -> (lo, hi)``: the element indices ``[lo, hi)`` of the buffer that a bounded
+        """``values -> (lo, hi)``: the element indices ``[lo, hi)`` of the buffer that a bounded
         access through pointer ``p`` may touch. The bound counts from ``p`` itself (ir/ops.py:
         0 <= off + i < bound), so a view shifted by k has its window shifted by k too."""
         if bound is None:
-            return lambda R: None
+            return lambda values: None
         sp, sb = self.slot(p), self.slot(bound)
         wide_unsigned = scalar_of(bound.type).name == "u64"
 
-        def window(R):
-            lo = R[sp][1]
-            b = R[sb]
+        def window(values):
+            lo = values[sp][1]
+            b = values[sb]
             if wide_unsigned:  # beyond any buffer anyway; keeps the sum in int64
                 b = np.minimum(b, np.uint64(1 << 62))
             return lo, lo + b.astype(I64)
@@ -663,10 +664,10 @@ class Program:
         zero = nd.type(0)
         address, sr = self._address(p, o), self.slot(op.results[0])
 
-        def run(st, _op=op):
-            R = st.R
-            buf, idx = address(R)
-            R[sr] = mem_load(st, _op, buf, idx, vec, window(R), st.mask, zero, nd)
+        def run(state, _op=op):
+            values = state.values
+            buf, idx = address(values)
+            values[sr] = mem_load(state, _op, buf, idx, vec, window(values), state.mask, zero, nd)
         return run
 
     def exec_store(self, op):
@@ -675,43 +676,43 @@ class Program:
         vec = op.attrs["vec"]
         address, sv = self._address(p, o), self.slot(v)
 
-        def run(st, _op=op):
-            R = st.R
-            buf, idx = address(R)
-            mem_store(st, _op, buf, idx, R[sv], vec, window(R), st.mask)
+        def run(state, _op=op):
+            values = state.values
+            buf, idx = address(values)
+            mem_store(state, _op, buf, idx, values[sv], vec, window(values), state.mask)
         return run
 
     # -- threads -----------------------------------------------------------------------------------
     def exec_barrier(self, op):
         self.has_barrier = True
 
-        def run(st, _op=op):
-            m = st.mask
+        def run(state, _op=op):
+            m = state.mask
             if m is not None:
                 if not m.any():
                     return
-                a = st.alive
+                a = state.alive
                 missing = ~m if a is None else (a & ~m)
                 if missing.any():
                     ks = np.flatnonzero(missing)
                     raise BarrierError(
                         f"{where(_op.loc)}: barrier reached by only part of the block: "
                         f"{int(m.sum())} thread(s) arrive while {len(ks)} other(s) that have not "
-                        f"exited are in another branch or loop iteration (first: {st.who(ks[0])}); "
+                        f"exited are in another branch or loop iteration (first: {state.who(ks[0])}); "
                         f"this deadlocks or misbehaves on the GPU")
-            if st.shadow is not None:
-                st.shadow.barrier()
+            if state.shadow is not None:
+                state.shadow.barrier()
         return run
 
     def exec_printf(self, op):
         pyfmt, fixes = _printf_formatter(op.attrs["fmt"], [v.type for v in op.operands])
         ss = [self.slot(v) for v in op.operands]
 
-        def run(st, _op=op):
-            R = st.R
-            T = st.T
-            cols = [_full(R[s], T).tolist() for s in ss]
-            m = st.mask
+        def run(state, _op=op):
+            values = state.values
+            T = state.T
+            cols = [_full(values[s], T).tolist() for s in ss]
+            m = state.mask
             lanes = range(T) if m is None else np.flatnonzero(m).tolist()
             out = []
             for t in lanes:
@@ -728,10 +729,10 @@ class Program:
         attrs = op.attrs
         ws = self.ws
 
-        def run(st, _op=op):
-            R = st.R
-            T = st.T
-            m = st.mask
+        def run(state, _op=op):
+            values = state.values
+            T = state.T
+            m = state.mask
             if m is not None:
                 w = m.reshape(-1, ws)
                 part = w.any(axis=1) & ~w.all(axis=1)
@@ -739,156 +740,156 @@ class Program:
                     k = int(np.argmax(part))
                     raise InterpError(f"{where(_op.loc)}: {attrs['name']} executed by only part of "
                                       f"warp {k} ({int(w[k].sum())} of {ws} lanes, first "
-                                      f"{st.who(k * ws)}): warp-level instructions need the whole "
+                                      f"{state.who(k * ws)}): warp-level instructions need the whole "
                                       f"warp")
             args = []
             for s, n in ss:
-                x = R[s]
+                x = values[s]
                 args.append(np.broadcast_to(x if x.ndim == 2 else x[:, None], (T, x.shape[1] if x.ndim == 2 else 1)))
             res = ins.emulate(args, attrs, ws)
             for (s, isvec), x in zip(rs, res):
-                R[s] = x if isvec else x.reshape(T)
+                values[s] = x if isvec else x.reshape(T)
         return run
 
     # -- control flow ------------------------------------------------------------------------------
     def exec_return(self, op):
-        def run(st, _op=op):
-            m = st.mask
-            T = st.T
+        def run(state, _op=op):
+            m = state.mask
+            T = state.T
             if m is None:
-                st.alive = np.zeros(T, bool)
+                state.alive = np.zeros(T, bool)
             else:
-                st.alive = ~m if st.alive is None else (st.alive & ~m)
-            st.mask = np.zeros(T, bool)
+                state.alive = ~m if state.alive is None else (state.alive & ~m)
+            state.mask = np.zeros(T, bool)
         return run
 
     def exec_if(self, op):
-        sc = self.slot(op.operands[0])
-        tf, ty = self.block(op.regions[0])
-        ef, ey = self.block(op.regions[1])
-        rs = [self.slot(r) for r in op.results]
+        cond_slot = self.slot(op.operands[0])
+        then_fns, then_yields = self.block(op.regions[0])
+        else_fns, else_yields = self.block(op.regions[1])
+        result_slots = [self.slot(r) for r in op.results]
         merges = [_merge_fn(r.type) for r in op.results]
         holders = [_placeholder(r.type) for r in op.results]
 
-        def run(st, _op=op):
-            R = st.R
-            c = R[sc]
-            m = st.mask
+        def run(state, _op=op):
+            values = state.values
+            c = values[cond_slot]
+            m = state.mask
             if c.shape[0] == 1:
-                vals = _run(st, tf, ty) if c[0] else _run(st, ef, ey)
+                vals = _run(state, then_fns, then_yields) if c[0] else _run(state, else_fns, else_yields)
             else:
                 ct = c if m is None else (c & m)
                 ce = ~c if m is None else (m & ~c)
                 at, ae = ct.any(), ce.any()
                 if at and ae:
-                    st.mask = ct
-                    vt = _run(st, tf, ty)
-                    st.mask = ce if st.alive is None else (ce & st.alive)
-                    ve = _run(st, ef, ey)
+                    state.mask = ct
+                    vt = _run(state, then_fns, then_yields)
+                    state.mask = ce if state.alive is None else (ce & state.alive)
+                    ve = _run(state, else_fns, else_yields)
                     vals = [mg(c, x, y) for mg, x, y in zip(merges, vt, ve)]
                 elif at:
-                    vals = _run(st, tf, ty)
+                    vals = _run(state, then_fns, then_yields)
                 elif ae:
-                    vals = _run(st, ef, ey)
+                    vals = _run(state, else_fns, else_yields)
                 else:
                     vals = holders
-            _restore_mask(st, m)
-            for s, v in zip(rs, vals):
-                R[s] = v
+            _restore_mask(state, m)
+            for s, v in zip(result_slots, vals):
+                values[s] = v
         return run
 
     def exec_for(self, op):
-        slb, sub, sst = (self.slot(v) for v in op.operands[:3])
-        inits = [self.slot(v) for v in op.operands[3:]]
+        lower_slot, upper_slot, step_slot = (self.slot(v) for v in op.operands[:3])
+        init_slots = [self.slot(v) for v in op.operands[3:]]
         body = op.regions[0]
-        siv = self.slot(body.args[0])
-        cargs = [self.slot(a) for a in body.args[1:]]
-        bf, by = self.block(body)
-        rs = [self.slot(r) for r in op.results]
+        iv_slot = self.slot(body.args[0])
+        carried_slots = [self.slot(a) for a in body.args[1:]]
+        body_fns, body_yields = self.block(body)
+        result_slots = [self.slot(r) for r in op.results]
         merges = [_merge_fn(r.type) for r in op.results]
 
-        def trap(st):
+        def trap(state):
             raise InterpError(f"{where(op.loc)}: for loop with step 0 (a trap on the GPU)")
 
-        def run(st, _op=op):
-            R = st.R
-            lb, ub, step = R[slb], R[sub], R[sst]
-            cur = [R[s] for s in inits]
-            m = st.mask
+        def run(state, _op=op):
+            values = state.values
+            lb, ub, step = values[lower_slot], values[upper_slot], values[step_slot]
+            cur = [values[s] for s in init_slots]
+            m = state.mask
             if lb.shape[0] == 1 and ub.shape[0] == 1 and step.shape[0] == 1:
                 s = int(step[0])
                 if s == 0:
                     if (int(lb[0]) < int(ub[0])) or (int(lb[0]) > int(ub[0])):
-                        trap(st)
+                        trap(state)
                 ivdt = lb.dtype
                 for i in range(int(lb[0]), int(ub[0]), s) if s else ():
-                    R[siv] = np.array([i], ivdt)
-                    for sl, v in zip(cargs, cur):
-                        R[sl] = v
-                    cur = _run(st, bf, by)
-                    if st.alive is not None:
-                        mm = st.alive if m is None else (m & st.alive)
+                    values[iv_slot] = np.array([i], ivdt)
+                    for sl, v in zip(carried_slots, cur):
+                        values[sl] = v
+                    cur = _run(state, body_fns, body_yields)
+                    if state.alive is not None:
+                        mm = state.alive if m is None else (m & state.alive)
                         if not mm.any():
                             break
-                        st.mask = mm
+                        state.mask = mm
             else:
                 iv = lb
                 base = m
-                sp = None
+                step_positive = None
                 if step.shape[0] == 1:
-                    sp = int(step[0]) > 0
+                    step_positive = int(step[0]) > 0
                     if int(step[0]) == 0:
                         act = (iv != ub) if base is None else ((iv != ub) & base)
                         if act.any():
-                            trap(st)
+                            trap(state)
                 while True:
-                    if sp is None:
+                    if step_positive is None:
                         cond = np.where(step > 0, iv < ub, iv > ub)
                     else:
-                        cond = (iv < ub) if sp else (iv > ub)
+                        cond = (iv < ub) if step_positive else (iv > ub)
                     act = cond if base is None else (cond & base)
                     if not act.any():
                         break
-                    if sp is None and (act & (step == 0)).any():
-                        trap(st)
+                    if step_positive is None and (act & (step == 0)).any():
+                        trap(state)
                     full = base is None and act.all()
-                    st.mask = None if full else act
-                    R[siv] = iv
-                    for sl, v in zip(cargs, cur):
-                        R[sl] = v
-                    ys = _run(st, bf, by)
+                    state.mask = None if full else act
+                    values[iv_slot] = iv
+                    for sl, v in zip(carried_slots, cur):
+                        values[sl] = v
+                    ys = _run(state, body_fns, body_yields)
                     cur = ys if full else [mg(act, y, c) for mg, y, c in zip(merges, ys, cur)]
                     iv = iv + step
-                    if st.alive is not None:
-                        base = st.alive if base is None else (base & st.alive)
-            _restore_mask(st, m)
-            for s, v in zip(rs, cur):
-                R[s] = v
+                    if state.alive is not None:
+                        base = state.alive if base is None else (base & state.alive)
+            _restore_mask(state, m)
+            for s, v in zip(result_slots, cur):
+                values[s] = v
         return run
 
     def exec_while(self, op):
-        inits = [self.slot(v) for v in op.operands]
-        cblk, bblk = op.regions
-        cargs = [self.slot(a) for a in cblk.args]
-        bargs = [self.slot(a) for a in bblk.args]
-        cf, cy = self.block(cblk)
-        bf, by = self.block(bblk)
-        (scond,) = cy
-        rs = [self.slot(r) for r in op.results]
+        init_slots = [self.slot(v) for v in op.operands]
+        cond_block, body_block = op.regions
+        cond_arg_slots = [self.slot(a) for a in cond_block.args]
+        body_arg_slots = [self.slot(a) for a in body_block.args]
+        cond_fns, cond_yields = self.block(cond_block)
+        body_fns, body_yields = self.block(body_block)
+        (cond_slot,) = cond_yields
+        result_slots = [self.slot(r) for r in op.results]
         merges = [_merge_fn(r.type) for r in op.results]
 
-        def run(st, _op=op):
-            R = st.R
-            cur = [R[s] for s in inits]
-            m = st.mask
+        def run(state, _op=op):
+            values = state.values
+            cur = [values[s] for s in init_slots]
+            m = state.mask
             base = m
             while True:
-                st.mask = base
-                for sl, v in zip(cargs, cur):
-                    R[sl] = v
-                for f in cf:
-                    f(st)
-                c = R[scond]
+                state.mask = base
+                for sl, v in zip(cond_arg_slots, cur):
+                    values[sl] = v
+                for f in cond_fns:
+                    f(state)
+                c = values[cond_slot]
                 if base is None and c.shape[0] == 1:
                     if not c[0]:
                         break
@@ -898,18 +899,18 @@ class Program:
                     if not act.any():
                         break
                     full = base is None and act.all()
-                st.mask = None if full else act
-                for sl, v in zip(bargs, cur):
-                    R[sl] = v
-                ys = _run(st, bf, by)
+                state.mask = None if full else act
+                for sl, v in zip(body_arg_slots, cur):
+                    values[sl] = v
+                ys = _run(state, body_fns, body_yields)
                 cur = ys if full else [mg(act, y, x) for mg, y, x in zip(merges, ys, cur)]
-                if st.alive is not None:
-                    base = st.alive if base is None else (base & st.alive)
+                if state.alive is not None:
+                    base = state.alive if base is None else (base & state.alive)
                     if not base.any():
                         break
-            _restore_mask(st, m)
-            for s, v in zip(rs, cur):
-                R[s] = v
+            _restore_mask(state, m)
+            for s, v in zip(result_slots, cur):
+                values[s] = v
         return run
 
     # -- launching ---------------------------------------------------------------------------------
@@ -927,20 +928,20 @@ class Program:
         if self.has_target_op and nthreads % self.ws:
             raise InterpError(f"kernel {fn.name!r} uses warp-level instructions but its block of "
                               f"{nthreads} threads is not a whole number of {self.ws}-thread warps")
-        st = State()
-        st.prog = self
-        st.block, st.grid, st.nthreads = (bx, by, bz), (gx, gy, gz), nthreads
-        st.bufs = []
-        R = st.R = [None] * len(self.slots)
+        state = State()
+        state.prog = self
+        state.block, state.grid, state.nthreads = (bx, by, bz), (gx, gy, gz), nthreads
+        state.bufs = []
+        values = state.values = [None] * len(self.slots)
         for s, arr in self.consts:
-            R[s] = arr
+            values[s] = arr
         for p, s, v in zip(fn.params, self.param_slots, params):
             if isinstance(p.type, PointerType):
-                v.id = len(st.bufs)
-                st.bufs.append(v)
-                R[s] = (v, np.zeros(1, I64))
+                v.id = len(state.bufs)
+                state.bufs.append(v)
+                values[s] = (v, np.zeros(1, I64))
             else:
-                R[s] = np.array([v], dtype=p.type.np_dtype)
+                values[s] = np.array([v], dtype=p.type.np_dtype)
         # shared memory: one byte array; static arrays first, then the dynamic part
         smem_arr = None
         if self.smem or self.dyn:
@@ -949,18 +950,18 @@ class Program:
             for s, d, count, name, off in self.smem_layout:
                 b = Buf(smem_arr[off:off + count * d.itemsize].view(d.np_dtype), name, "shared",
                         off, off)
-                b.id = len(st.bufs)
-                st.bufs.append(b)
-                R[s] = (b, np.zeros(1, I64))
+                b.id = len(state.bufs)
+                state.bufs.append(b)
+                values[s] = (b, np.zeros(1, I64))
             for s, d, offset in self.dyn:
                 lo = self.dyn_base + offset
                 nel = max(0, (total - lo) // d.itemsize)
                 b = Buf(smem_arr[lo:lo + nel * d.itemsize].view(d.np_dtype),
                         f"dynamic_smem({d.name}, offset={offset})", "shared", lo, lo)
-                b.id = len(st.bufs)
-                st.bufs.append(b)
-                R[s] = (b, np.zeros(1, I64))
-        st.shadow = Shadow(smem_arr.shape[0], self) if (checking and smem_arr is not None) else None
+                b.id = len(state.bufs)
+                state.bufs.append(b)
+                values[s] = (b, np.zeros(1, I64))
+        state.shadow = Shadow(smem_arr.shape[0], self) if (checking and smem_arr is not None) else None
         nb = max(1, min(nblocks, BATCH_THREADS // nthreads)) if self.batchable else 1
         whiches = {w for _, w in self.specials}
         tcache = {}
@@ -969,23 +970,23 @@ class Program:
             for base in range(0, nblocks, nb):
                 k = min(nb, nblocks - base)
                 T = k * nthreads
-                st.T, st.block_base = T, base
+                state.T, state.block_base = T, base
                 sp = tcache.get(k)
                 if sp is None:
                     sp = tcache[k] = self._thread_specials(whiches, block, k)
                 vals = dict(sp)
                 vals.update(self._block_specials(whiches, grid, block, base, k, nthreads))
                 for s, w in self.specials:
-                    R[s] = vals[w]
-                st.mask = None
-                st.alive = None
+                    values[s] = vals[w]
+                state.mask = None
+                state.alive = None
                 if smem_arr is not None:
                     smem_arr.fill(POISON)
-                    if st.shadow is not None:
-                        st.shadow.new_block()
+                    if state.shadow is not None:
+                        state.shadow.new_block()
                 try:
                     for f in body_f:
-                        f(st)
+                        f(state)
                 except InterpError:
                     raise
                 except Exception as e:  # the choke point for errors while running an op
