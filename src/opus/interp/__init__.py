@@ -86,7 +86,7 @@ def _launch_checks(prog, name, grid, block, smem):
 
 
 def _steps(fn, names_to_index, align):
-    from ..frontend.gpu_launch import scalar_checker
+    from ..runtime.launch_plan import scalar_checker
     steps = []
     for i, p in zip(names_to_index, fn.params):
         if isinstance(p.type, PointerType):
