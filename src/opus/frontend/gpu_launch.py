@@ -24,10 +24,9 @@ from threading import get_ident
 
 from ..errors import ArgumentError
 from ..runtime.launch_plan import (C_ABI_VERSION, PTR, LaunchPlan, launch_stream, pointer_param,
-                                   scalar_checker, scalar_param)
+                                   scalar_param)
 
-# scalar_checker: still imported from here by the interpreter (interp/__init__.py)
-__all__ = ["GpuEntry", "EntryParams", "plan_of", "fast_launch_module", "scalar_checker"]
+__all__ = ["GpuEntry", "EntryParams", "plan_of", "fast_launch_module"]
 
 _DEFAULT_SMEM = 48 * 1024
 _stale_warned = []
