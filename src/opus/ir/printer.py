@@ -15,15 +15,19 @@ def _attrs(op):
     return " {" + ", ".join(parts) + "}"
 
 
+def _value(v):
+    return f"%{v.id}:{type_str(v.type)}"
+
+
 def _block(block, indent, out):
     pad = "  " * indent
     for op in block.ops:
-        res = ", ".join(repr(r) for r in op.results)
+        res = ", ".join(map(_value, op.results))
         lhs = f"{res} = " if res else ""
         ops = ", ".join(f"%{o.id}" for o in op.operands)
         out.append(f"{pad}{lhs}{op.kind}({ops}){_attrs(op)}")
         for i, region in enumerate(op.regions):
-            args = ", ".join(repr(a) for a in region.args)
+            args = ", ".join(map(_value, region.args))
             out.append(f"{pad}  ^{i}({args}):")
             _block(region, indent + 2, out)
 

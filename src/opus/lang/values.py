@@ -486,6 +486,10 @@ class Val(Value):
     __slots__ = ()
     __hash__ = Value.__hash__
 
+    def __repr__(self):
+        # how error messages show it ("got a run-time i32"); the IR printer numbers values
+        return f"a run-time {type_str(self.type)}"
+
     @property
     def dtype(self) -> DType:
         return scalar_of(self.type)
