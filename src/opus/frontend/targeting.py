@@ -112,15 +112,13 @@ def _target_named(name, what):
     if not isinstance(name, str):
         raise TypeError(f"{what}: a target is named by a string such as 'sm_90a' or 'gfx942', "
                         f"got {name!r} ({type(name).__name__})")
-    known = _known_names()
-    if name in known:
-        return get_target(name)
-    hint = ""
-    if name.strip().lower() in known:
-        hint = f" (target names are lowercase: did you mean {name.strip().lower()!r}?)"
-    elif name.strip().lower() in ("", "none", "auto"):
-        hint = " (for the automatic selection use opus.set_target(None))"
-    raise ValueError(f"{what}: unknown target {name!r}{hint}; known: {', '.join(known)}")
+    if name.strip().lower() in ("", "none", "auto"):
+        raise ValueError(f"{what}: unknown target {name!r} (for the automatic selection use "
+                         f"opus.set_target(None)); known: {', '.join(_known_names())}")
+    try:
+        return get_target(name)  # its errors say "not supported yet" or what is malformed
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}") from None
 
 
 _found = []  # [arch or None] once looked up: the hardware does not change under a process
