@@ -42,6 +42,8 @@ def get_target(name: str) -> Target:
 
 
 def _new_target(name) -> Target:
+    if name in NvidiaTarget.names:  # the common case: no need to import AMD's tables (~10 ms)
+        return NvidiaTarget(name)
     known = ", ".join(known_targets())
     try:
         arch = parse_arch(name)
