@@ -67,3 +67,12 @@ def launch_path(request, monkeypatch):
     reset()
     yield request.param
     reset()
+
+
+@pytest.fixture
+def cache_root(tmp_path, monkeypatch):
+    """A private, empty compile cache for the test (OPUS_CACHE_DIR)."""
+    root = tmp_path / "opus-cache"
+    monkeypatch.setenv("OPUS_CACHE_DIR", str(root))
+    monkeypatch.delenv("OPUS_CACHE_DISABLE", raising=False)
+    return root

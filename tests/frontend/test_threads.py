@@ -342,24 +342,17 @@ def test_c_memo_is_used_only_under_its_own_selection():
 
 # -- compiling from many threads and processes ------------------------------------------------------
 
-@pytest.fixture
-def private_cache(tmp_path, monkeypatch):
-    root = tmp_path / "opus-cache"
-    monkeypatch.setenv("OPUS_CACHE_DIR", str(root))
-    monkeypatch.delenv("OPUS_CACHE_DISABLE", raising=False)
-    return root
-
 
 def cache_entries(root):
     return sorted(os.path.join(d, f) for d, _, files in os.walk(root) for f in files
                   if f.endswith(".bin"))
 
 
-def test_16_threads_compile_different_kernels_with_nvrtc(private_cache, monkeypatch):
+def test_16_threads_compile_different_kernels_with_nvrtc(cache_root, monkeypatch):
     kernels = [make_scaled(i) for i in range(NTHREADS)]
     built = run_threads(NTHREADS, lambda i: kernels[i].specialize("sm_90a").compiled)
     assert all(b.binary[:4] == b"\x7fELF" and not b.cached for b in built)
-    assert len(cache_entries(private_cache)) == NTHREADS
+    assert len(cache_entries(cache_root)) == NTHREADS
     monkeypatch.setenv("OPUS_CACHE_DISABLE", "1")  # the reference: compiled alone, uncached
     for i in range(NTHREADS):
         alone = make_scaled(i).specialize("sm_90a").compiled
@@ -375,12 +368,12 @@ def amd_compiler_or_skip():
         pytest.skip(str(e))
 
 
-def test_16_threads_compile_different_kernels_with_clang(private_cache, monkeypatch):
+def test_16_threads_compile_different_kernels_with_clang(cache_root, monkeypatch):
     from opus.runtime.amd_build import resources_amd
     amd_compiler_or_skip()
     kernels = [make_scaled(i) for i in range(NTHREADS)]
     built = run_threads(NTHREADS, lambda i: kernels[i].specialize("gfx942").compiled)
-    assert len(cache_entries(private_cache)) == NTHREADS
+    assert len(cache_entries(cache_root)) == NTHREADS
     monkeypatch.setenv("OPUS_CACHE_DISABLE", "1")
     for i in (0, 5, 10, 15):  # a few references compiled alone (clang is slower than NVRTC)
         assert built[i].binary == make_scaled(i).specialize("gfx942").compiled.binary
@@ -390,7 +383,7 @@ def test_16_threads_compile_different_kernels_with_clang(private_cache, monkeypa
         assert kernel_resources["wave"] == 64
 
 
-def test_16_threads_compile_one_specialization_once(private_cache, monkeypatch):
+def test_16_threads_compile_one_specialization_once(cache_root, monkeypatch):
     from opus.runtime import nvrtc
     compiles = []
     real = nvrtc.compile_cuda
@@ -402,7 +395,7 @@ def test_16_threads_compile_one_specialization_once(private_cache, monkeypatch):
     k = make_scaled(2)
     built = run_threads(NTHREADS, lambda i: k.specialize("sm_90a", C=7).compiled)
     assert len(compiles) == 1 and len({id(b) for b in built}) == 1
-    assert len(cache_entries(private_cache)) == 1
+    assert len(cache_entries(cache_root)) == 1
 
 
 def test_8_processes_compile_one_kernel_into_one_cache(tmp_path):
