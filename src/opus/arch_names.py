@@ -14,7 +14,6 @@ Parsing only reads the name: whether opus supports a chip is the targets' questi
 from __future__ import annotations
 
 import re
-from typing import NamedTuple
 
 from .errors import OpusError
 
@@ -32,13 +31,22 @@ class ArchNameError(OpusError, ValueError):
     """A string that is not an arch name."""
 
 
-class Arch(NamedTuple):
-    """A parsed arch name. ``suffix``: NVIDIA's variant letter ('', 'a' or 'f'); for AMD the
-    stepping digit ('2' of gfx942, 'a' of gfx90a)."""
-    vendor: str
-    major: int
-    minor: int
-    suffix: str
+class Arch(tuple):
+    """A parsed arch name: the tuple (vendor, major, minor, suffix). ``suffix``: NVIDIA's variant
+    letter ('', 'a' or 'f'); for AMD the stepping digit ('2' of gfx942, 'a' of gfx90a).
+    (A plain tuple subclass: typing.NamedTuple would cost ``import opus`` ~1 ms for typing.)"""
+    __slots__ = ()
+
+    def __new__(cls, vendor: str, major: int, minor: int, suffix: str):
+        return tuple.__new__(cls, (vendor, major, minor, suffix))
+
+    vendor = property(lambda self: self[0])
+    major = property(lambda self: self[1])
+    minor = property(lambda self: self[2])
+    suffix = property(lambda self: self[3])
+
+    def __repr__(self):
+        return f"Arch(vendor={self[0]!r}, major={self[1]!r}, minor={self[2]!r}, suffix={self[3]!r})"
 
     @property
     def name(self) -> str:

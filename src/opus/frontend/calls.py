@@ -207,12 +207,14 @@ def register_rewritten(rewritten: Rewritten):
             _CONVERSIONS[code] = _ALREADY
 
 
+_OPUS_DIR = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
+
+
 @functools.cache
 def _library_dirs():
-    import sysconfig
+    import sysconfig  # ~1-2 ms: only asked for files outside opus
     paths = sysconfig.get_paths()
     dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
-    dirs.add(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # opus itself
     return tuple(os.path.realpath(d) + os.sep for d in dirs)
 
 
@@ -220,7 +222,8 @@ def _library_dirs():
 def _is_user_file(filename):
     if filename.startswith("<"):
         return bool(linecache.getlines(filename))  # notebook cells are; exec'd strings are not
-    return not os.path.realpath(filename).startswith(_library_dirs())
+    path = os.path.realpath(filename)
+    return not (path.startswith(_OPUS_DIR) or path.startswith(_library_dirs()))
 
 
 def plain_code_info(code):

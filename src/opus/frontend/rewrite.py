@@ -36,7 +36,7 @@ import itertools
 import linecache
 import textwrap
 import types
-from typing import NamedTuple
+from collections import namedtuple  # not typing.NamedTuple: typing costs `import opus` ~1 ms
 
 from ..ir import Loc
 from ..lang.context import TraceError
@@ -52,12 +52,10 @@ _counter = itertools.count()
 _ast_lock = _thread.allocate_lock()
 
 
-class SourceSnapshot(NamedTuple):
+class SourceSnapshot(namedtuple("SourceSnapshot", "filename first_line lines")):
     """A function's file name, first line (its first decorator's) and the file's lines, as they
     were when the snapshot was taken."""
-    filename: str
-    first_line: int
-    lines: list
+    __slots__ = ()
 
     def line(self, n):
         return self.lines[n - 1] if 0 < n <= len(self.lines) else ""
@@ -92,22 +90,19 @@ class RewriteError(TraceError):
         super().__init__(message, Loc(source.filename, line), self.source_line, kernel)
 
 
-class CodeInfo(NamedTuple):
-    """What a code object of a rewritten function is: the user function it belongs to, that
-    function's source, and whether it is that function's own code (a new call of it) rather
-    than a generated branch or loop body."""
-    name: str
-    kind: str  # "kernel" or "helper"
-    source: SourceSnapshot
-    top: bool
+class CodeInfo(namedtuple("CodeInfo", "name kind source top")):
+    """What a code object of a rewritten function is: the user function it belongs to (``name``;
+    ``kind`` "kernel" or "helper"), that function's ``source`` (a SourceSnapshot), and whether
+    it is that function's own code (``top``: a new call of it) rather than a generated branch or
+    loop body."""
+    __slots__ = ()
 
 
-class Rewritten(NamedTuple):
+class Rewritten(namedtuple("Rewritten", "factory infos")):
     """A rewritten function: ``factory`` is the code of ``__opus_factory(__opus_rt)``, which
     returns the function (made with the globals it should read); ``infos`` describes every
     code object inside it."""
-    factory: types.CodeType
-    infos: dict
+    __slots__ = ()
 
 
 # -- name analysis ------------------------------------------------------------------------------

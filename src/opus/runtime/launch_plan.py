@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import numbers
 import struct
-from dataclasses import dataclass
 
 from opus import dtypes as _dt
 from opus.errors import ArgumentError
@@ -46,16 +45,21 @@ _I64_MAX = 2 ** 63 - 1
 _U64_MAX = 2 ** 64 - 1
 
 
-@dataclass(frozen=True)
 class Kind:
     """How one kind of parameter value is passed.
 
     ``name`` is also the name of the C hot path's kind (``_fastlaunch.KINDS``). ``inline`` is the
     generated Python path's test for an argument ``{v}`` that may be packed as it is; when it is
     true the argument goes to the general check (None: always). Pointers are read inline by the
-    generator itself (it knows the adopted tensor types)."""
-    name: str
-    inline: str | None = None
+    generator itself (it knows the adopted tensor types). Plain classes here and below:
+    dataclasses costs a fresh process's first launch ~1 ms of import."""
+    __slots__ = ("name", "inline")
+
+    def __init__(self, name: str, inline: str | None = None):
+        self.name, self.inline = name, inline
+
+    def __repr__(self):
+        return f"Kind({self.name!r})"
 
 
 PTR = Kind("ptr")
@@ -67,19 +71,32 @@ BYTES = Kind("bytes", "type({v}) is not bytes or len({v}) != {size}")  # by-valu
 KINDS = {k.name: k for k in (PTR, INT, BOOL, F32, F64, BYTES)}
 
 
-@dataclass(frozen=True)
 class ParamPlan:
-    """One run-time parameter: what the launch paths need to read, check and pack it."""
-    name: str
-    arg: int          # position in the launch's full argument tuple
-    kind: Kind
-    code: str         # struct code of its bytes in the parameter block
-    size: int         # bytes it takes
-    align: int        # pointer: the address alignment the kernel needs; others: in the block
-    dtype: object = None  # pointer: element dtype; scalar: its dtype; bytes: None
-    lo: float = 0     # accepted range (int, f32, bool)
-    hi: float = 0
-    offset: int = -1  # in the parameter block, set by LaunchPlan
+    """One run-time parameter: what the launch paths need to read, check and pack it.
+
+    name; arg: position in the launch's full argument tuple; kind: a Kind; code: struct code of
+    its bytes in the parameter block; size: bytes it takes; align: pointer: the address alignment
+    the kernel needs, others: in the block; dtype: pointer: element dtype, scalar: its dtype,
+    bytes: None; lo, hi: accepted range (int, f32, bool); offset: in the parameter block (-1
+    until LaunchPlan lays it out)."""
+    __slots__ = ("name", "arg", "kind", "code", "size", "align", "dtype", "lo", "hi", "offset")
+
+    def __init__(self, name, arg, kind, code, size, align, dtype=None, lo=0, hi=0, offset=-1):
+        self.name, self.arg, self.kind, self.code = name, arg, kind, code
+        self.size, self.align, self.dtype = size, align, dtype
+        self.lo, self.hi, self.offset = lo, hi, offset
+
+    def _fields(self):
+        return tuple(getattr(self, k) for k in self.__slots__)
+
+    def __eq__(self, other):
+        return type(other) is ParamPlan and self._fields() == other._fields()
+
+    def __hash__(self):
+        return hash(self._fields())
+
+    def __repr__(self):
+        return "ParamPlan(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
 
     @property
     def block_align(self):
@@ -185,8 +202,7 @@ class LaunchPlan:
 
 
 def _replace_offset(p, offset):
-    from dataclasses import replace
-    return replace(p, offset=offset)
+    return ParamPlan(p.name, p.arg, p.kind, p.code, p.size, p.align, p.dtype, p.lo, p.hi, offset)
 
 
 def _checker(p):

@@ -4,7 +4,6 @@ from __future__ import annotations
 from .. import dtypes as dt
 from .base import Target
 from .limits import Limits
-from . import amd_mfma
 
 __all__ = ["AmdTarget", "AMD_ARCHS"]
 
@@ -37,8 +36,11 @@ def _limits(name):
 class AmdTarget(Target):
     vendor = "amd"
     warp_size = 64
-    instructions = dict(amd_mfma.INSTRUCTIONS)
-    mma_atoms = dict(amd_mfma.ATOMS)
+
+    @classmethod
+    def _load_instruction_tables(cls):
+        from . import amd_mfma
+        return amd_mfma.INSTRUCTIONS, amd_mfma.ATOMS
 
     names = AMD_ARCHS
     math_f64 = _MATH_F64

@@ -155,15 +155,40 @@ class Target:
             raise UnsupportedOnTarget(f"printf is not available on {self.name}: {self.printf_missing}")
 
     # -- instructions ------------------------------------------------------------------------
-    instructions: dict = {}
+    # The vendor's matrix-atom table (nv_mma.py, amd_mfma.py) is read the first time a kernel
+    # asks for an instruction, not when the target is made: its rows check themselves when
+    # built, which a kernel without matrix instructions should not pay for at its first trace.
+    @classmethod
+    def _load_instruction_tables(cls):
+        """(instructions {name: Instruction}, mma_atoms {key: names}) of this vendor."""
+        return {}, {}
+
+    @classmethod
+    def _instruction_tables(cls):
+        tables = cls.__dict__.get("_tables")
+        if tables is None:
+            ins, atoms = cls._load_instruction_tables()
+            tables = (dict(ins), dict(atoms))
+            if cls.__dict__.get("_tables") is None:  # two threads at once: the first one is kept
+                cls._tables = tables
+            tables = cls._tables
+        return tables
+
+    @property
+    def instructions(self) -> dict:
+        """{name: Instruction} of this vendor (availability per chip: ``available_on``)."""
+        return self._instruction_tables()[0]
+
+    @property
+    def mma_atoms(self) -> dict:
+        """(a, b, c, (m, n, k)) -> instruction names (matrix.atom_index)."""
+        return self._instruction_tables()[1]
 
     def instruction(self, name, what=None) -> Instruction:
         ins = self.instructions.get(name)
         if ins is None or not ins.available_on(self):
             raise UnsupportedOnTarget(f"{what or name} is not available on {self.name}")
         return ins
-
-    mma_atoms: dict = {}  # (a, b, c, (m, n, k)) -> instruction names (matrix.atom_index)
 
     def matrix_atoms(self) -> list:
         """The matrix atoms this chip has (grouped by types and shape)."""

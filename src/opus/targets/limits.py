@@ -8,7 +8,6 @@ one the GPU accepts, with the same message when it is not.
 from __future__ import annotations
 
 import numbers
-from typing import NamedTuple
 
 from ..errors import ArgumentError
 
@@ -17,19 +16,24 @@ __all__ = ["Limits", "check_launch_shape", "check_dynamic_smem", "static_smem_er
 _AXES = "xyz"
 
 
-class Limits(NamedTuple):
+class Limits:
     """block_dims: threads per block along x, y, z; threads_per_block: their product's limit;
     grid_dims: blocks along x, y, z; grid_items: blocks * block size along one axis (AMD
     dispatches count work-items in 32 bits; None where there is no such limit);
     static_smem: bytes of static shared memory per block; smem_per_block: static + dynamic bytes
-    with the opt-in (the launch path opts in by itself, so this is the limit that matters)."""
+    with the opt-in (the launch path opts in by itself, so this is the limit that matters).
+    A plain class (typing.NamedTuple would make ``import opus`` import typing)."""
+    __slots__ = ("block_dims", "threads_per_block", "grid_dims", "grid_items", "static_smem",
+                 "smem_per_block")
 
-    block_dims: tuple
-    threads_per_block: int
-    grid_dims: tuple
-    grid_items: int | None
-    static_smem: int
-    smem_per_block: int
+    def __init__(self, *, block_dims: tuple, threads_per_block: int, grid_dims: tuple,
+                 grid_items: int | None, static_smem: int, smem_per_block: int):
+        self.block_dims, self.threads_per_block = block_dims, threads_per_block
+        self.grid_dims, self.grid_items = grid_dims, grid_items
+        self.static_smem, self.smem_per_block = static_smem, smem_per_block
+
+    def __repr__(self):
+        return "Limits(" + ", ".join(f"{k}={getattr(self, k)!r}" for k in self.__slots__) + ")"
 
 
 def check_launch_shape(limits: Limits, target: str, kernel: str, grid, block):

@@ -4,7 +4,6 @@ from __future__ import annotations
 from .. import dtypes as dt
 from .base import Target
 from .limits import Limits
-from . import nv_mma
 
 __all__ = ["NvidiaTarget", "NVIDIA_ARCHS"]
 
@@ -31,8 +30,11 @@ class NvidiaTarget(Target):
     vendor = "nvidia"
     warp_size = 32
     flavours = {"fp8": dt.fp8_e4m3, "bf8": dt.fp8_e5m2}
-    instructions = dict(nv_mma.INSTRUCTIONS)
-    mma_atoms = dict(nv_mma.ATOMS)
+
+    @classmethod
+    def _load_instruction_tables(cls):
+        from . import nv_mma
+        return nv_mma.INSTRUCTIONS, nv_mma.ATOMS
 
     names = NVIDIA_ARCHS
 
