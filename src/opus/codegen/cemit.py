@@ -185,8 +185,12 @@ class CEmitter:
     # unsigned thread index and block size along axis {} (for the linear thread id)
     thread_index = "{}"
     block_size_along = "{}"
-    # special registers: kind ('thread_id', ..., 'lane_id') -> fn(emitter, axis) -> C int
-    code_for_special: dict = {}
+    # special registers: kind ('thread_id', ..., 'lane_id') -> fn(emitter, axis) -> C int;
+    # a dialect adds its block_id, grid_size, num_blocks, lane_id and warp_id
+    code_for_special: dict = {
+        "thread_id": lambda s, a: f"(int){s.thread_index.format(a)}",
+        "block_dim": lambda s, a: f"(int){s.block_size_along.format(a)}",
+    }
     # bit casts: 'u32->f32', 'u64->f64', 'f32->u32' -> C template of the value {}
     code_for_bitcast: dict = {}
     # math: 'f32'/'f64' -> {function: C name}; fabs, fma, fmin, fmax: math_prefix + C name

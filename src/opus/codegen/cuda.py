@@ -32,9 +32,8 @@ class CudaEmitter(StorageConversions, CEmitter):
     thread_index = "threadIdx.{}"
     block_size_along = "blockDim.{}"
     code_for_special = {
-        "thread_id": lambda s, a: f"(int)threadIdx.{a}",
+        **CEmitter.code_for_special,
         "block_id": lambda s, a: f"(int)blockIdx.{a}",
-        "block_dim": lambda s, a: f"(int)blockDim.{a}",
         "num_blocks": lambda s, a: f"(int)gridDim.{a}",
         # threads in the grid: an unsigned product, wraps
         "grid_size": lambda s, a: f"(int)(gridDim.{a} * blockDim.{a})",

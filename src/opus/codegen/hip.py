@@ -78,9 +78,8 @@ class HipEmitter(StorageConversions, CEmitter):
     thread_index = "__builtin_amdgcn_workitem_id_{}()"
     block_size_along = "__builtin_amdgcn_workgroup_size_{}()"
     code_for_special = {
-        "thread_id": lambda s, a: f"(int)__builtin_amdgcn_workitem_id_{a}()",
+        **CEmitter.code_for_special,
         "block_id": lambda s, a: f"(int)__builtin_amdgcn_workgroup_id_{a}()",
-        "block_dim": lambda s, a: f"(int)__builtin_amdgcn_workgroup_size_{a}()",
         # the hardware's grid size counts work items; blocks are a division of it
         "grid_size": lambda s, a: f"(int)__builtin_amdgcn_grid_size_{a}()",
         "num_blocks": lambda s, a: (f"(int)(__builtin_amdgcn_grid_size_{a}() / "
