@@ -1,5 +1,6 @@
-"""Every matrix atom of every target, from the target's own table (a new row needs no edit here):
-its lane layout is the vendor's documented one, the interpreter computes A @ B + C through it
+"""Every matrix atom of every target, from the target's own table: laid out by the lane tables
+transcribed from the ISA documents (isa_lanes.py; test_isa_lanes.py checks the coordinates and
+the emulation against them), the interpreter computes A @ B + C through it
 (float64 accumulation, one rounding), and its rendering compiles to the instruction it names
 (NVRTC for NVIDIA rows, clang for AMD rows, whose assembly must hold the MFMA)."""
 import ml_dtypes  # noqa: F401  (bf16 inputs)
@@ -9,85 +10,17 @@ import pytest
 import opus
 from opus.targets import get_target, known_targets
 
+from isa_lanes import assert_coordinates_match, from_lanes, tables_for, to_lanes
+
 ATOMS = [(arch, atom) for arch in known_targets() for atom in get_target(arch).matrix_atoms()]
 IDS = [f"{arch}-{atom.name}" for arch, atom in ATOMS]
 
 
-# -- the documented layouts, written from the vendors' manuals (not from opus' code) ---------------
-# Each gives, for one operand, the (lane, register element) that holds each (row, col).
-
-def ptx_m16n8(atom, which):
-    """PTX ISA, "Matrix Fragments for mma.m16n8k*": groupID = lane >> 2, threadID_in_group =
-    lane % 4; A/B registers are .b32 holding 32/bits elements each."""
-    per = 32 // (8 * atom.a.itemsize)  # elements per .b32 register
-    out = {}
-    for lane in range(32):
-        gid, tig = lane >> 2, lane % 4
-        if which == "a":  # a_i: rows alternate groupID / groupID+8 per register, cols step by k/2
-            for i in range(atom.elem_a):
-                row = gid + (8 if (i // per) % 2 else 0)
-                col = tig * per + (i % per) + (atom.k // 2 if i >= atom.elem_a // 2 and atom.elem_a > 2 * per else 0)
-                out[row, col] = (lane, i)
-        elif which == "b":  # b_i: row (k) tig*per + (i % per), + k/2 for the second register
-            for i in range(atom.elem_b):
-                row = tig * per + (i % per) + (atom.k // 2 if i >= per else 0)
-                out[row, gid] = (lane, i)
-        else:  # c0, c1 in row groupID, c2, c3 in row groupID + 8; col tig*2 + (i & 1)
-            for i in range(4):
-                out[gid + (8 if i >= 2 else 0), tig * 2 + (i & 1)] = (lane, i)
-    return out
-
-
-def amd_mfma(atom, which):
-    """AMD Matrix Instruction Calculator (CDNA3/CDNA4) for MFMAs whose K elements per lane fit
-    one 16-byte block: A[i][k] is in lane i + M * (k // E_A), item k % E_A; B[k][j] in lane
-    j + N * (k // E_B), item k % E_B; D[i][j] in lane j + N * ((i // 4) % (64 // N)),
-    item 4 * (i // (4 * (64 // N))) + i % 4."""
-    M, N, K = atom.shape
-    out = {}
-    if which == "a":
-        E = atom.elem_a
-        assert E * atom.a.itemsize <= 16, f"{atom.name}: write the calculator's layout for K > 1 block"
-        for i in range(M):
-            for k in range(K):
-                out[i, k] = (i + M * (k // E), k % E)
-    elif which == "b":
-        E = atom.elem_b
-        assert E * atom.b.itemsize <= 16, f"{atom.name}: write the calculator's layout for K > 1 block"
-        for k in range(K):
-            for j in range(N):
-                out[k, j] = (j + N * (k // E), k % E)
-    else:
-        G = 64 // N
-        for i in range(M):
-            for j in range(N):
-                out[i, j] = (j + N * ((i // 4) % G), 4 * (i // (4 * G)) + i % 4)
-    return out
-
-
-DOCUMENTED = {"nvidia": ptx_m16n8, "amd": amd_mfma}
-
-
-def documented(arch, atom, which):
-    return DOCUMENTED[get_target(arch).vendor](atom, which)
-
-
-@pytest.mark.parametrize("arch,atom", ATOMS, ids=IDS)
-def test_lane_layout_is_the_documented_one(arch, atom):
-    for which, fn, rows, cols in (("a", atom.coords_a, atom.m, atom.k),
-                                  ("b", atom.coords_b, atom.k, atom.n),
-                                  ("c", atom.coords_c, atom.m, atom.n)):
-        doc = documented(arch, atom, which)
-        assert len(doc) == rows * cols  # the manual's map covers the operand
-        for (r, c), (lane, i) in doc.items():
-            assert fn(lane, i) == (r, c), (which, lane, i)
-
-
-# -- the interpreter, through the documented layout ------------------------------------------------
+# -- the interpreter, through the ISA documents' layouts (isa_lanes.py) ----------------------------
 
 def lane_kernel(atom):
     """Each lane loads its registers from a[lane * elem_a + i] (likewise b, c) and stores D's
-    the same way: the test lays the matrices out per the manual."""
+    the same way: the test lays the matrices out per the ISA document (isa_lanes.py)."""
     ta, tb, tc, shape = atom.a, atom.b, atom.c, atom.shape
 
     @opus.kernel
@@ -103,33 +36,15 @@ def lane_kernel(atom):
     return k
 
 
-def to_lanes(mats, doc, warp, elems):
-    """Per-warp matrices -> the flat per-lane register array the kernel reads."""
-    out = np.zeros((len(mats), warp, elems), mats.dtype)
-    for (r, c), (lane, i) in doc.items():
-        out[:, lane, i] = mats[:, r, c]
-    return out.reshape(-1)
-
-
-def from_lanes(flat, doc, warps, rows, cols, elems):
-    lanes = flat.reshape(warps, -1, elems)
-    out = np.zeros((warps, rows, cols), flat.dtype)
-    for (r, c), (lane, i) in doc.items():
-        out[:, r, c] = lanes[:, lane, i]
-    return out
-
-
 def run_interpreted(arch, atom, A, B, C):
     warps = len(A)
-    docs = [documented(arch, atom, w) for w in "abc"]
-    a = to_lanes(A, docs[0], atom.warp, atom.elem_a)
-    b = to_lanes(B, docs[1], atom.warp, atom.elem_b)
-    c = to_lanes(C, docs[2], atom.warp, atom.elem_c)
+    ta, tb, tc = tables_for(atom)
+    a, b, c = (to_lanes(X, t).reshape(-1) for X, t in ((A, ta), (B, tb), (C, tc)))
     d = np.full_like(c, np.nan)
     assert get_target(arch).mma_instruction(atom.a, atom.b, atom.c, atom.shape) is atom
     with opus.set_target(arch, interpret=True):
         lane_kernel(atom)[1, warps * atom.warp](a, b, c, d)
-    return from_lanes(d, docs[2], warps, atom.m, atom.n, atom.elem_c)
+    return from_lanes(d, tc)
 
 
 @pytest.mark.parametrize("arch,atom", ATOMS, ids=IDS)
@@ -194,7 +109,7 @@ def test_a_new_mma_sync_row_needs_no_new_code(arch, atom, monkeypatch):
     t = get_target(arch)
     monkeypatch.setitem(t.instructions, atom.name, atom)
     monkeypatch.setitem(t.mma_atoms, atom.key, (atom.name,))
-    test_lane_layout_is_the_documented_one(arch, atom)
+    assert_coordinates_match(atom)
     test_interpreter_computes_a_times_b_plus_c(arch, atom)
     assert atom.isa in lane_kernel(atom).ptx(target=arch)
 

@@ -1,0 +1,365 @@
+"""Lane layouts of the matrix instructions, transcribed by hand from the vendors' documents.
+
+Nothing here is computed from opus' coordinate functions (``src/opus/targets/nv_mma.py``,
+``amd_mfma.py``): each table is the document's own formula, written in the document's own
+direction and terms, so a slip in opus' code disagrees with it.
+
+* NVIDIA (PTX ISA, "Matrix Fragments for mma.m16n8k*"): the document gives, for fragment element
+  ``a_i``/``b_i``/``c_i`` of lane ``%laneid``, its ``row`` and ``col`` in terms of
+  ``groupID = %laneid >> 2`` and ``threadID_in_group = %laneid % 4``, piecewise in ``i``. The
+  element index ``i`` is opus' register-vector index (the document lists the elements "low to
+  high" in the packed .b32 registers; opus packs element p*r + j into register r at bits
+  8*size*j).
+* AMD (AMD Matrix Instruction Calculator, ``--detail-instruction``, "Matrix element to register
+  mapping with no modifiers"; the same layouts are drawn in the CDNA3/CDNA4 ISA guides, chapter 7
+  "Matrix Arithmetic Instructions"): the document gives, for matrix entry ``A[i][k]``,
+  ``B[k][j]`` or ``D[i][j]``, the VGPR (offset from the operand's first register), the bits in it,
+  and the lane. The register element index of opus' operand vector is
+  ``GPR * (32 / bits) + lo_bit / bits`` (the builtin's ext-vector operand is the VGPRs in order,
+  low bits first).
+
+Each instruction (keyed by ``MatrixAtom.isa``, the spelling the compiler prints) has one table per
+operand (A, B, C/D) in ``ISA_TABLES``; a new row of a target's atom table needs its entry here
+(tests/targets/test_isa_lanes.py fails naming the missing one).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+__all__ = ["LaneTable", "ISA_TABLES", "tables_for", "MissingIsaTable"]
+
+PTX = "PTX ISA (docs.nvidia.com/cuda/parallel-thread-execution), section 9.7.14.5"
+CALC = ("AMD Matrix Instruction Calculator (github.com/ROCm/amd_matrix_instruction_calculator), "
+        "--detail-instruction, 'Matrix element to register mapping with no modifiers'")
+CDNA3 = "AMD Instinct MI300 CDNA3 ISA Reference Guide, chapter 7 'Matrix Arithmetic Instructions'"
+CDNA4 = "AMD Instinct CDNA4 ISA Reference Guide, chapter 7 'Matrix Arithmetic Instructions'"
+BLOG = ("AMD ROCm blog 'Matrix Core Programming on AMD CDNA3 and CDNA4 architecture' (2025), "
+        "section 5")
+
+
+@dataclass(frozen=True)
+class LaneTable:
+    """One operand of one instruction as the document lays it out.
+
+    ``fragment(lane, i) -> (row, col)`` (PTX's direction) or ``register(row, col) ->
+    (gpr, lo_bit, lane)`` (the AMD calculator's direction): exactly one is given. ``spots`` are
+    literal entries read off the document's figure or worked example, ((row, col), (lane, i)),
+    a check on the transcription of the formula."""
+    instruction: str
+    operand: str      # 'A' (rows x k), 'B' (k x cols) or 'C' (the accumulator C/D)
+    rows: int
+    cols: int
+    lanes: int
+    bits: int         # size of one element in bits
+    source: str
+    fragment: Callable = None
+    register: Callable = None
+    spots: tuple = ()
+
+    @property
+    def per_lane(self):
+        return self.rows * self.cols // self.lanes
+
+    def placement(self) -> dict:
+        """{(row, col): (lane, register element)} over the whole operand; a transcription that
+        does not give each (row, col) exactly one (lane, element) is refused here."""
+        out = {}
+        if self.fragment is not None:
+            for lane in range(self.lanes):
+                for i in range(self.per_lane):
+                    out.setdefault(self.fragment(lane, i), []).append((lane, i))
+        else:
+            for r in range(self.rows):
+                for c in range(self.cols):
+                    gpr, lo_bit, lane = self.register(r, c)
+                    out.setdefault((r, c), []).append(
+                        (lane, gpr * (32 // self.bits) + lo_bit // self.bits))
+        cells = {(r, c) for r in range(self.rows) for c in range(self.cols)}
+        holders = [h for hs in out.values() for h in hs]
+        assert set(out) == cells and all(len(h) == 1 for h in out.values()), \
+            f"{self}: not one holder per {self.rows}x{self.cols} cell"
+        assert len(set(holders)) == len(holders) and all(
+            0 <= lane < self.lanes and 0 <= i < self.per_lane for lane, i in holders), \
+            f"{self}: a (lane, element) holds two cells or is out of range"
+        return {rc: h[0] for rc, h in out.items()}
+
+    def __str__(self):
+        return f"{self.instruction} {self.operand}"
+
+
+class MissingIsaTable(LookupError):
+    """An atom of a target's table has no lane table transcribed from its ISA document."""
+
+
+# == NVIDIA mma.sync ==============================================================================
+# groupID = %laneid >> 2, threadID_in_group = %laneid % 4 (every PTX fragment section)
+
+def _gid(lane):
+    return lane >> 2
+
+
+def _tig(lane):
+    return lane % 4
+
+
+def _ptx(instruction, operand, rows, cols, bits, section, fragment, spots):
+    return LaneTable(instruction, operand, rows, cols, 32, bits, f"{PTX}.{section}",
+                     fragment=fragment, spots=spots)
+
+
+# -- 9.7.14.5.8 "Matrix Fragments for mma.m16n8k16 with floating point type", .f16/.bf16 -----------
+def _m16n8k16_f16_a(lane, i):
+    # row = groupID for ai where 0 <= i < 2 || 4 <= i < 6; groupID + 8 Otherwise
+    row = _gid(lane) if (0 <= i < 2 or 4 <= i < 6) else _gid(lane) + 8
+    # col = (threadID_in_group * 2) + (i & 0x1) for ai where i < 4; ... + 8 for ai where i >= 4
+    col = (_tig(lane) * 2) + (i & 0x1) if i < 4 else (_tig(lane) * 2) + (i & 0x1) + 8
+    return row, col
+
+
+def _m16n8k16_f16_b(lane, i):
+    # row = (threadID_in_group * 2) + (i & 0x1) for bi where i < 2; ... + 8 for bi where i >= 2
+    row = (_tig(lane) * 2) + (i & 0x1) if i < 2 else (_tig(lane) * 2) + (i & 0x1) + 8
+    # col = groupID
+    return row, _gid(lane)
+
+
+def _m16n8_c(lane, i):
+    # row = groupID for ci where i < 2; groupID + 8 for ci where i >= 2
+    # col = (threadID_in_group * 2) + (i & 0x1) for ci where i = {0,..,3}
+    return (_gid(lane) if i < 2 else _gid(lane) + 8), (_tig(lane) * 2) + (i & 0x1)
+
+
+# Figure "MMA .m16n8k16 fragment layout for matrix A with .f16/.bf16 type": T0 holds a0,a1 at
+# row 0 cols 0,1; a2,a3 at row 8; a4,a5 at row 0 cols 8,9; a6,a7 at row 8 cols 8,9; T5 (group 1,
+# thread 1) holds a0 at (1, 2). B figure: T0 holds b0,b1 at rows 0,1 and b2,b3 at rows 8,9 of
+# col 0; T31 b3 at (15, 7). C/D figure: T0 holds c0,c1 at (0,0),(0,1), c2,c3 at (8,0),(8,1);
+# T31 holds c3 at (15, 7).
+M16N8K16_F16 = tuple(
+    _ptx("mma.m16n8k16 .f16/.bf16", op, r, c, bits, "8", fn, spots) for op, r, c, bits, fn, spots in (
+        ("A", 16, 16, 16, _m16n8k16_f16_a,
+         (((0, 0), (0, 0)), ((0, 1), (0, 1)), ((8, 0), (0, 2)), ((8, 1), (0, 3)), ((0, 8), (0, 4)),
+          ((0, 9), (0, 5)), ((8, 8), (0, 6)), ((8, 9), (0, 7)), ((1, 2), (5, 0)))),
+        ("B", 16, 8, 16, _m16n8k16_f16_b,
+         (((0, 0), (0, 0)), ((1, 0), (0, 1)), ((8, 0), (0, 2)), ((9, 0), (0, 3)), ((15, 7), (31, 3)))),
+        ("C", 16, 8, 32, _m16n8_c,
+         (((0, 0), (0, 0)), ((0, 1), (0, 1)), ((8, 0), (0, 2)), ((8, 1), (0, 3)), ((15, 7), (31, 3)))),
+    ))
+
+
+# -- 9.7.14.5.7 "Matrix Fragments for mma.m16n8k8", .f16/.bf16 -------------------------------------
+def _m16n8k8_f16_a(lane, i):
+    # row = groupID for a0 and a1; groupID + 8 for a2 and a3
+    # col = threadID_in_group * 2 + (i & 0x1) for ai where i = {0,..,3}
+    return (_gid(lane) if i < 2 else _gid(lane) + 8), _tig(lane) * 2 + (i & 0x1)
+
+
+def _m16n8k8_f16_b(lane, i):
+    # row = (threadID_in_group * 2) + i for bi where i = {0,1}; col = groupID
+    return (_tig(lane) * 2) + i, _gid(lane)
+
+
+M16N8K8_F16 = tuple(
+    _ptx("mma.m16n8k8 .f16/.bf16", op, r, c, bits, "7", fn, spots) for op, r, c, bits, fn, spots in (
+        ("A", 16, 8, 16, _m16n8k8_f16_a, (((0, 0), (0, 0)), ((8, 1), (0, 3)), ((15, 7), (31, 3)))),
+        ("B", 8, 8, 16, _m16n8k8_f16_b, (((0, 0), (0, 0)), ((1, 0), (0, 1)), ((7, 7), (31, 1)))),
+        ("C", 16, 8, 32, _m16n8_c, (((0, 0), (0, 0)), ((8, 1), (0, 3)), ((15, 7), (31, 3)))),
+    ))
+
+
+# -- 9.7.14.5.10 "Matrix Fragments for mma.m16n8k32", .u8/.s8/.e4m3/.e5m2 ---------------------------
+def _m16n8k32_b8_a(lane, i):
+    # row = groupID for ai where 0 <= i < 4 || 8 <= i < 12; groupID + 8 otherwise
+    row = _gid(lane) if (0 <= i < 4 or 8 <= i < 12) else _gid(lane) + 8
+    # col = (threadID_in_group * 4) + (i & 0x3) for ai where i < 8; ... + 16 for ai where i >= 8
+    col = (_tig(lane) * 4) + (i & 0x3) if i < 8 else (_tig(lane) * 4) + (i & 0x3) + 16
+    return row, col
+
+
+def _m16n8k32_b8_b(lane, i):
+    # row = (threadID_in_group * 4) + (i & 0x3) for bi where i < 4; ... + 16 for bi where i >= 4
+    row = (_tig(lane) * 4) + (i & 0x3) if i < 4 else (_tig(lane) * 4) + (i & 0x3) + 16
+    # col = groupID
+    return row, _gid(lane)
+
+
+M16N8K32_B8 = tuple(
+    _ptx("mma.m16n8k32 .u8/.s8/.e4m3/.e5m2", op, r, c, bits, "10", fn, spots)
+    for op, r, c, bits, fn, spots in (
+        ("A", 16, 32, 8, _m16n8k32_b8_a,
+         (((0, 3), (0, 3)), ((8, 0), (0, 4)), ((0, 16), (0, 8)), ((8, 19), (0, 15)))),
+        ("B", 32, 8, 8, _m16n8k32_b8_b, (((3, 0), (0, 3)), ((16, 0), (0, 4)), ((31, 7), (31, 7)))),
+        ("C", 16, 8, 32, _m16n8_c, (((0, 0), (0, 0)), ((15, 7), (31, 3)))),
+    ))
+
+
+# == AMD MFMA (wave64) ===========================================================================
+# The calculator's formulas for one block (blocks = 1), as it prints them for each instruction:
+#   A[i][k] GPR: <reg>.[hi:lo]     A[i][k] Lane: <lane>      (likewise B[k][j], C or D[i][j])
+
+def _floor(x, y):
+    return x // y
+
+
+def _mfma(instruction, operand, rows, cols, bits, source, register, spots):
+    return LaneTable(instruction, operand, rows, cols, 64, bits, source, register=register,
+                     spots=spots)
+
+
+# v_mfma_f32_32x32x8_f16 / _bf16 (CDNA3: v_mfma_f32_32x32x8f16, v_mfma_f32_32x32x8bf16_1k):
+#   A[i][k] GPR: (floor(k / 2) % 2).[16*(k % 2)+15 : 16*(k % 2)]   Lane: 32 * floor(k / 4) + i
+#   B[k][j] GPR: (floor(k / 2) % 2).[16*(k % 2)+15 : 16*(k % 2)]   Lane: 32 * floor(k / 4) + j
+#   C or D[i][j] GPR: 4 * floor(i / 8) + (i % 4)                   Lane: (32 * floor(i / 4)) % 64 + j
+def _mfma_32x32x8_a(i, k):
+    return _floor(k, 2) % 2, 16 * (k % 2), 32 * _floor(k, 4) + i
+
+
+def _mfma_32x32x8_b(k, j):
+    return _floor(k, 2) % 2, 16 * (k % 2), 32 * _floor(k, 4) + j
+
+
+def _mfma_32x32_c(i, j):
+    return 4 * _floor(i, 8) + (i % 4), 0, (32 * _floor(i, 4)) % 64 + j
+
+
+# v_mfma_f32_16x16x16_f16 / _bf16 (CDNA3: v_mfma_f32_16x16x16f16, v_mfma_f32_16x16x16bf16_1k):
+#   A[i][k] GPR: (floor(k / 2) % 2).[16*(k % 2)+15 : 16*(k % 2)]   Lane: 16 * floor(k / 4) + i
+#   B[k][j] GPR: (floor(k / 2) % 2).[16*(k % 2)+15 : 16*(k % 2)]   Lane: 16 * floor(k / 4) + j
+#   C or D[i][j] GPR: (i % 4)                                      Lane: 16 * floor(i / 4) + j
+def _mfma_16x16x16_a(i, k):
+    return _floor(k, 2) % 2, 16 * (k % 2), 16 * _floor(k, 4) + i
+
+
+def _mfma_16x16x16_b(k, j):
+    return _floor(k, 2) % 2, 16 * (k % 2), 16 * _floor(k, 4) + j
+
+
+def _mfma_16x16_c(i, j):
+    return i % 4, 0, 16 * _floor(i, 4) + j
+
+
+# gfx950's double-K 16-bit MFMAs (CDNA4: v_mfma_f32_32x32x16_f16/_bf16, v_mfma_f32_16x16x32_f16/
+# _bf16): eight K-consecutive elements per lane in four VGPRs, the K block chosen by the lane
+# group, as the 8-bit 32x32x16 / 16x16x32 MFMAs of CDNA3 lay out their 8 elements per lane:
+#   A[i][k] GPR: (floor(k / 2) % 4).[16*(k % 2)+15 : 16*(k % 2)]   Lane: 32 * floor(k / 8) + i
+#   (16x16x32: Lane 16 * floor(k / 8) + i); B likewise with j; C/D as for 32x32x8 / 16x16x16.
+def _mfma_32x32x16_a(i, k):
+    return _floor(k, 2) % 4, 16 * (k % 2), 32 * _floor(k, 8) + i
+
+
+def _mfma_32x32x16_b(k, j):
+    return _floor(k, 2) % 4, 16 * (k % 2), 32 * _floor(k, 8) + j
+
+
+def _mfma_16x16x32_a(i, k):
+    return _floor(k, 2) % 4, 16 * (k % 2), 16 * _floor(k, 8) + i
+
+
+def _mfma_16x16x32_b(k, j):
+    return _floor(k, 2) % 4, 16 * (k % 2), 16 * _floor(k, 8) + j
+
+
+# Spots from the worked examples of the ROCm blog (section 5.2, 16x16x16 f16: lane t loads
+# A[t % 16][4 * (t / 16) + i] into a_reg[i], B[i + 4 * (t / 16)][t % 16] into b_reg[i], and
+# stores c_reg[i] to C[i + 4 * (t / 16)][t % 16]; section 5.1/5.3, 32x32: c_reg[4 * i + j] is
+# C[8 * i + 4 * (t / 32) + j][t % 32]; section 5.3 32x32x16: a_reg[i] = A[t % 32][8 * (t / 32) + i]).
+_C32_SPOTS = (((0, 0), (0, 0)), ((3, 0), (0, 3)), ((8, 0), (0, 4)), ((4, 5), (37, 0)),
+              ((31, 31), (63, 15)))
+_C16_SPOTS = (((0, 0), (0, 0)), ((3, 0), (0, 3)), ((4, 1), (17, 0)), ((15, 15), (63, 3)))
+
+MFMA_32X32X8 = (
+    _mfma("v_mfma_f32_32x32x8 (16-bit)", "A", 32, 8, 16, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_32x32x8_a, (((0, 0), (0, 0)), ((0, 3), (0, 3)), ((5, 4), (37, 0)), ((31, 7), (63, 3)))),
+    _mfma("v_mfma_f32_32x32x8 (16-bit)", "B", 8, 32, 16, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_32x32x8_b, (((0, 0), (0, 0)), ((4, 2), (34, 0)), ((7, 31), (63, 3)))),
+    _mfma("v_mfma_f32_32x32x8 (16-bit)", "C", 32, 32, 32, f"{CALC} (CDNA3); {CDNA3}; {BLOG}",
+          _mfma_32x32_c, _C32_SPOTS),
+)
+MFMA_16X16X16 = (
+    _mfma("v_mfma_f32_16x16x16 (16-bit)", "A", 16, 16, 16, f"{CALC} (CDNA3); {CDNA3}; {BLOG}",
+          _mfma_16x16x16_a, (((0, 0), (0, 0)), ((1, 4), (17, 0)), ((15, 15), (63, 3)))),
+    _mfma("v_mfma_f32_16x16x16 (16-bit)", "B", 16, 16, 16, f"{CALC} (CDNA3); {CDNA3}; {BLOG}",
+          _mfma_16x16x16_b, (((0, 0), (0, 0)), ((5, 2), (18, 1)), ((15, 15), (63, 3)))),
+    _mfma("v_mfma_f32_16x16x16 (16-bit)", "C", 16, 16, 32, f"{CALC} (CDNA3); {CDNA3}; {BLOG}",
+          _mfma_16x16_c, _C16_SPOTS),
+)
+MFMA_32X32X16 = (
+    _mfma("v_mfma_f32_32x32x16 (16-bit)", "A", 32, 16, 16, f"{CDNA4}; {BLOG} 5.3",
+          _mfma_32x32x16_a, (((0, 0), (0, 0)), ((0, 7), (0, 7)), ((2, 8), (34, 0)), ((31, 15), (63, 7)))),
+    _mfma("v_mfma_f32_32x32x16 (16-bit)", "B", 16, 32, 16, f"{CDNA4}; {BLOG} 5.3",
+          _mfma_32x32x16_b, (((7, 0), (0, 7)), ((8, 3), (35, 0)), ((15, 31), (63, 7)))),
+    _mfma("v_mfma_f32_32x32x16 (16-bit)", "C", 32, 32, 32, f"{CDNA4}; {BLOG} 5.3",
+          _mfma_32x32_c, _C32_SPOTS),
+)
+MFMA_16X16X32 = (
+    _mfma("v_mfma_f32_16x16x32 (16-bit)", "A", 16, 32, 16, f"{CDNA4}",
+          _mfma_16x16x32_a, (((0, 7), (0, 7)), ((1, 8), (17, 0)), ((15, 31), (63, 7)))),
+    _mfma("v_mfma_f32_16x16x32 (16-bit)", "B", 32, 16, 16, f"{CDNA4}",
+          _mfma_16x16x32_b, (((8, 2), (18, 0)), ((31, 15), (63, 7)))),
+    _mfma("v_mfma_f32_16x16x32 (16-bit)", "C", 16, 16, 32, f"{CDNA4}", _mfma_16x16_c, _C16_SPOTS),
+)
+
+# == every instruction, by the spelling the compiler prints (MatrixAtom.isa) =====================
+ISA_TABLES = {
+    "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32": M16N8K16_F16,
+    "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32": M16N8K16_F16,
+    "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32": M16N8K8_F16,
+    "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32": M16N8K32_B8,
+    "v_mfma_f32_32x32x8_f16": MFMA_32X32X8,
+    "v_mfma_f32_32x32x8_bf16": MFMA_32X32X8,
+    "v_mfma_f32_16x16x16_f16": MFMA_16X16X16,
+    "v_mfma_f32_16x16x16_bf16": MFMA_16X16X16,
+    "v_mfma_f32_32x32x16_f16": MFMA_32X32X16,
+    "v_mfma_f32_32x32x16_bf16": MFMA_32X32X16,
+    "v_mfma_f32_16x16x32_f16": MFMA_16X16X32,
+    "v_mfma_f32_16x16x32_bf16": MFMA_16X16X32,
+}
+
+
+def tables_for(atom):
+    """(A, B, C) LaneTables of a MatrixAtom, checked against its shape, warp and element sizes;
+    MissingIsaTable naming the instruction if none was transcribed."""
+    tables = ISA_TABLES.get(atom.isa)
+    if tables is None:
+        raise MissingIsaTable(
+            f"no ISA lane table for {atom.isa!r} (matrix atom {atom.name!r}): transcribe its A, B "
+            f"and C/D layouts from the ISA document into ISA_TABLES in tests/targets/isa_lanes.py")
+    m, n, k = atom.shape
+    for t, operand, rows, cols, dtype in zip(tables, "ABC", (m, k, m), (k, n, n),
+                                             (atom.a, atom.b, atom.c)):
+        got = (t.operand, t.rows, t.cols, t.lanes, t.bits)
+        want = (operand, rows, cols, atom.warp, 8 * dtype.itemsize)
+        if got != want:
+            raise MissingIsaTable(f"ISA table {t} for {atom.isa!r} is (operand, rows, cols, lanes, "
+                                  f"bits) {got}, the atom {atom.name!r} needs {want}")
+    return tables
+
+
+# == using the tables ============================================================================
+
+def assert_coordinates_match(atom):
+    """The atom's coords_a/b/c put every (lane, element) where the ISA document does."""
+    for fn, table in zip((atom.coords_a, atom.coords_b, atom.coords_c), tables_for(atom)):
+        for cell, (lane, i) in table.placement().items():
+            got = tuple(fn(lane, i))
+            assert got == cell, (f"{atom.name}: {table.operand} of lane {lane} element {i} is "
+                                 f"{got} in opus, {cell} in {table.source}")
+
+
+def to_lanes(mats, table):
+    """[warps, rows, cols] matrices -> [warps * lanes, elements] registers, by the table."""
+    import numpy as np
+    out = np.zeros((len(mats), table.lanes, table.per_lane), mats.dtype)
+    for (r, c), (lane, i) in table.placement().items():
+        out[:, lane, i] = mats[:, r, c]
+    return out.reshape(-1, table.per_lane)
+
+
+def from_lanes(regs, table):
+    """[warps * lanes, elements] registers -> [warps, rows, cols] matrices, by the table."""
+    import numpy as np
+    lanes = np.asarray(regs).reshape(-1, table.lanes, table.per_lane)
+    out = np.zeros((len(lanes), table.rows, table.cols), lanes.dtype)
+    for (r, c), (lane, i) in table.placement().items():
+        out[:, r, c] = lanes[:, lane, i]
+    return out

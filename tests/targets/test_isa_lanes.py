@@ -1,0 +1,76 @@
+"""Every matrix atom of every target against the lane tables transcribed from the ISA documents
+(tests/targets/isa_lanes.py, written from the PTX ISA and the AMD calculator / CDNA ISA guides,
+never from opus' coordinate functions):
+
+* its coords_a/b/c give, for every (lane, element), the cell the document puts there;
+* the shared emulation (what the interpreter executes for the instruction) computes A @ B + C
+  when A, B and C are placed into the lanes by the document's table and D is read back by it;
+* a row of a target's table with no transcribed table fails, naming the instruction.
+"""
+import ml_dtypes  # noqa: F401  (bf16 operands)
+import numpy as np
+import pytest
+
+from opus.targets import get_target, known_targets
+
+from isa_lanes import (ISA_TABLES, MissingIsaTable, assert_coordinates_match, from_lanes,
+                       tables_for, to_lanes)
+
+ATOMS = [(arch, atom) for arch in known_targets() for atom in get_target(arch).matrix_atoms()]
+IDS = [f"{arch}-{atom.name}" for arch, atom in ATOMS]
+TABLES = sorted({t for tables in ISA_TABLES.values() for t in tables}, key=str)
+
+
+def covered(arch):
+    """The ISA tables of every atom ``arch`` has (MissingIsaTable for the first without)."""
+    return {atom.name: tables_for(atom) for atom in get_target(arch).matrix_atoms()}
+
+
+@pytest.mark.parametrize("arch", known_targets())
+def test_every_atom_of_the_target_has_its_isa_tables(arch):
+    covered(arch)
+
+
+def test_a_row_without_isa_tables_is_named(monkeypatch):
+    """A new row in a target's table (here an f32 MFMA nobody transcribed) fails the coverage
+    test with the instruction and the file to edit."""
+    from opus import dtypes as dt
+    from opus.targets.amd_mfma import mfma
+    from opus.targets.base import OnlyOn
+    row = mfma(dt.f32, (32, 32, 2), "__builtin_amdgcn_mfma_f32_32x32x2f32", "float",
+               OnlyOn("gfx942"))
+    t = get_target("gfx942")
+    monkeypatch.setitem(t.instructions, row.name, row)
+    monkeypatch.setitem(t.mma_atoms, row.key, (row.name,))
+    with pytest.raises(MissingIsaTable, match=r"no ISA lane table for 'v_mfma_f32_32x32x2_f32' "
+                                              r"\(matrix atom 'amd.mfma.f32.32x32x2.f32'\).*isa_lanes.py"):
+        covered("gfx942")
+
+
+@pytest.mark.parametrize("table", TABLES, ids=str)
+def test_transcription_agrees_with_the_documents_figures(table):
+    """Each formula, as transcribed, puts the entries the document's figure / worked example
+    shows where the figure shows them (and covers its operand once: placement() checks)."""
+    placed = table.placement()
+    assert table.spots, f"{table}: no literal entries from the document to check against"
+    for cell, holder in table.spots:
+        assert placed[cell] == holder, (str(table), cell)
+
+
+@pytest.mark.parametrize("arch,atom", ATOMS, ids=IDS)
+def test_coordinates_are_the_isa_tables(arch, atom):
+    assert_coordinates_match(atom)
+
+
+@pytest.mark.parametrize("arch,atom", ATOMS, ids=IDS)
+def test_emulation_through_the_isa_tables_is_a_times_b_plus_c(arch, atom):
+    rng = np.random.default_rng(17)
+    warps = 2
+    m, n, k = atom.shape
+    A = rng.standard_normal((warps, m, k)).astype(atom.a.np_dtype)
+    B = rng.standard_normal((warps, k, n)).astype(atom.b.np_dtype)
+    C = rng.standard_normal((warps, m, n)).astype(atom.c.np_dtype)
+    ta, tb, tc = tables_for(atom)
+    (d,) = atom.emulate([to_lanes(A, ta), to_lanes(B, tb), to_lanes(C, tc)], {}, atom.warp)
+    ref = np.einsum("wmk,wkn->wmn", A.astype(np.float64), B.astype(np.float64)) + C
+    np.testing.assert_allclose(from_lanes(d, tc), ref, rtol=1e-5, atol=1e-5)
