@@ -20,6 +20,7 @@ import enum
 import functools
 import inspect
 import linecache
+import math
 import numbers
 import os
 import sys
@@ -170,12 +171,19 @@ def _mutable_message(name, value, from_cell):
 
 
 def same_data(a, b):
-    """Equal, and of the same types (2, 2.0 and True trace differently)."""
+    """Equal, and of the same types (2, 2.0 and True trace differently; so do 0.0 and -0.0,
+    and namedtuples whose fields differ so)."""
     if type(a) is not type(b):
         return False
-    if type(a) is tuple:
+    if isinstance(a, tuple):
         return len(a) == len(b) and all(map(same_data, a, b))
-    return bool(a == b)
+    return bool(a == b) and negative_zero(a) == negative_zero(b)
+
+
+def negative_zero(x) -> bool:
+    """x is a float -0.0 (numpy's too): equal to 0.0, but 1.0 / x traces otherwise."""
+    return (isinstance(x, numbers.Real) and not isinstance(x, numbers.Integral) and x == 0
+            and math.copysign(1.0, x) < 0)
 
 
 def guards_hold(guards) -> bool:
@@ -207,15 +215,11 @@ def register_rewritten(rewritten: Rewritten):
             _CONVERSIONS[code] = _ALREADY
 
 
-_OPUS_DIR = os.path.realpath(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))) + os.sep
-
-
-@functools.cache
-def _library_dirs():
-    import sysconfig  # ~1-2 ms: only asked for files outside opus
-    paths = sysconfig.get_paths()
-    dirs = {paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
-    return tuple(os.path.realpath(d) + os.sep for d in dirs)
+# Library code: opus itself, the standard library, and installed packages (found by the folder
+# names installers use, which spares a fresh process sysconfig's ~1-2 ms import).
+_LIBRARY_DIRS = tuple(os.path.realpath(d) + os.sep for d in (
+    os.path.dirname(os.path.dirname(os.path.abspath(__file__))), os.path.dirname(os.__file__)))
+_PACKAGE_DIRS = (os.sep + "site-packages" + os.sep, os.sep + "dist-packages" + os.sep)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -223,7 +227,7 @@ def _is_user_file(filename):
     if filename.startswith("<"):
         return bool(linecache.getlines(filename))  # notebook cells are; exec'd strings are not
     path = os.path.realpath(filename)
-    return not (path.startswith(_OPUS_DIR) or path.startswith(_library_dirs()))
+    return not (path.startswith(_LIBRARY_DIRS) or any(d in path for d in _PACKAGE_DIRS))
 
 
 def plain_code_info(code):
