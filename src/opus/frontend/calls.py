@@ -182,8 +182,19 @@ def same_data(a, b):
 
 def negative_zero(x) -> bool:
     """x is a float -0.0 (numpy's too): equal to 0.0, but 1.0 / x traces otherwise."""
-    return (isinstance(x, numbers.Real) and not isinstance(x, numbers.Integral) and x == 0
-            and math.copysign(1.0, x) < 0)
+    t = type(x)
+    if t is not float:  # on the launch path: the ABC checks once per type
+        floating = _FLOATING.get(t)
+        if floating is None:
+            floating = isinstance(x, numbers.Real) and not isinstance(x, numbers.Integral)
+            if len(_FLOATING) < 4096:
+                _FLOATING[t] = floating
+        if not floating:
+            return False
+    return x == 0 and math.copysign(1.0, x) < 0
+
+
+_FLOATING = {}  # type -> is it a real, non-integral number type (negative_zero)
 
 
 def guards_hold(guards) -> bool:

@@ -23,7 +23,8 @@ from ..targets import get_target
 from ..targets.base import UnsupportedOnTarget
 from ..ir.builder import ScopeError
 from .annotations import ParamSpec, PtrSpec, _Constexpr
-from .calls import Frame, TraceState, guards_hold, plain_code_info, register_rewritten
+from .calls import (Frame, TraceState, guards_hold, negative_zero, plain_code_info,
+                    register_rewritten)
 from .control import RT
 from .rewrite import RewriteError, capture_source, param_line, rewrite_function
 from .targeting import current_target
@@ -113,11 +114,21 @@ def _default_tails(params):
     return tails
 
 
+_NEVER_NEGATIVE_ZERO = frozenset((int, bool, str, DType, type(None)))
+
+
 def type_signature(value):
     """The types in a constexpr value, nested like it: part of every key with constexpr values,
-    because equal values of other types (2, 2.0, True; np.int32(2)) may trace differently."""
+    because equal values of other types (2, 2.0, True; np.int32(2)) may trace differently, and
+    so may 0.0 and -0.0, and namedtuples equal as tuples."""
     t = type(value)
-    return tuple(map(type_signature, value)) if t is tuple else t
+    if t is tuple:
+        return tuple(map(type_signature, value))
+    if t in _NEVER_NEGATIVE_ZERO:  # the common cases first: this is on the launch path
+        return t
+    if isinstance(value, tuple):  # a namedtuple: its fields' types count too
+        return t, tuple(map(type_signature, value))
+    return (t, "-0") if negative_zero(value) else t
 
 
 class Kernel:

@@ -65,7 +65,12 @@ def _encode(part, out: list):
             _encode(p, out)
         return
     if isinstance(part, dict):
-        _encode(sorted((str(k), v) for k, v in part.items()), out)
+        # its own tag (not the list of its items), keys keep their types ({1: x} is not
+        # {"1": x}); entries sorted by their encoding, so insertion order does not count
+        entries = sorted((_encoded(k), _encoded(v)) for k, v in part.items())
+        out.append(b"D%d:" % len(entries))
+        for k, v in entries:
+            out += (k, v)
         return
     if isinstance(part, bytes):
         tag, data = b"b", part
@@ -79,12 +84,16 @@ def _encode(part, out: list):
     out.append(data)
 
 
+def _encoded(part) -> bytes:
+    chunks: list = []
+    _encode(part, chunks)
+    return b"".join(chunks)
+
+
 def make_key(*parts) -> str:
     """sha256 hex over a canonical encoding of ``parts`` (str, bytes, numbers, None, tuples,
     lists, dicts). Callers pass source, compiler version, target, options and opus version."""
-    chunks: list = []
-    _encode(parts, chunks)
-    return sha256(b"".join(chunks)).hexdigest()
+    return sha256(_encoded(parts)).hexdigest()
 
 
 class DiskCache:
