@@ -1,0 +1,70 @@
+"""Kernels and references for the issue-17 gap tests, shared by the interpreter tests
+(test_multidim.py, test_fma32.py, test_printf_stdout.py) and their GPU twins
+(tests/test_gpu_gaps.py), so both run the same kernels against the same references."""
+import numpy as np
+
+import opus
+from opus import f32, i32, Ptr
+
+
+# -- multi-dimensional launches ----------------------------------------------------------------
+
+@opus.kernel
+def linear_ids(out: Ptr[i32], packed: Ptr[i32]):
+    """Each thread writes, at its place in the grid of threads (z, y, x; x fastest), its linear
+    id (block-major: its block's linear index times the block's threads, plus its linear index
+    in the block) and its six indices packed 4 bits each."""
+    tx, ty, tz = opus.thread_id_x(), opus.thread_id_y(), opus.thread_id_z()
+    bx, by, bz = opus.block_id_x(), opus.block_id_y(), opus.block_id_z()
+    sx, sy, sz = opus.block_size_x(), opus.block_size_y(), opus.block_size_z()
+    nx, ny = opus.num_blocks_x(), opus.num_blocks_y()
+    gx, gy, gz = bx * sx + tx, by * sy + ty, bz * sz + tz
+    slot = (gz * opus.grid_size_y() + gy) * opus.grid_size_x() + gx
+    out[slot] = ((bz * ny + by) * nx + bx) * (sx * sy * sz) + (tz * sy + ty) * sx + tx
+    packed[slot] = tx + 16 * (ty + 16 * (tz + 16 * (bx + 16 * (by + 16 * bz))))
+
+
+def linear_ids_reference(grid, block):
+    """(linear ids, packed indices), each shaped (z, y, x) over the grid's threads, from numpy's
+    meshgrid of global coordinates: a thread's indices are its coordinate // and % the block."""
+    gz, gy, gx = np.meshgrid(*(np.arange(g * b) for g, b in zip(grid[::-1], block[::-1])),
+                             indexing="ij")
+    (tx, bx), (ty, by), (tz, bz) = ((c % b, c // b) for c, b in zip((gx, gy, gz), block))
+    nx, ny = grid[0], grid[1]
+    sx, sy, sz = block
+    lin = ((bz * ny + by) * nx + bx) * (sx * sy * sz) + (tz * sy + ty) * sx + tx
+    packed = tx + 16 * (ty + 16 * (tz + 16 * (bx + 16 * (by + 16 * bz))))
+    return lin.astype(np.int32), packed.astype(np.int32)
+
+
+# Asymmetric shapes: every axis has its own extent, so an axis read for another shows.
+LAUNCHES = [((3, 2, 4), (4, 3, 2)), ((2, 3, 1), (1, 2, 5)), ((1, 1, 3), (2, 1, 1)),
+            ((2, 1, 2), (16, 1, 4))]
+
+
+# -- fma rounding ----------------------------------------------------------------------------------
+
+@opus.kernel
+def fma_and_mul_add(a: Ptr[f32], b: Ptr[f32], c: Ptr[f32], fused: Ptr[f32], twice: Ptr[f32]):
+    i = opus.thread_id_x()
+    fused[i] = opus.fma(a[i], b[i], c[i])
+    twice[i] = a[i] * b[i] + c[i]
+
+
+# -- printf ----------------------------------------------------------------------------------------
+
+@opus.kernel
+def print_values(x: Ptr[i32], y: Ptr[f32], n: i32):
+    i = opus.thread_id_x()
+    if i < n:
+        opus.printf("t%d: %d %u %x %.3f %lld|%c\n", i, x[i], x[i], x[i], y[i],
+                    opus.i64(x[i]) * 1000000000, 65 + i)
+
+
+PRINT_X = np.array([7, -1, 255, -2147483648], np.int32)
+PRINT_Y = np.array([0.5, -2.25, 1e3, 3.14159], np.float32)
+# printed by hand from PRINT_X, PRINT_Y: %u and %x read the i32's bits as unsigned
+PRINT_LINES = ["t0: 7 7 7 0.500 7000000000|A",
+               "t1: -1 4294967295 ffffffff -2.250 -1000000000|B",
+               "t2: 255 255 ff 1000.000 255000000000|C",
+               "t3: -2147483648 2147483648 80000000 3.142 -2147483648000000000|D"]
