@@ -363,3 +363,163 @@ def from_lanes(regs, table):
     for (r, c), (lane, i) in table.placement().items():
         out[:, r, c] = lanes[:, lane, i]
     return out
+
+
+# == the MFMA builtins, for the host shim (tests/hostexec/shim/mfma.h) ===========================
+# clang's __builtin_amdgcn_mfma_* (clang/include/clang/Basic/BuiltinsAMDGPU.def) issue the
+# instruction of their name with their operands in order: (src0, src1, src2, cbsz, abid, blgp).
+# The ISA defines the instruction as D = A * B + C with A in SRC0, B in SRC1 and C in SRC2
+# (CDNA3 ISA Reference Guide, chapter 7 "Matrix Arithmetic Instructions"; the calculator's
+# --detail-instruction prints it: "A matrix source field: Src0, B matrix source field: Src1,
+# C matrix source field: Src2, D matrix source field: Vdst"). The host shim implements each
+# builtin from that definition and the A/B/C tables above: it knows nothing of opus' code.
+MFMA_BUILTINS = {  # builtin: (instruction, A/B element type)
+    "__builtin_amdgcn_mfma_f32_32x32x8f16": ("v_mfma_f32_32x32x8_f16", "f16"),
+    "__builtin_amdgcn_mfma_f32_16x16x16f16": ("v_mfma_f32_16x16x16_f16", "f16"),
+    "__builtin_amdgcn_mfma_f32_32x32x8bf16_1k": ("v_mfma_f32_32x32x8_bf16", "bf16"),
+    "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k": ("v_mfma_f32_16x16x16_bf16", "bf16"),
+    "__builtin_amdgcn_mfma_f32_32x32x16_f16": ("v_mfma_f32_32x32x16_f16", "f16"),
+    "__builtin_amdgcn_mfma_f32_16x16x32_f16": ("v_mfma_f32_16x16x32_f16", "f16"),
+    "__builtin_amdgcn_mfma_f32_32x32x16_bf16": ("v_mfma_f32_32x32x16_bf16", "bf16"),
+    "__builtin_amdgcn_mfma_f32_16x16x32_bf16": ("v_mfma_f32_16x16x32_bf16", "bf16"),
+}
+MFMA_SHIM = "tests/hostexec/shim/mfma.h"
+
+_SHIM_HEAD = """\
+// GENERATED from tests/targets/isa_lanes.py (`python tests/targets/isa_lanes.py` rewrites it;
+// tests/targets/test_isa_lanes.py fails when it is stale): do not edit by hand.
+//
+// The MFMA builtins of opus' HIP lowering on the host, from the ISA's definition of the
+// instruction, D = A * B + C with A in src0 (the first operand), B in src1 and C in src2, and
+// from the lane tables transcribed from the AMD documents (isa_lanes.py; not from opus' code).
+// A wave-wide instruction: every lane of the wave must call it (the runtime's warp rendezvous,
+// host.h). Each lane puts its operand registers in its exchange slot; after the rendezvous each
+// lane computes its own D elements from every lane's slots (A, B and C widened to double, the
+// K products summed exactly enough, rounded once to f32); a second rendezvous keeps the slots
+// alive until every lane has read them. The cbsz/abid/blgp modifiers are not modelled (opus
+// passes 0): a non-zero one fails the launch.
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+namespace opus_host_mfma {
+
+// IEEE binary16 and bfloat16 from their bits (exact in double)
+static inline double from_f16(uint16_t h) {
+  int e = (h >> 10) & 31, m = h & 1023;
+  double v = e == 0 ? std::ldexp((double)m, -24)
+           : e == 31 ? (m ? NAN : INFINITY) : std::ldexp((double)(m | 1024), e - 25);
+  return (h & 0x8000) ? -v : v;
+}
+static inline double from_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+// cell tables: [row][col] -> (lane, register element); d_cells: [lane][element] -> (row, col)
+struct Layout {
+  int m, n, k, ea, eb, ec;
+  const unsigned char *a, *b, *c, *d_cells;
+};
+
+const unsigned SLOT_B = 64, SLOT_C = 128;  // byte offsets in a lane's exchange slot
+
+static inline void run(const Layout& L, bool bf16, const void* a, const void* b, const void* c,
+                       void* d, int cbsz, int abid, int blgp) {
+  if (cbsz || abid || blgp) opus_host_fail("MFMA cbsz/abid/blgp modifiers are not modelled");
+  if (opus_host_warp_live_mask() != ~0ull)
+    opus_host_fail("an MFMA needs every lane of the wave (some returned before it)");
+  unsigned me = opus_host_lane();
+  unsigned char* slot = (unsigned char*)opus_host_xchg(me);
+  memcpy(slot, a, 2 * L.ea);
+  memcpy(slot + SLOT_B, b, 2 * L.eb);
+  memcpy(slot + SLOT_C, c, 4 * L.ec);
+  opus_host_warp_rendezvous();
+  auto in16 = [&](unsigned lane, unsigned off, unsigned elem) {
+    uint16_t h;
+    memcpy(&h, (unsigned char*)opus_host_xchg(lane) + off + 2 * elem, 2);
+    return bf16 ? from_bf16(h) : from_f16(h);
+  };
+  float out[64];
+  for (int e = 0; e < L.ec; e++) {
+    int row = L.d_cells[2 * (me * L.ec + e)], col = L.d_cells[2 * (me * L.ec + e) + 1];
+    const unsigned char* ch = L.c + 2 * (row * L.n + col);
+    float cv;
+    memcpy(&cv, (unsigned char*)opus_host_xchg(ch[0]) + SLOT_C + 4 * ch[1], 4);
+    double acc = cv;
+    for (int kk = 0; kk < L.k; kk++) {
+      const unsigned char* ah = L.a + 2 * (row * L.k + kk);   // A[row][kk], from src0
+      const unsigned char* bh = L.b + 2 * (kk * L.n + col);   // B[kk][col], from src1
+      acc += in16(ah[0], 0, ah[1]) * in16(bh[0], SLOT_B, bh[1]);
+    }
+    out[e] = (float)acc;
+  }
+  opus_host_warp_rendezvous();
+  memcpy(d, out, 4 * L.ec);
+}
+
+"""
+
+_SHIM_BUILTIN = """\
+template <class VA, class VB, class VC>
+static inline VC {fn}(VA a, VB b, VC c, int cbsz, int abid, int blgp) {{
+  static_assert(sizeof(VA) == {abytes} && sizeof(VB) == {bbytes} && sizeof(VC) == {cbytes},
+                "{builtin}: operands of {abytes}, {bbytes} and {cbytes} bytes");
+  VC d;
+  run({layout}, {bf16}, &a, &b, &c, &d, cbsz, abid, blgp);
+  return d;
+}}
+"""
+
+
+def _c_bytes(pairs):
+    return ", ".join(f"{x}" for p in pairs for x in p)
+
+
+def mfma_shim_source() -> str:
+    """The text of tests/hostexec/shim/mfma.h, from MFMA_BUILTINS and the lane tables."""
+    out = [_SHIM_HEAD]
+    layouts = {}
+    for builtin, (instruction, _) in MFMA_BUILTINS.items():
+        a, b, c = ISA_TABLES[instruction]
+        key = instruction.rsplit("_", 1)[0].replace("v_mfma_f32_", "")  # e.g. 32x32x8
+        if key in layouts:
+            assert layouts[key] == (a, b, c), f"{instruction}: two layouts named {key}"
+            continue
+        layouts[key] = (a, b, c)
+        pa, pb, pc = a.placement(), b.placement(), c.placement()
+        d_cells = {holder: cell for cell, holder in pc.items()}
+        name = f"L_{key}"
+        out.append(f"// {instruction}: A {a.rows}x{a.cols}, B {b.rows}x{b.cols}, C/D {c.rows}x{c.cols}"
+                   f" ({a.source})\n")
+        for op, placed, rows, cols in (("a", pa, a.rows, a.cols), ("b", pb, b.rows, b.cols),
+                                       ("c", pc, c.rows, c.cols)):
+            cells = [placed[r, col] for r in range(rows) for col in range(cols)]
+            out.append(f"static const unsigned char {name}_{op}[] = {{{_c_bytes(cells)}}};\n")
+        cells = [d_cells[lane, e] for lane in range(c.lanes) for e in range(c.per_lane)]
+        out.append(f"static const unsigned char {name}_d[] = {{{_c_bytes(cells)}}};\n")
+        out.append(f"static const Layout {name} = {{{a.rows}, {c.cols}, {a.cols}, {a.per_lane}, "
+                   f"{b.per_lane}, {c.per_lane}, {name}_a, {name}_b, {name}_c, {name}_d}};\n\n")
+    for builtin, (instruction, ab) in MFMA_BUILTINS.items():
+        a, b, c = ISA_TABLES[instruction]
+        key = instruction.rsplit("_", 1)[0].replace("v_mfma_f32_", "")
+        fn = builtin.replace("__builtin_amdgcn_", "opus_host_")
+        out.append(_SHIM_BUILTIN.format(fn=fn, builtin=builtin, layout=f"L_{key}",
+                                        bf16="true" if ab == "bf16" else "false",
+                                        abytes=a.per_lane * a.bits // 8,
+                                        bbytes=b.per_lane * b.bits // 8,
+                                        cbytes=c.per_lane * c.bits // 8))
+    out.append("\n}  // namespace opus_host_mfma\n\n")
+    for builtin in MFMA_BUILTINS:
+        out.append(f"#define {builtin} opus_host_mfma::{builtin.replace('__builtin_amdgcn_', 'opus_host_')}\n")
+    return "".join(out)
+
+
+if __name__ == "__main__":
+    import pathlib
+    path = pathlib.Path(__file__).resolve().parents[2] / MFMA_SHIM
+    path.write_text(mfma_shim_source())
+    print(f"wrote {path}")

@@ -5,16 +5,20 @@ never from opus' coordinate functions):
 * its coords_a/b/c give, for every (lane, element), the cell the document puts there;
 * the shared emulation (what the interpreter executes for the instruction) computes A @ B + C
   when A, B and C are placed into the lanes by the document's table and D is read back by it;
-* a row of a target's table with no transcribed table fails, naming the instruction.
+* a row of a target's table with no transcribed table fails, naming the instruction;
+* the host shim of the MFMA builtins (tests/hostexec/shim/mfma.h, generated from these tables)
+  is current and covers every builtin the HIP lowering calls.
 """
+import pathlib
+
 import ml_dtypes  # noqa: F401  (bf16 operands)
 import numpy as np
 import pytest
 
 from opus.targets import get_target, known_targets
 
-from isa_lanes import (ISA_TABLES, MissingIsaTable, assert_coordinates_match, from_lanes,
-                       tables_for, to_lanes)
+from isa_lanes import (ISA_TABLES, MFMA_BUILTINS, MFMA_SHIM, MissingIsaTable,
+                       assert_coordinates_match, from_lanes, mfma_shim_source, tables_for, to_lanes)
 
 ATOMS = [(arch, atom) for arch in known_targets() for atom in get_target(arch).matrix_atoms()]
 IDS = [f"{arch}-{atom.name}" for arch, atom in ATOMS]
@@ -74,3 +78,21 @@ def test_emulation_through_the_isa_tables_is_a_times_b_plus_c(arch, atom):
     (d,) = atom.emulate([to_lanes(A, ta), to_lanes(B, tb), to_lanes(C, tc)], {}, atom.warp)
     ref = np.einsum("wmk,wkn->wmn", A.astype(np.float64), B.astype(np.float64)) + C
     np.testing.assert_allclose(from_lanes(d, tc), ref, rtol=1e-5, atol=1e-5)
+
+
+AMD_ATOMS = {atom.name: atom for arch, atom in ATOMS if "hip" in atom.lowering}
+
+
+def test_the_mfma_host_shim_is_generated_from_the_isa_tables():
+    shim = pathlib.Path(__file__).resolve().parents[2] / MFMA_SHIM
+    assert shim.read_text() == mfma_shim_source(), \
+        f"{MFMA_SHIM} is stale: run python tests/targets/isa_lanes.py"
+
+
+@pytest.mark.parametrize("atom", AMD_ATOMS.values(), ids=AMD_ATOMS)
+def test_the_mfma_host_shim_has_the_builtin_of_every_amd_atom(atom):
+    builtin = atom.lowering["hip"].builtin
+    assert builtin in MFMA_BUILTINS, f"{atom.name} calls {builtin}, which {MFMA_SHIM} lacks: " \
+        "add it to MFMA_BUILTINS in tests/targets/isa_lanes.py"
+    assert MFMA_BUILTINS[builtin][0] == atom.isa, \
+        f"{atom.name}: {builtin} issues {MFMA_BUILTINS[builtin][0]}, the row says {atom.isa}"
