@@ -46,7 +46,7 @@ LAUNCHES = [((3, 2, 4), (4, 3, 2)), ((2, 3, 1), (1, 2, 5)), ((1, 1, 3), (2, 1, 1
 
 @opus.kernel
 def fma_and_mul_add(a: Ptr[f32], b: Ptr[f32], c: Ptr[f32], fused: Ptr[f32], twice: Ptr[f32]):
-    i = opus.thread_id_x()
+    i = opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()
     fused[i] = opus.fma(a[i], b[i], c[i])
     twice[i] = a[i] * b[i] + c[i]
 
