@@ -10,9 +10,7 @@
 """
 import functools
 import re
-import shutil
 import subprocess
-import sys
 
 import ml_dtypes
 import numpy as np
@@ -20,6 +18,8 @@ import pytest
 
 import opus
 from opus import f32
+
+from hostexec.cxx import host_cxx
 
 FP8 = [opus.fp8_e4m3, opus.fp8_e5m2, opus.fp8_e4m3fnuz, opus.fp8_e5m2fnuz]
 STORAGE = FP8 + [opus.e8m0]
@@ -330,17 +330,6 @@ int main(int argc, char** argv) {  // one thread per block: element i is block i
 """
 
 
-def _host_cxx():
-    cxx = shutil.which("c++") or shutil.which("g++") or shutil.which("clang++")
-    if cxx:
-        return [cxx]
-    try:
-        import ziglang  # noqa: F401  (the amd extra)
-        return [sys.executable, "-m", "ziglang", "c++"]
-    except ImportError:
-        pytest.skip("no host C++ compiler")
-
-
 def host_run(kernel, name, in_ctype, out_ctype, src, out_dtype, tmp_path):
     from opus.codegen import kernel_symbol
     code = kernel.source(target="sm_80")
@@ -349,7 +338,7 @@ def host_run(kernel, name, in_ctype, out_ctype, src, out_dtype, tmp_path):
     path.write_text(_SHIM + code + f"#define IN {in_ctype}\n#define OUT {out_ctype}\n#define KERNEL {kernel_symbol(name)}\n"
                     + _MAIN)
     exe = tmp_path / name
-    subprocess.run(_host_cxx() + ["-O1", "-std=c++17", "-o", str(exe), str(path)], check=True)
+    subprocess.run(host_cxx() + ["-O1", "-std=c++17", "-o", str(exe), str(path)], check=True)
     out = subprocess.run([str(exe), str(len(src))], input=src.tobytes(), capture_output=True, check=True)
     return np.frombuffer(out.stdout, out_dtype)
 

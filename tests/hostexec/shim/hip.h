@@ -1,0 +1,151 @@
+// HIP dialect on the host: the __builtin_amdgcn_* builtins and clang types that
+// codegen/hip.py's headerless source uses, each given its meaning from the AMD CDNA3/CDNA4 ISA
+// (README.md lists them). A builtin is shimmed when a shim header #defines it; the runner
+// refuses source that calls any other __builtin_amdgcn_* as "not host-executable".
+#pragma once
+#include "host.h"
+
+#ifndef OPUS_HOST_GFX
+#error "the runner defines OPUS_HOST_GFX (942 or 950)"
+#endif
+
+// -- work-item and work-group ids ----------------------------------------------------------
+#define __builtin_amdgcn_workitem_id_x() (::opus_host.cur->tid.x)
+#define __builtin_amdgcn_workitem_id_y() (::opus_host.cur->tid.y)
+#define __builtin_amdgcn_workitem_id_z() (::opus_host.cur->tid.z)
+#define __builtin_amdgcn_workgroup_id_x() (::opus_host.bid.x)
+#define __builtin_amdgcn_workgroup_id_y() (::opus_host.bid.y)
+#define __builtin_amdgcn_workgroup_id_z() (::opus_host.bid.z)
+#define __builtin_amdgcn_workgroup_size_x() ((unsigned short)::opus_host.bdim.x)
+#define __builtin_amdgcn_workgroup_size_y() ((unsigned short)::opus_host.bdim.y)
+#define __builtin_amdgcn_workgroup_size_z() ((unsigned short)::opus_host.bdim.z)
+// the dispatch's grid size counts work-items
+#define __builtin_amdgcn_grid_size_x() (::opus_host.gdim.x * ::opus_host.bdim.x)
+#define __builtin_amdgcn_grid_size_y() (::opus_host.gdim.y * ::opus_host.bdim.y)
+#define __builtin_amdgcn_grid_size_z() (::opus_host.gdim.z * ::opus_host.bdim.z)
+// v_mbcnt_{lo,hi}_u32_b32: acc + the set bits of mask (lanes 0-31 / 32-63) below this lane
+static inline unsigned opus_host_mbcnt(unsigned mask, unsigned acc, unsigned first) {
+  unsigned lane = opus_host_lane();
+  unsigned below = lane <= first ? 0 : lane - first;
+  unsigned m = below >= 32 ? mask : mask & ((1u << below) - 1);
+  return acc + (unsigned)__builtin_popcount(m);
+}
+#define __builtin_amdgcn_mbcnt_lo(mask, acc) opus_host_mbcnt(mask, acc, 0)
+#define __builtin_amdgcn_mbcnt_hi(mask, acc) opus_host_mbcnt(mask, acc, 32)
+// v_readfirstlane_b32: the codegen applies it to wave-uniform values only (warp_id), where
+// every lane's value is the first lane's
+#define __builtin_amdgcn_readfirstlane(x) (x)
+// s_barrier with the release/acquire fences HIP's __syncthreads adds: on one OS thread the
+// fences have nothing to order
+#define __builtin_amdgcn_s_barrier() opus_host_syncthreads()
+#define __builtin_amdgcn_fence(order, scope) ((void)0)
+
+// -- math ----------------------------------------------------------------------------------
+// v_rsq_f32 (1 ulp): the correctly rounded value is within it
+#define __builtin_amdgcn_rsqf(x) ((float)(1.0 / std::sqrt((double)(x))))
+// v_min/max_f32/f64 (IEEE mode): a NaN operand yields the other, -0 < +0 (the language's rule)
+#define __builtin_fminf(a, b) opus_host_float::min_num<float>(a, b)
+#define __builtin_fmaxf(a, b) opus_host_float::max_num<float>(a, b)
+#define __builtin_fmin(a, b) opus_host_float::min_num<double>(a, b)
+#define __builtin_fmax(a, b) opus_host_float::max_num<double>(a, b)
+
+// -- 16-bit float types: clang's _Float16 and __bf16, with exact conversions --------------
+// (v_cvt_f16_f32 and v_cvt_pk_bf16_f32 round to nearest even; NaN stays NaN)
+struct opus_host_f16 {
+  unsigned short bits;
+  opus_host_f16() = default;
+  opus_host_f16(float f) : bits(opus_host_float::f32_to_f16(f, false)) {}
+  operator float() const { return opus_host_float::f16_to_f32(bits); }
+};
+struct opus_host_bf16 {
+  unsigned short bits;
+  opus_host_bf16() = default;
+  opus_host_bf16(float f) : bits(opus_host_float::f32_to_bf16(f, false)) {}
+  operator float() const { return opus_host_float::bf16_to_f32(bits); }
+};
+#define _Float16 opus_host_f16
+#define __bf16 opus_host_bf16
+
+// -- raw buffer resources (bounded global accesses) ------------------------------------------
+// A raw buffer (stride 0): every access of up to 4 bytes, and each dword of a wider one, is
+// range-checked on its own: it is in range when its whole byte range lies below num_records
+// (offsets unsigned, no wrap-around). Out-of-range loads read 0; out-of-range stores are
+// dropped (CDNA3 ISA, "Buffer range checking"; LLVM AMDGPUUsage, "buffer OOB mode").
+struct opus_host_rsrc { unsigned char* base; unsigned num_records; };
+#define __amdgpu_buffer_rsrc_t opus_host_rsrc
+static inline opus_host_rsrc opus_host_make_rsrc(void* base, short stride, int num_records, int flags) {
+  if (stride != 0) opus_host_fail("make_buffer_rsrc: only raw buffers (stride 0) are shimmed");
+  (void)flags;  // the descriptor's format dword: nothing the shim models depends on it
+  return {(unsigned char*)base, (unsigned)num_records};
+}
+#define __builtin_amdgcn_make_buffer_rsrc(p, stride, num, flags) opus_host_make_rsrc(p, stride, num, flags)
+
+typedef unsigned opus_host_u32x2 __attribute__((vector_size(8)));
+typedef unsigned opus_host_u32x4 __attribute__((vector_size(16)));
+
+static inline bool opus_host_in_range(const opus_host_rsrc& r, int voffset, int soffset, int aux,
+                                      unsigned at, unsigned width) {
+  if (aux != 0) opus_host_fail("buffer access with cache-policy bits: not shimmed");
+  unsigned long long off = (unsigned long long)(unsigned)voffset + (unsigned)soffset + at;
+  return off + width <= r.num_records;
+}
+template <class T> static inline T opus_host_buffer_load(opus_host_rsrc r, int voffset, int soffset, int aux) {
+  unsigned char out[sizeof(T)];
+  for (unsigned at = 0; at < sizeof(T); at += 4) {
+    unsigned w = sizeof(T) < 4 ? sizeof(T) : 4;
+    if (opus_host_in_range(r, voffset, soffset, aux, at, w))
+      memcpy(out + at, r.base + (unsigned)voffset + (unsigned)soffset + at, w);
+    else
+      memset(out + at, 0, w);
+  }
+  T v; memcpy(&v, out, sizeof(T));
+  return v;
+}
+template <class T> static inline void opus_host_buffer_store(T v, opus_host_rsrc r, int voffset, int soffset, int aux) {
+  unsigned char in[sizeof(T)];
+  memcpy(in, &v, sizeof(T));
+  for (unsigned at = 0; at < sizeof(T); at += 4) {
+    unsigned w = sizeof(T) < 4 ? sizeof(T) : 4;
+    if (opus_host_in_range(r, voffset, soffset, aux, at, w))
+      memcpy(r.base + (unsigned)voffset + (unsigned)soffset + at, in + at, w);
+  }
+}
+#define __builtin_amdgcn_raw_buffer_load_b8(r, v, s, a) opus_host_buffer_load<unsigned char>(r, v, s, a)
+#define __builtin_amdgcn_raw_buffer_load_b16(r, v, s, a) opus_host_buffer_load<unsigned short>(r, v, s, a)
+#define __builtin_amdgcn_raw_buffer_load_b32(r, v, s, a) opus_host_buffer_load<unsigned>(r, v, s, a)
+#define __builtin_amdgcn_raw_buffer_load_b64(r, v, s, a) opus_host_buffer_load<opus_host_u32x2>(r, v, s, a)
+#define __builtin_amdgcn_raw_buffer_load_b128(r, v, s, a) opus_host_buffer_load<opus_host_u32x4>(r, v, s, a)
+#define __builtin_amdgcn_raw_buffer_store_b8(x, r, v, s, a) opus_host_buffer_store<unsigned char>(x, r, v, s, a)
+#define __builtin_amdgcn_raw_buffer_store_b16(x, r, v, s, a) opus_host_buffer_store<unsigned short>(x, r, v, s, a)
+#define __builtin_amdgcn_raw_buffer_store_b32(x, r, v, s, a) opus_host_buffer_store<unsigned>(x, r, v, s, a)
+#define __builtin_amdgcn_raw_buffer_store_b64(x, r, v, s, a) opus_host_buffer_store<opus_host_u32x2>(x, r, v, s, a)
+#define __builtin_amdgcn_raw_buffer_store_b128(x, r, v, s, a) opus_host_buffer_store<opus_host_u32x4>(x, r, v, s, a)
+
+// -- fp8 conversion instructions of the chip's flavour (gfx942: FNUZ, gfx950: OCP) ----------
+#if OPUS_HOST_GFX == 942
+#define OPUS_HOST_FP8 opus_host_float::E4M3FNUZ
+#define OPUS_HOST_BF8 opus_host_float::E5M2FNUZ
+#else
+#define OPUS_HOST_FP8 opus_host_float::E4M3
+#define OPUS_HOST_BF8 opus_host_float::E5M2
+#endif
+// v_cvt_f32_{fp8,bf8}: byte `sel` of src, exact
+#define __builtin_amdgcn_cvt_f32_fp8(src, sel) opus_host_float::decode(((unsigned)(src) >> (8 * (sel))) & 0xff, OPUS_HOST_FP8)
+#define __builtin_amdgcn_cvt_f32_bf8(src, sel) opus_host_float::decode(((unsigned)(src) >> (8 * (sel))) & 0xff, OPUS_HOST_BF8)
+// v_cvt_pk_{fp8,bf8}_f32 a, b: RNE into bytes 0 and 1 (word_sel: 2 and 3) of `old`. The
+// codegen handles NaN and clamps before it: values that overflow the format are outside the
+// shim's contract and give the format's NaN (e5m2: inf) code, so a lost clamp shows as a difference.
+static inline int opus_host_cvt_pk(float a, float b, int old, bool word_sel, const opus_host_float::Format& f) {
+  unsigned pk = opus_host_float::encode(a, f, false, opus_host_float::TO_NAN) |
+                opus_host_float::encode(b, f, false, opus_host_float::TO_NAN) << 8;
+  unsigned o = (unsigned)old;
+  return (int)(word_sel ? (o & 0xffffu) | pk << 16 : (o & 0xffff0000u) | pk);
+}
+#define __builtin_amdgcn_cvt_pk_fp8_f32(a, b, old, sel) opus_host_cvt_pk(a, b, old, sel, OPUS_HOST_FP8)
+#define __builtin_amdgcn_cvt_pk_bf8_f32(a, b, old, sel) opus_host_cvt_pk(a, b, old, sel, OPUS_HOST_BF8)
+
+// Extension headers of other shims (tests/hostexec/README.md, "Cross-lane builtins"): the
+// MFMA builtins live in their own file on top of this one.
+#if __has_include("mfma.h")
+#include "mfma.h"
+#endif
