@@ -68,3 +68,87 @@ PRINT_LINES = ["t0: 7 7 7 0.500 7000000000|A",
                "t1: -1 4294967295 ffffffff -2.250 -1000000000|B",
                "t2: 255 255 ff 1000.000 255000000000|C",
                "t3: -2147483648 2147483648 80000000 3.142 -2147483648000000000|D"]
+
+
+# -- opus.range(unroll=), static_ford -------------------------------------------------------------
+
+@opus.kernel
+def digits_in_order(x: Ptr[i32], out: Ptr[i32], start: i32, stop: i32, step: i32,
+                    UNROLL: opus.constexpr = 4):
+    """acc = acc * 10 + x[i] over opus.range(start, stop, step): the digits of out say which
+    elements the loop visited and in what order."""
+    acc = opus.i32(0)
+    for i in opus.range(start, stop, step, unroll=UNROLL):
+        acc = acc * 10 + x[i]
+    out[opus.thread_id_x()] = acc
+
+
+@opus.kernel
+def static_bounds_loop(x: Ptr[i32], out: Ptr[i32]):
+    """opus.range over compile-time bounds is still a run-time loop (range(8) would unroll)."""
+    acc = opus.i32(0)
+    for i in opus.range(1, 8, 2, unroll=2):
+        acc = acc * 10 + x[i]
+    out[0] = acc
+
+
+@opus.kernel
+def ford_order(out: Ptr[i32]):
+    """Each step of static_ford(2, 3) and of static_ford((2, 1, 2)) writes its indices into the
+    next slot, so out lists the visiting order."""
+    k = 0
+    for i, j in opus.static_ford(2, 3):
+        out[k] = opus.i32(10 * i + j) + opus.thread_id_x()
+        k += 1
+    for i, j, m in opus.static_ford((2, 1, 2)):
+        out[k] = opus.i32(100 * i + 10 * j + m) + opus.thread_id_x()
+        k += 1
+
+
+# -- make_smem, and opus.load / opus.store with a bound ------------------------------------------
+
+@opus.kernel
+def smem_windows(x: Ptr[f32], out: Ptr[f32], m: i32):
+    """32 floats in shared memory, read back through make_smem views: of the view (bound m),
+    of its .ptr with bound m, of the .ptr without a bound; then a store through the bounded view
+    of 100 + t (dropped at t >= m), read back unbounded, and in quads through the bounded view."""
+    s = opus.alloc_smem(f32, 32)
+    t = opus.thread_id_x()
+    s[t] = x[t]
+    opus.sync_threads()
+    a, b, c = opus.make_smem(s, m), opus.make_smem(s.ptr, m), opus.make_smem(s.ptr)
+    out[t] = a[t]
+    out[32 + t] = b[t]
+    out[64 + t] = c[t]
+    opus.sync_threads()
+    a[t] = 100.0 + opus.f32(t)
+    opus.sync_threads()
+    out[96 + t] = s[t]
+    if t < 8:  # vector reads through the bounded view: a quad across m reads 0 past it
+        opus.store(out, a.load(4 * t, vec=4), 128 + 4 * t)
+
+
+@opus.kernel
+def bounded_quads(x: Ptr[f32], y: Ptr[f32], out: Ptr[f32], n: i32, base: i32):
+    """Thread t loads x[base + 4t .. +4) with bound n and stores it into out[4t ..) unbounded,
+    and stores the same four values into y[base + 4t ..) with bound n."""
+    o = base + 4 * opus.thread_id_x()
+    v = opus.load(x, o, vec=4, bound=n)
+    opus.store(out, v, 4 * opus.thread_id_x())
+    opus.store(y, v, o, bound=n)
+
+
+@opus.kernel
+def bounded_scalars(x: Ptr[f32], y: Ptr[f32], out: Ptr[f32], n: i32, shift: i32):
+    """Scalar forms: out[t] = x[t + shift] with bound n; y[t + shift] = -t with bound n; and a
+    broadcast store of 7 into y[16 + 4 * (t % 2) ..) with a compile-time bound of 22."""
+    t = opus.thread_id_x()
+    out[t] = opus.load(x, t + shift, bound=n)
+    opus.store(y, -opus.f32(t), t + shift, bound=n)
+    if t < 2:
+        opus.store(y, 7.0, 16 + 4 * t, vec=4, bound=22)
+
+
+def bounded_reference(x, n, offsets):
+    """x[k] where 0 <= k < n, else 0, at each offset k (the documented bound rule)."""
+    return np.array([x[k] if 0 <= k < n else 0 for k in offsets], x.dtype)
