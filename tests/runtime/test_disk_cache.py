@@ -1,5 +1,6 @@
 import multiprocessing
 import os
+import subprocess
 import warnings
 
 import pytest
@@ -106,16 +107,60 @@ def test_unwritable_dir_warns_once(tmp_path):
     assert cache.get(make_key("a")) is None
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
-def test_read_only_dir_warns(tmp_path):
-    root = tmp_path / "ro"
-    root.mkdir()
-    os.chmod(root, 0o500)
+def _make_read_only(folder):
+    """Make ``folder`` unwritable for this user; returns the undo, or None if no way works.
+    chmod does not stop root: as root, a read-only tmpfs mounted on it, else the immutable
+    attribute (chattr +i, which root's writes also obey)."""
+    if os.geteuid() != 0:
+        os.chmod(folder, 0o500)
+        return lambda: os.chmod(folder, 0o700)
+    ways = [(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", folder], ["umount", folder]),
+            (["chattr", "+i", folder], ["chattr", "-i", folder])]
+    for do, undo in ways:
+        try:
+            if subprocess.run(do, capture_output=True).returncode == 0:
+                return lambda undo=undo: subprocess.run(undo, capture_output=True, check=True)
+        except OSError:  # the tool is missing
+            pass
+    return None
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """An existing folder that this process cannot write in, root included (checked)."""
+    folder = tmp_path / "ro"
+    folder.mkdir()
+    undo = _make_read_only(str(folder))
+    if undo is None:
+        pytest.skip("no way to make a read-only folder here (root without mount or chattr)")
     try:
-        with pytest.warns(RuntimeWarning):
-            assert DiskCache(str(root)).put(make_key("a"), b"x") is False
+        with pytest.raises(OSError):
+            (folder / "probe").write_bytes(b"")
+        yield folder
     finally:
-        os.chmod(root, 0o700)
+        undo()
+
+
+def test_read_only_dir_warns(read_only_dir):
+    cache = DiskCache(str(read_only_dir))
+    with pytest.warns(RuntimeWarning, match="cannot write the compile cache"):
+        assert cache.put(make_key("a"), b"x") is False
+    assert cache.get(make_key("a")) is None
+    assert os.listdir(read_only_dir) == []
+
+
+def test_kernels_compile_under_a_read_only_cache_dir(read_only_dir, monkeypatch):
+    import opus
+
+    @opus.kernel
+    def fill(x: opus.Ptr[opus.f32]):
+        x[opus.thread_id_x()] = 2.5  # a kernel of its own: no other test cached it
+
+    monkeypatch.setenv("OPUS_CACHE_DIR", str(read_only_dir))
+    monkeypatch.delenv("OPUS_CACHE_DISABLE", raising=False)
+    with pytest.warns(RuntimeWarning, match="cannot write the compile cache"):
+        assert fill.specialize(target="sm_90a").compiled.binary[:4] == b"\x7fELF"
+    assert os.listdir(read_only_dir) == []
 
 
 def test_default_cache_follows_env(monkeypatch, tmp_path):
