@@ -115,13 +115,14 @@ def test_dynamic_shared_memory_100kb():
 def test_launch_from_another_thread():
     from opus.runtime.device_array import DeviceArray
     f = _load(AXPY, "axpy")
-    dx, dy = DeviceArray.zeros(64, np.float32), DeviceArray.zeros(64, np.float32)
+    x, y = np.arange(100, dtype=np.float32), np.full(100, 1.0, np.float32)
+    dx, dy = DeviceArray.from_numpy(x), DeviceArray.from_numpy(y)
     launch = function_launcher(f, [ctypes.c_float, POINTER_CTYPE, POINTER_CTYPE, ctypes.c_int64])
     errors = []
 
     def work():
         try:  # a fresh thread has no current context: the launcher binds the primary one
-            launch((1, 1, 1), (64, 1, 1), 0, 0, (1.0, dx.ptr, dy.ptr, 64))
+            launch((2, 1, 1), (64, 1, 1), 0, 0, (2.5, dx.ptr, dy.ptr, 100))
             drv.synchronize()
         except Exception as e:  # pragma: no cover - reported below
             errors.append(e)
@@ -130,6 +131,7 @@ def test_launch_from_another_thread():
     t.start()
     t.join()
     assert not errors
+    np.testing.assert_array_equal(dy.to_numpy(), 2.5 * x + 1)  # y = alpha * x + y, by hand
 
 
 @pytest.mark.gpu
