@@ -29,6 +29,9 @@ SECTIONS = [
         "fp8_e5m2fnuz", "fp4_e2m1", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "cast",
         "bitcast"]),
     ("Memory", ["make_gmem", "make_smem", "alloc_smem", "dynamic_smem", "load", "store"]),
+    ("Layouts and x/p/y partitions", [
+        "make_layout", "Layout", "zipped_divide", "Y", "P", "Tile", "partition",
+        "unfold_x_stride", "unfold_p_coord", "p_shape", "y_shape"]),
     ("Threads and synchronisation", [
         "thread_id_x", "thread_id_y", "thread_id_z", "block_id_x", "block_id_y", "block_id_z",
         "block_size_x", "block_size_y", "block_size_z", "num_blocks_x", "num_blocks_y",

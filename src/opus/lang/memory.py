@@ -11,6 +11,7 @@ from ..dtypes import DType
 from ..ir import Value, VectorType, PointerType, scalar_of, lanes_of, type_str
 from ..targets.limits import static_smem_error
 from .context import ctx, TraceError
+from .layout import is_layout, _add, _mul, _sum
 from .values import (Undefined, emit1, emit, as_value, convert_implicitly, is_static,
                      py_default_type)
 
@@ -181,6 +182,84 @@ def store(p, value, off=0, vec=None, bound=None, cache=None):
     emit("store", operands, [], {"vec": vec})
 
 
+# -- layout-driven bulk access (docs/layouts.md, section 3) --------------------------------------
+
+def _issues(layout, vec, elem: DType):
+    """[(y-coordinates of the issue's first element)] of ``layout`` accessed ``vec`` elements at
+    a time along its last y (register) sub-dim, in row-major order."""
+    ys = layout.y_shape()
+    if not ys:
+        return [()]
+    if not all(type(n) is int for n in ys):
+        _err(f"a layout-driven access needs static y (register) extents, got {ys!r}")
+    if isinstance(vec, bool) or not isinstance(vec, int) or vec < 1:
+        _err(f"vec must be a positive compile-time int, got {_describe(vec)}")
+    if ys[-1] % vec:
+        _err(f"vec={vec} does not divide the layout's last y extent {ys[-1]} (y shape {ys!r})")
+    stride = layout.y_strides()[-1]
+    if vec > 1 and not (type(stride) is int and stride == 1):
+        _err(f"vec={vec}: the layout's last y sub-dim must be contiguous (stride 1) for vector "
+             f"accesses; its stride is {stride if type(stride) is int else 'a run-time value'}")
+    import itertools
+    space = ys[:-1] + (ys[-1] // vec,)
+    return [idx[:-1] + (idx[-1] * vec,) for idx in itertools.product(*map(range, space))]
+
+
+def _chunks(vec, elem: DType):
+    """Element counts of the accesses one issue of ``vec`` elements splits into (<= 16 bytes)."""
+    most = max(1, 128 // elem.bits) if elem.bits <= 128 else 1
+    most = min(most, _VECS[-1])
+    out = []
+    while vec:
+        n = min(most, vec)
+        n = 1 << (n.bit_length() - 1)  # a power of two the access widths have
+        out.append(n)
+        vec -= n
+    return out
+
+
+def _layout_offsets(layout, vec, elem):
+    """[(offset, elements)] of every access of a layout-driven load or store, in register order.
+    The thread's part of the offset (p-coordinates and shift) is computed once; each issue adds
+    its y-part, a Python int when the y strides are static (the access's immediate offset)."""
+    issues = _issues(layout, vec, elem)
+    ystrides = layout.y_strides()
+    base = layout(*([0] * len(ystrides)))
+    out = []
+    for ys in issues:
+        delta = _sum([_mul(y, st) for y, st in zip(ys, ystrides)])
+        done = 0
+        for n in _chunks(vec, elem):
+            out.append((_add(base, _add(delta, done)), n))
+            done += n
+    return out
+
+
+def load_layout(view, layout, vec=1, cache=None):
+    """All of a layout's elements for this thread, ``vec`` at a time: one register vector."""
+    parts = [view.load(off, n, cache) for off, n in _layout_offsets(layout, vec, view.dtype)]
+    if len(parts) == 1:
+        return parts[0]
+    from .vectors import concat
+    return concat(*parts)
+
+
+def store_layout(view, value, layout, vec=1, cache=None):
+    """Store a register vector (or broadcast a scalar) over a layout's elements, ``vec`` at a
+    time, in the order ``load_layout`` gives them."""
+    accesses = _layout_offsets(layout, vec, view.dtype)
+    total = sum(n for _, n in accesses)
+    lanes = lanes_of(value.type) if isinstance(value, Value) else 1
+    if lanes not in (1, total):
+        _err(f"store of {lanes} lanes over a layout of {total} elements: the value must have "
+             f"one lane per element (or be a scalar, broadcast)")
+    done = 0
+    for off, n in accesses:
+        part = value if lanes == 1 else value[done:done + n] if n > 1 else value[done]
+        view.store(part, off, n, cache)
+        done += n
+
+
 class _View:
     """Shared behaviour of gmem and smem views: a pointer plus an optional element bound."""
 
@@ -193,9 +272,16 @@ class _View:
         return self.ptr.type.elem
 
     def load(self, offset, vec=1, cache=None):
+        """``vec`` elements at ``offset``, or, given a Layout, all of its elements for this
+        thread ``vec`` at a time (one register vector, in the layout's y order)."""
+        if is_layout(offset):
+            return load_layout(self, offset, vec, cache)
         return load(self.ptr, offset, vec, self.size, cache)
 
     def store(self, value, offset, vec=None, cache=None):
+        """Store at ``offset``, or, given a Layout, over all of its elements ``vec`` at a time."""
+        if is_layout(offset):
+            return store_layout(self, value, offset, vec or 1, cache)
         store(self.ptr, value, offset, vec, self.size, cache)
 
     def __getitem__(self, i):

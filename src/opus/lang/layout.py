@@ -1,0 +1,454 @@
+"""Layouts: coordinates -> element offsets, as static algebra on Python values (docs/layouts.md).
+
+A layout is plain data: a shape, strides, optional fixed coordinates and a linear shift, whose
+entries are Python ints (compile time) or run-time integer values. Calling it computes
+
+    offset = linear + sum_i coord_i * stride_i
+
+folding every static part in Python, so IR appears only for run-time terms, and a fully static
+layout called with static coordinates gives a Python int. Layouts never hold IR of their own:
+a run-time stride is a value the kernel already has.
+
+    u = opus.make_layout((128, 64))            # packed row-major: strides (64, 1)
+    u(4, 8)                                     # 264, a Python int
+    v = opus.make_layout((M, K), (lda, 1))      # run-time extent and stride
+    v(i, k)                                     # i * lda + k: one multiply, one add
+    w = opus.make_layout(((3, 16), (4, 8)), coord=(opus.Y, p0, p1, opus.Y))
+    w(1, 0)                                     # the y (register) coordinates only
+
+A shape may be nested one level: each top-level mode (an x-dim) split into sub-modes. A call
+takes either one coordinate per leaf, or one per top-level mode, each unravelled row-major over
+its sub-modes (``w2(21, 19)`` on ``((3, 16), (4, 8))`` is ``w2(1, 5, 2, 3)``).
+"""
+from __future__ import annotations
+
+from ..ir import Value, scalar_of
+from .context import TraceError
+from .values import binary
+
+__all__ = ["Y", "Layout", "make_layout", "zipped_divide", "is_layout", "packed_strides"]
+
+
+class _YSlot:
+    """``opus.Y``: a register (y) coordinate left open in a layout's ``coord``, supplied when the
+    layout is called; also the tag of a y sub-dim in an x/p/y description (``opus.P`` is the
+    other tag).
+
+    :targets: all targets
+    """
+    __slots__ = ()
+
+    def __repr__(self):
+        return "opus.Y"
+
+    def __reduce__(self):
+        return "Y"
+
+
+Y = _YSlot()
+
+
+def _err(msg):
+    raise TraceError(msg)
+
+
+def _is_int_value(x) -> bool:
+    return isinstance(x, Value) and scalar_of(x.type).is_int and getattr(x.type, "lanes", 1) == 1
+
+
+def _describe(x) -> str:
+    if isinstance(x, Value):
+        return repr(x)
+    return f"{x!r} ({type(x).__name__})"
+
+
+def _check_extent(x, what):
+    if type(x) is int:
+        if x <= 0:
+            _err(f"{what} must be a positive extent, got {x}")
+        return x
+    if _is_int_value(x):
+        return x
+    _err(f"{what} must be a Python int or a run-time integer value, got {_describe(x)}")
+
+
+def _check_index(x, what):
+    if type(x) is int or _is_int_value(x):
+        return x
+    _err(f"{what} must be a Python int or a run-time integer value, got {_describe(x)}")
+
+
+# -- folding arithmetic: Python ints stay Python ints -------------------------------------------
+
+def _mul(a, b):
+    if type(a) is int and type(b) is int:
+        return a * b
+    if (type(a) is int and a == 0) or (type(b) is int and b == 0):
+        return 0
+    if type(a) is int and a == 1:
+        return b
+    if type(b) is int and b == 1:
+        return a
+    return a * b
+
+
+def _add(a, b):
+    if type(a) is int and type(b) is int:
+        return a + b
+    if type(a) is int and a == 0:
+        return b
+    if type(b) is int and b == 0:
+        return a
+    return a + b
+
+
+def _sum(terms):
+    """Sum with the static part kept apart and added last (one add for all of it)."""
+    static, dynamic = 0, None
+    for t in terms:
+        if type(t) is int:
+            static += t
+        else:
+            dynamic = t if dynamic is None else dynamic + t
+    return static if dynamic is None else _add(dynamic, static)
+
+
+def _product(xs):
+    p = 1
+    for x in xs:
+        p = _mul(p, x)
+    return p
+
+
+def packed_strides(shape) -> tuple:
+    """Row-major strides of a flat shape: stride_i = prod(shape[i+1:])."""
+    out, acc = [], 1
+    for s in reversed(shape):
+        out.append(acc)
+        acc = _mul(acc, s)
+    return tuple(reversed(out))
+
+
+def _unravel(x, shape):
+    """Row-major coordinates of the index ``x`` over ``shape`` (static x: folds). Indices are
+    non-negative, so run-time ones divide with C's truncation (no floor fix-up to emit)."""
+    coords = []
+    for s in reversed(shape[1:]):
+        if type(x) is int and type(s) is int:
+            x, r = divmod(x, s)
+        else:
+            x, r = binary("tdiv", x, s), binary("tmod", x, s)
+        coords.append(r)
+    coords.append(x)
+    return tuple(reversed(coords))
+
+
+# -- structure ---------------------------------------------------------------------------------
+
+def _modes(shape, what):
+    """The top-level modes of a shape as tuples of leaves (an int leaf is a 1-leaf mode)."""
+    if not isinstance(shape, tuple) or not shape:
+        _err(f"{what} must be a non-empty tuple, got {_describe(shape)}")
+    modes = []
+    for i, m in enumerate(shape):
+        if isinstance(m, tuple):
+            if not m or any(isinstance(x, tuple) for x in m):
+                _err(f"{what}[{i}] = {m!r}: a mode is an extent or a flat, non-empty tuple of "
+                     f"extents (one level of nesting)")
+            modes.append(m)
+        else:
+            modes.append((m,))
+    return modes
+
+
+def _same_structure(shape, other, what):
+    """``other``'s leaves, checked to have ``shape``'s nesting."""
+    if not isinstance(other, tuple) or len(other) != len(shape):
+        _err(f"{what} {_describe(other)} must have the shape's structure {shape!r}")
+    leaves = []
+    for i, (s, o) in enumerate(zip(shape, other)):
+        if isinstance(s, tuple):
+            if not isinstance(o, tuple) or len(o) != len(s):
+                _err(f"{what}[{i}] = {o!r} must match the shape's mode {s!r}")
+            leaves.extend(o)
+        else:
+            if isinstance(o, tuple):
+                _err(f"{what}[{i}] = {o!r} must be one value, as the shape's mode {s!r}")
+            leaves.append(o)
+    return leaves
+
+
+class Layout:
+    """Coordinates -> element offset. Build with ``opus.make_layout``; see the module docstring.
+
+    Immutable: ``u + off`` is a new layout shifted by ``off`` elements (``u += off`` rebinds).
+
+    :param shape: extents, nested one level at most
+    :type shape: tuple of ints or run-time integers
+    :param stride: strides with the shape's structure (None: packed row-major)
+    :type stride: tuple or None
+    :param coord: one fixed coordinate or ``opus.Y`` per leaf, or None
+    :type coord: tuple or None
+    :param linear: added to every offset
+    :type linear: int or run-time integer
+    :targets: all targets
+    """
+    __slots__ = ("_shape", "_modes", "_leaves", "_strides", "_coord", "_linear")
+
+    def __init__(self, shape, stride=None, coord=None, linear=0):
+        modes = _modes(shape, "shape")
+        leaves = tuple(_check_extent(x, f"shape entry {x!r}") for m in modes for x in m)
+        if stride is None:
+            strides = packed_strides(leaves)
+        else:
+            strides = tuple(_check_index(x, "stride entry")
+                            for x in _same_structure(shape, stride, "stride"))
+        if coord is not None:
+            coord = tuple(coord)
+            if len(coord) != len(leaves):
+                _err(f"coord has {len(coord)} entries; the shape {shape!r} has {len(leaves)} "
+                     f"leaves (one coordinate or opus.Y per leaf)")
+            coord = tuple(c if c is Y else _check_index(c, "coord entry") for c in coord)
+        self._shape, self._modes, self._leaves = shape, tuple(modes), leaves
+        self._strides, self._coord = strides, coord
+        self._linear = _check_index(linear, "linear offset")
+
+    # -- queries ---------------------------------------------------------------------------
+    def shape(self, i=None):
+        """The shape as given (nested where it was), or mode ``i``'s."""
+        return self._shape if i is None else self._shape[i]
+
+    def stride(self, i=None):
+        """The strides with the shape's nesting (packed ones computed), or mode ``i``'s."""
+        out, k = [], 0
+        for s in self._shape:
+            n = len(s) if isinstance(s, tuple) else 1
+            part = self._strides[k:k + n]
+            out.append(part if isinstance(s, tuple) else part[0])
+            k += n
+        return tuple(out) if i is None else out[i]
+
+    @property
+    def rank(self) -> int:
+        """Number of top-level modes."""
+        return len(self._modes)
+
+    @property
+    def coord(self):
+        """The fixed coordinates per leaf (``opus.Y`` at open slots), or None."""
+        return self._coord
+
+    @property
+    def linear(self):
+        return self._linear
+
+    def size(self):
+        """Number of coordinates: the product of the shape (a Python int when static)."""
+        return _product(self._leaves)
+
+    def cosize(self) -> int:
+        """One past the largest offset over the whole shape (static layouts with non-negative
+        strides): the elements a buffer must hold."""
+        if not all(type(x) is int for x in self._leaves + self._strides) or type(self._linear) is not int:
+            _err("cosize() needs a static shape, strides and linear offset")
+        if any(s < 0 for s in self._strides):
+            _err("cosize() needs non-negative strides")
+        return self._linear + sum((n - 1) * s for n, s in zip(self._leaves, self._strides)) + 1
+
+    def y_shape(self) -> tuple:
+        """Extents of the open (y) slots: the register coordinates a call takes. Without
+        ``coord`` every leaf is open."""
+        if self._coord is None:
+            return self._leaves
+        return tuple(n for n, c in zip(self._leaves, self._coord) if c is Y)
+
+    def y_strides(self) -> tuple:
+        """Strides of the open (y) slots, in the order of ``y_shape()``."""
+        if self._coord is None:
+            return self._strides
+        return tuple(st for st, c in zip(self._strides, self._coord) if c is Y)
+
+    # -- offsets ---------------------------------------------------------------------------
+    def __call__(self, *coords):
+        if len(coords) == 1 and isinstance(coords[0], tuple):
+            coords = coords[0]
+        full = self._full_coords(coords)
+        return _sum([self._linear] + [_mul(c, s) for c, s in zip(full, self._strides)])
+
+    def _full_coords(self, coords):
+        """One coordinate per leaf, from the call's arguments."""
+        if self._coord is not None:
+            open_ = [i for i, c in enumerate(self._coord) if c is Y]
+            if len(coords) != len(open_):
+                _err(f"this layout has {len(open_)} open (opus.Y) coordinates; the call gave "
+                     f"{len(coords)}")
+            full = list(self._coord)
+            for i, c in zip(open_, coords):
+                full[i] = self._checked(c, i)
+            return full
+        if len(coords) == len(self._leaves):
+            return [self._checked(c, i) for i, c in enumerate(coords)]
+        if len(coords) == len(self._modes):
+            full, k = [], 0
+            for c, m in zip(coords, self._modes):
+                if isinstance(c, tuple):
+                    if len(c) != len(m):
+                        _err(f"coordinate {c!r} must have {len(m)} entries, as the mode {m!r}")
+                    parts = c
+                else:
+                    _check_index(c, "coordinate")
+                    if type(c) is int and all(type(x) is int for x in m) and not 0 <= c < _product(m):
+                        _err(f"coordinate {c} is outside the mode {m!r} (0 .. {_product(m) - 1})")
+                    parts = _unravel(c, m) if len(m) > 1 else (c,)
+                full.extend(self._checked(p, k + j) for j, p in enumerate(parts))
+                k += len(m)
+            return full
+        _err(f"the layout of shape {self._shape!r} takes {len(self._leaves)} coordinates (one "
+             f"per leaf) or {len(self._modes)} (one per mode); the call gave {len(coords)}")
+
+    def _checked(self, c, leaf):
+        _check_index(c, "coordinate")
+        n = self._leaves[leaf]
+        if type(c) is int and type(n) is int and not 0 <= c < n:
+            _err(f"coordinate {c} of leaf {leaf} is outside its extent {n} (0 .. {n - 1})")
+        return c
+
+    # -- new layouts -------------------------------------------------------------------------
+    def __add__(self, off):
+        """The same layout shifted by ``off`` elements."""
+        return self._with(linear=_add(self._linear, _check_index(off, "offset")))
+
+    def __radd__(self, off):
+        return self.__add__(off)
+
+    def _with(self, **changes):
+        new = object.__new__(Layout)
+        for k in Layout.__slots__:
+            object.__setattr__(new, k, getattr(self, k))
+        for k, v in changes.items():
+            object.__setattr__(new, "_" + k, v)
+        return new
+
+    def __getitem__(self, index):
+        """Slice by top-level mode: ``u[i, :]`` fixes mode 0 at ``i`` (its term moves into the
+        linear offset) and keeps mode 1; ``:`` keeps a mode whole."""
+        if self._coord is not None:
+            _err("slicing a layout with fixed coordinates (coord=) is not supported: slice "
+                 "before partitioning")
+        index = index if isinstance(index, tuple) else (index,)
+        if len(index) != len(self._modes):
+            _err(f"a slice of a rank-{self.rank} layout needs {self.rank} entries, got {len(index)}")
+        shape, strides, terms, k = [], [], [self._linear], 0
+        for i, (ix, m) in enumerate(zip(index, self._modes)):
+            st = self._strides[k:k + len(m)]
+            if isinstance(ix, slice):
+                if ix != slice(None):
+                    _err(f"slice entry {i}: only ':' (the whole mode) or one coordinate")
+                shape.append(self._shape[i])
+                strides.append(st if isinstance(self._shape[i], tuple) else st[0])
+            else:
+                parts = _unravel(ix, m) if len(m) > 1 else (ix,)
+                for j, p in enumerate(parts):
+                    terms.append(_mul(self._checked(p, k + j), st[j]))
+            k += len(m)
+        if not shape:
+            _err("a slice must keep at least one mode (call the layout for one offset)")
+        return Layout(tuple(shape), tuple(strides), None, _sum(terms))
+
+    def __repr__(self):
+        parts = [f"shape={self._shape!r}", f"stride={self.stride()!r}"]
+        if self._coord is not None:
+            parts.append(f"coord={self._coord!r}")
+        if not (type(self._linear) is int and self._linear == 0):
+            parts.append(f"linear={self._linear!r}")
+        return f"Layout({', '.join(parts)})"
+
+    # carried through run-time loops and branches leaf by leaf (run-time entries)
+    def __opus_flatten__(self):
+        shape, stride, coord, linear = self._shape, self.stride(), self._coord, self._linear
+        return [linear], lambda leaves: Layout(shape, stride, coord, leaves[0])
+
+
+def is_layout(x) -> bool:
+    return isinstance(x, Layout)
+
+
+def make_layout(*args, stride=None, coord=None):
+    """A layout: coordinates -> element offset (``offset = sum coord_i * stride_i``), with
+    static parts folded at trace time (docs/layouts.md).
+
+    Forms: ``make_layout((128, 64))`` or ``make_layout(128, 64)`` (packed row-major strides
+    (64, 1)); ``make_layout(shape, stride)``; ``make_layout(shape, stride, coord)``. Entries are
+    Python ints (compile time) or run-time integer values; a shape may nest one level
+    (``((3, 16), (4, 8))``: two x-dims split into sub-dims). ``coord`` fixes some leaves (a
+    thread's p-coordinates) and leaves ``opus.Y`` at the others, which a call then supplies.
+
+    Example: ``u = opus.make_layout((M, K), (lda, 1)); a = g.load(u(i, k))``.
+
+    :param args: the shape (a tuple, or extents as separate ints), then optionally stride and
+        coord
+    :type args: tuple, or ints
+    :param stride: strides with the shape's structure (default: packed row-major)
+    :type stride: tuple or None
+    :param coord: one entry per leaf: a fixed coordinate or ``opus.Y``
+    :type coord: tuple or None
+    :returns: the layout: call it with coordinates for an offset; ``u + off`` shifts it;
+        ``u[i, :]`` slices it; ``u.shape()``, ``u.stride()``, ``u.size()``, ``u.y_shape()``
+    :rtype: Layout
+    :targets: all targets (static algebra: it emits only run-time index arithmetic)
+    """
+    if not args:
+        _err("make_layout needs a shape")
+    if isinstance(args[0], tuple):
+        if len(args) > 3:
+            _err(f"make_layout(shape, stride, coord) takes at most 3 arguments, got {len(args)}")
+        shape = args[0]
+        if len(args) >= 2:
+            if stride is not None:
+                _err("stride given twice (positionally and as stride=)")
+            stride = args[1]
+        if len(args) == 3:
+            if coord is not None:
+                _err("coord given twice (positionally and as coord=)")
+            coord = args[2]
+    else:
+        if any(isinstance(a, tuple) for a in args):
+            _err("make_layout(s0, s1, ...) takes extents; for (shape, stride) pass tuples")
+        shape = tuple(args)
+    return Layout(shape, stride, coord)
+
+
+def zipped_divide(layout, tile) -> Layout:
+    """Tile a layout: a rank-2 layout ``((t0, t1, ...), (n0, n1, ...))`` whose first mode is the
+    position inside a tile and second the tile's index (row-major), as CuTe's zipped_divide.
+    Each tile extent must divide the mode it tiles (static extents).
+
+    ``zipped_divide(make_layout((128, 64)), (32, 16))((r, c), (ti, tj))`` is the offset of
+    element (r, c) of tile (ti, tj) = ``(32 * ti + r) * 64 + 16 * tj + c``.
+
+    :param layout: a flat layout without fixed coordinates
+    :type layout: Layout
+    :param tile: one extent per mode, each dividing it
+    :type tile: tuple of ints
+    :returns: the tiled layout ((tile extents), (tile counts))
+    :rtype: Layout
+    :targets: all targets
+    """
+    if not isinstance(layout, Layout):
+        _err(f"zipped_divide needs a Layout, got {_describe(layout)}")
+    if layout.coord is not None or any(len(m) != 1 for m in layout._modes):
+        _err("zipped_divide needs a flat layout without fixed coordinates")
+    tile = tuple(tile) if isinstance(tile, (tuple, list)) else (tile,)
+    if len(tile) != layout.rank:
+        _err(f"the tile {tile!r} needs one extent per mode of the rank-{layout.rank} layout")
+    inner, outer, s_in, s_out = [], [], [], []
+    for t, n, s in zip(tile, layout._leaves, layout._strides):
+        if type(t) is not int or t <= 0:
+            _err(f"tile extent {t!r} must be a positive Python int")
+        if type(n) is int and n % t:
+            _err(f"tile extent {t} does not divide the layout's extent {n}")
+        inner.append(t)
+        outer.append(n // t)
+        s_in.append(s)
+        s_out.append(_mul(s, t))
+    return Layout((tuple(inner), tuple(outer)), (tuple(s_in), tuple(s_out)), None, layout.linear)
