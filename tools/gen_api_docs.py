@@ -30,7 +30,8 @@ SECTIONS = [
         "bitcast"]),
     ("Memory", ["make_gmem", "make_smem", "alloc_smem", "dynamic_smem", "load", "store"]),
     ("Layouts and x/p/y partitions", [
-        "make_layout", "Layout", "zipped_divide", "Y", "P", "Tile", "partition",
+        "make_layout", "Layout", "zipped_divide", "Swizzle", "swizzle_bytes", "Y", "P", "Tile",
+        "partition",
         "unfold_x_stride", "unfold_p_coord", "p_shape", "y_shape"]),
     ("Threads and synchronisation", [
         "thread_id_x", "thread_id_y", "thread_id_z", "block_id_x", "block_id_y", "block_id_z",

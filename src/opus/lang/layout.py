@@ -26,7 +26,8 @@ from ..ir import Value, scalar_of
 from .context import TraceError
 from .values import binary
 
-__all__ = ["Y", "Layout", "make_layout", "zipped_divide", "is_layout", "packed_strides"]
+__all__ = ["Y", "Layout", "Swizzle", "swizzle_bytes", "make_layout", "zipped_divide", "is_layout",
+           "packed_strides"]
 
 
 class _YSlot:
@@ -178,6 +179,80 @@ def _same_structure(shape, other, what):
     return leaves
 
 
+class Swizzle:
+    """An XOR swizzle of element offsets (CuTe's ``Swizzle<B, M, S>``): the ``bits`` bits of
+    the offset starting at bit ``base + shift`` are XORed into the ``bits`` bits starting at
+    ``base``. Runs of ``2**base`` consecutive elements stay together (vector accesses up to that
+    width stay contiguous); rows of a shared tile land in different banks.
+
+    ``Swizzle(3, 3, 3)`` on f16 elements is the 128-byte pattern TMA and wgmma read
+    (``swizzle_bytes(128, f16)`` gives it): 16-byte chunks (8 halves) of each 128-byte row are
+    permuted by the row index modulo 8.
+
+    :param bits: how many bits are XORed (the pattern repeats every 2**bits rows)
+    :type bits: int
+    :param base: the lowest bit that changes (2**base elements move together)
+    :type base: int
+    :param shift: the distance from the bits that change to the bits that select the change
+    :type shift: int
+    :targets: all targets
+    """
+    __slots__ = ("bits", "base", "shift")
+
+    def __init__(self, bits: int, base: int, shift: int):
+        for name, v in (("bits", bits), ("base", base), ("shift", shift)):
+            if type(v) is not int or v < 0:
+                _err(f"Swizzle {name} must be a non-negative int, got {v!r}")
+        if shift < bits:
+            _err(f"Swizzle(bits={bits}, base={base}, shift={shift}): shift must be >= bits, or "
+                 f"the bits it reads overlap the bits it changes")
+        self.bits, self.base, self.shift = bits, base, shift
+
+    def __call__(self, offset):
+        if self.bits == 0:
+            return offset
+        mask = ((1 << self.bits) - 1) << (self.base + self.shift)
+        return offset ^ ((offset & mask) >> self.shift)  # folds for an int, emits for a value
+
+    @property
+    def period(self) -> int:
+        """Elements after which the pattern repeats: shifts by a multiple of it commute with it."""
+        return 1 << (self.base + self.shift + self.bits)
+
+    def __eq__(self, other):
+        return isinstance(other, Swizzle) and (self.bits, self.base, self.shift) == (
+            other.bits, other.base, other.shift)
+
+    def __hash__(self):
+        return hash((self.bits, self.base, self.shift))
+
+    def __repr__(self):
+        return f"Swizzle({self.bits}, {self.base}, {self.shift})"
+
+
+def swizzle_bytes(mode: int, dtype) -> Swizzle:
+    """The swizzle of TMA's and wgmma's shared-memory modes (32, 64 or 128 bytes) on elements of
+    ``dtype``: 16-byte chunks XORed by the row of ``mode`` bytes (CUDA's
+    CU_TENSOR_MAP_SWIZZLE_32B/64B/128B; PTX ISA, "Shared memory matrix layout").
+
+    :param mode: the swizzle width in bytes: 32, 64 or 128
+    :type mode: int
+    :param dtype: the element type
+    :type dtype: DType
+    :returns: the Swizzle on element offsets
+    :rtype: Swizzle
+    :targets: all targets
+    """
+    bits = {32: 1, 64: 2, 128: 3}.get(mode)
+    if bits is None:
+        _err(f"swizzle mode must be 32, 64 or 128 bytes, got {mode!r}")
+    size = getattr(dtype, "bits", 0) // 8
+    if size not in (1, 2, 4, 8):
+        _err(f"swizzle_bytes needs an element type of 1, 2, 4 or 8 bytes, got {dtype!r}")
+    base = 4 - size.bit_length() + 1  # 16-byte chunks: 2**base elements each
+    return Swizzle(bits, base, 3)
+
+
 class Layout:
     """Coordinates -> element offset. Build with ``opus.make_layout``; see the module docstring.
 
@@ -191,11 +266,13 @@ class Layout:
     :type coord: tuple or None
     :param linear: added to every offset
     :type linear: int or run-time integer
+    :param swizzle: applied to every offset (the linear shift included), or None
+    :type swizzle: Swizzle or None
     :targets: all targets
     """
-    __slots__ = ("_shape", "_modes", "_leaves", "_strides", "_coord", "_linear")
+    __slots__ = ("_shape", "_modes", "_leaves", "_strides", "_coord", "_linear", "_swizzle")
 
-    def __init__(self, shape, stride=None, coord=None, linear=0):
+    def __init__(self, shape, stride=None, coord=None, linear=0, swizzle=None):
         modes = _modes(shape, "shape")
         leaves = tuple(_check_extent(x, f"shape entry {x!r}") for m in modes for x in m)
         if stride is None:
@@ -212,6 +289,9 @@ class Layout:
         self._shape, self._modes, self._leaves = shape, tuple(modes), leaves
         self._strides, self._coord = strides, coord
         self._linear = _check_index(linear, "linear offset")
+        if swizzle is not None and not isinstance(swizzle, Swizzle):
+            _err(f"swizzle must be an opus.Swizzle, got {_describe(swizzle)}")
+        self._swizzle = swizzle
 
     # -- queries ---------------------------------------------------------------------------
     def shape(self, i=None):
@@ -241,6 +321,11 @@ class Layout:
     @property
     def linear(self):
         return self._linear
+
+    @property
+    def swizzle(self):
+        """The layout's Swizzle, or None."""
+        return self._swizzle
 
     def size(self):
         """Number of coordinates: the product of the shape (a Python int when static)."""
@@ -273,7 +358,8 @@ class Layout:
         if len(coords) == 1 and isinstance(coords[0], tuple):
             coords = coords[0]
         full = self._full_coords(coords)
-        return _sum([self._linear] + [_mul(c, s) for c, s in zip(full, self._strides)])
+        offset = _sum([self._linear] + [_mul(c, s) for c, s in zip(full, self._strides)])
+        return offset if self._swizzle is None else self._swizzle(offset)
 
     def _full_coords(self, coords):
         """One coordinate per leaf, from the call's arguments."""
@@ -353,7 +439,7 @@ class Layout:
             k += len(m)
         if not shape:
             _err("a slice must keep at least one mode (call the layout for one offset)")
-        return Layout(tuple(shape), tuple(strides), None, _sum(terms))
+        return Layout(tuple(shape), tuple(strides), None, _sum(terms), self._swizzle)
 
     def __repr__(self):
         parts = [f"shape={self._shape!r}", f"stride={self.stride()!r}"]
@@ -361,19 +447,22 @@ class Layout:
             parts.append(f"coord={self._coord!r}")
         if not (type(self._linear) is int and self._linear == 0):
             parts.append(f"linear={self._linear!r}")
+        if self._swizzle is not None:
+            parts.append(f"swizzle={self._swizzle!r}")
         return f"Layout({', '.join(parts)})"
 
     # carried through run-time loops and branches leaf by leaf (run-time entries)
     def __opus_flatten__(self):
-        shape, stride, coord, linear = self._shape, self.stride(), self._coord, self._linear
-        return [linear], lambda leaves: Layout(shape, stride, coord, leaves[0])
+        shape, stride, coord, linear, sw = (self._shape, self.stride(), self._coord, self._linear,
+                                            self._swizzle)
+        return [linear], lambda leaves: Layout(shape, stride, coord, leaves[0], sw)
 
 
 def is_layout(x) -> bool:
     return isinstance(x, Layout)
 
 
-def make_layout(*args, stride=None, coord=None):
+def make_layout(*args, stride=None, coord=None, swizzle=None):
     """A layout: coordinates -> element offset (``offset = sum coord_i * stride_i``), with
     static parts folded at trace time (docs/layouts.md).
 
@@ -392,6 +481,8 @@ def make_layout(*args, stride=None, coord=None):
     :type stride: tuple or None
     :param coord: one entry per leaf: a fixed coordinate or ``opus.Y``
     :type coord: tuple or None
+    :param swizzle: an XOR swizzle of the offsets (shared-memory tiles without bank conflicts)
+    :type swizzle: Swizzle or None
     :returns: the layout: call it with coordinates for an offset; ``u + off`` shifts it;
         ``u[i, :]`` slices it; ``u.shape()``, ``u.stride()``, ``u.size()``, ``u.y_shape()``
     :rtype: Layout
@@ -415,7 +506,7 @@ def make_layout(*args, stride=None, coord=None):
         if any(isinstance(a, tuple) for a in args):
             _err("make_layout(s0, s1, ...) takes extents; for (shape, stride) pass tuples")
         shape = tuple(args)
-    return Layout(shape, stride, coord)
+    return Layout(shape, stride, coord, 0, swizzle)
 
 
 def zipped_divide(layout, tile) -> Layout:
@@ -438,6 +529,8 @@ def zipped_divide(layout, tile) -> Layout:
         _err(f"zipped_divide needs a Layout, got {_describe(layout)}")
     if layout.coord is not None or any(len(m) != 1 for m in layout._modes):
         _err("zipped_divide needs a flat layout without fixed coordinates")
+    if layout.swizzle is not None:
+        _err("zipped_divide of a swizzled layout: tile the plain layout, then swizzle")
     tile = tuple(tile) if isinstance(tile, (tuple, list)) else (tile,)
     if len(tile) != layout.rank:
         _err(f"the tile {tile!r} needs one extent per mode of the rank-{layout.rank} layout")

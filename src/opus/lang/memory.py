@@ -223,15 +223,28 @@ def _layout_offsets(layout, vec, elem):
     The thread's part of the offset (p-coordinates and shift) is computed once; each issue adds
     its y-part, a Python int when the y strides are static (the access's immediate offset)."""
     issues = _issues(layout, vec, elem)
+    sw = layout.swizzle
+    if sw is not None:  # XOR is not linear: each issue's offset whole; runs of 2**base stay put
+        if vec > 1 << sw.base:
+            _err(f"vec={vec} crosses the swizzle's runs of {1 << sw.base} contiguous elements "
+                 f"({sw!r}): use vec <= {1 << sw.base}")
+        return [(_add(layout(*ys), done), n) for ys in issues
+                for done, n in _chunk_starts(vec, elem)]
     ystrides = layout.y_strides()
     base = layout(*([0] * len(ystrides)))
     out = []
     for ys in issues:
         delta = _sum([_mul(y, st) for y, st in zip(ys, ystrides)])
-        done = 0
-        for n in _chunks(vec, elem):
-            out.append((_add(base, _add(delta, done)), n))
-            done += n
+        out.extend((_add(base, _add(delta, done)), n) for done, n in _chunk_starts(vec, elem))
+    return out
+
+
+def _chunk_starts(vec, elem):
+    """[(first element, elements)] of the accesses one issue splits into."""
+    out, done = [], 0
+    for n in _chunks(vec, elem):
+        out.append((done, n))
+        done += n
     return out
 
 
