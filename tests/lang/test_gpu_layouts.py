@@ -68,3 +68,27 @@ def test_swizzled_chunks_on_gpu():
     for r in range(8):
         for c in range(8):
             np.testing.assert_array_equal(raw[r, c ^ r], x[64 * r + 8 * c: 64 * r + 8 * c + 8])
+
+
+import test_predicated as TPR  # noqa: E402
+
+
+def test_predicates_on_gpu():
+    x = np.arange(1, 129, dtype=np.float32)
+    _, out = _run(TPR.scalar_and_vector, 1, 16, [x, np.full(128, -1, np.float32)], 3)
+    t = np.arange(16)
+    on = t % 3 == 0
+    want = np.full(128, -1, np.float32)
+    want[:16] = np.where(on, x[t], 0)
+    for k in range(8):
+        want[64 + 4 * k: 68 + 4 * k] = x[4 * k: 4 * k + 4] if on[k] else 0
+    np.testing.assert_array_equal(out, want)
+
+
+def test_layout_predicates_on_gpu():
+    x = np.arange(48 * 32, dtype=np.float16)
+    _, out = _run(TPR.layout_pred, 1, 64, [x, np.full(48 * 32, -1, np.float16)], 40)
+    want = x.reshape(48, 32).copy()
+    want[40:] = 0
+    want[16:32] = -1
+    np.testing.assert_array_equal(out.reshape(48, 32), want)

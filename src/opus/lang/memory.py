@@ -12,7 +12,7 @@ from ..ir import Value, VectorType, PointerType, scalar_of, lanes_of, type_str
 from ..targets.limits import static_smem_error
 from .context import ctx, TraceError
 from .layout import is_layout, _add, _mul, _sum
-from .values import (Undefined, emit1, emit, as_value, convert_implicitly, is_static,
+from .values import (to_bool, Undefined, emit1, emit, as_value, convert_implicitly, is_static,
                      py_default_type)
 
 __all__ = ["ptr_add", "load", "store", "Gmem", "Smem", "make_gmem", "make_smem", "alloc_smem",
@@ -248,29 +248,60 @@ def _chunk_starts(vec, elem):
     return out
 
 
-def load_layout(view, layout, vec=1, cache=None):
-    """All of a layout's elements for this thread, ``vec`` at a time: one register vector."""
-    parts = [view.load(off, n, cache) for off, n in _layout_offsets(layout, vec, view.dtype)]
+def _issue_preds(pred, layout, vec, elem):
+    """One predicate per access of a layout-driven access: ``pred`` itself (a bool, static or
+    run-time), or ``pred(*issue_index)`` for a function of the issue's static indices."""
+    issues = _issues(layout, vec, elem)
+    per_issue = len(_chunks(vec, elem))
+    if callable(pred) and not isinstance(pred, Value):
+        vecs = [ys[:-1] + (ys[-1] // vec,) if ys else () for ys in issues]
+        return [pred(*ix) for ix in vecs for _ in range(per_issue)]
+    return [pred] * (len(issues) * per_issue)
+
+
+def load_layout(view, layout, vec=1, cache=None, pred=None):
+    """All of a layout's elements for this thread, ``vec`` at a time: one register vector.
+    With ``pred``, an access whose predicate is false reads zeros."""
+    accesses = _layout_offsets(layout, vec, view.dtype)
+    preds = [None] * len(accesses) if pred is None else _issue_preds(pred, layout, vec, view.dtype)
+    parts = [view.load(off, n, cache) if pr is None else view.load_if(pr, off, n, cache)
+             for (off, n), pr in zip(accesses, preds)]
     if len(parts) == 1:
         return parts[0]
     from .vectors import concat
     return concat(*parts)
 
 
-def store_layout(view, value, layout, vec=1, cache=None):
+def store_layout(view, value, layout, vec=1, cache=None, pred=None):
     """Store a register vector (or broadcast a scalar) over a layout's elements, ``vec`` at a
-    time, in the order ``load_layout`` gives them."""
+    time, in the order ``load_layout`` gives them. With ``pred``, false accesses write nothing."""
     accesses = _layout_offsets(layout, vec, view.dtype)
+    preds = [None] * len(accesses) if pred is None else _issue_preds(pred, layout, vec, view.dtype)
     total = sum(n for _, n in accesses)
     lanes = lanes_of(value.type) if isinstance(value, Value) else 1
     if lanes not in (1, total):
         _err(f"store of {lanes} lanes over a layout of {total} elements: the value must have "
              f"one lane per element (or be a scalar, broadcast)")
     done = 0
-    for off, n in accesses:
+    for (off, n), pr in zip(accesses, preds):
         part = value if lanes == 1 else value[done:done + n] if n > 1 else value[done]
-        view.store(part, off, n, cache)
+        if pr is None:
+            view.store(part, off, n, cache)
+        else:
+            view.store_if(pr, part, off, n, cache)
         done += n
+
+
+def _predicated(view, pred, offset, vec):
+    """(pointer, offset, bound) of an access done only where ``pred`` holds, as a bounded
+    access: a false predicate bounds it to nothing (loads read 0, stores drop), which is the
+    buffer unit's range check on AMD and no extra branch. Unbounded views first move the pointer
+    to the access, so its exact elements are the bound (negative offsets stay allowed)."""
+    from .math import select
+    cond = to_bool(pred, "load_if/store_if predicate")
+    if view.size is None:
+        return ptr_add(view.ptr, offset), 0, select(cond, vec, 0)
+    return view.ptr, offset, select(cond, view.size, 0)
 
 
 class _View:
@@ -297,6 +328,29 @@ class _View:
             return store_layout(self, value, offset, vec or 1, cache)
         store(self.ptr, value, offset, vec, self.size, cache)
 
+    def load_if(self, pred, offset, vec=1, cache=None):
+        """``load`` where ``pred`` holds, zeros where it does not (no branch). ``pred`` is a bool
+        (compile-time or run-time); with a Layout it may also be a function of an issue's static
+        indices returning one."""
+        if is_layout(offset):
+            return load_layout(self, offset, vec, cache, pred=pred)
+        if is_static(pred):
+            return self.load(offset, vec, cache) if pred else _zeros_like_load(self, vec)
+        ptr, off, bound = _predicated(self, pred, offset, vec)
+        return load(ptr, off, vec, bound, cache)
+
+    def store_if(self, pred, value, offset, vec=None, cache=None):
+        """``store`` where ``pred`` holds; nothing is written where it does not."""
+        if is_layout(offset):
+            return store_layout(self, value, offset, vec or 1, cache, pred=pred)
+        if is_static(pred):
+            if pred:
+                self.store(value, offset, vec, cache)
+            return
+        n = vec or (lanes_of(value.type) if isinstance(value, Value) else 1)
+        ptr, off, bound = _predicated(self, pred, offset, n)
+        store(ptr, value, off, vec, bound, cache)
+
     def __getitem__(self, i):
         return self.load(i)
 
@@ -311,6 +365,12 @@ class _View:
     # carried through run-time loops/branches as (ptr, size)
     def __opus_flatten__(self):
         return [self.ptr, self.size], lambda leaves: type(self)(*leaves)
+
+
+def _zeros_like_load(view, vec):
+    from .vectors import zeros
+    _check_vec(vec, view.dtype)
+    return zeros(vec, view.dtype)
 
 
 class Gmem(_View):

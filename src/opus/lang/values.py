@@ -383,11 +383,10 @@ def unary(op, a):
 def to_bool(x, what="condition"):
     """A run-time bool from ``x`` (ints and floats compare != 0)."""
     if isinstance(x, Value):
-        e = scalar_of(x.type)
-        if e.is_bool:
-            return x
         if isinstance(x.type, PointerType):
             _err(f"a pointer cannot be a {what}")
+        if scalar_of(x.type).is_bool:
+            return x
         return compare("ne", x, 0)
     return const(bool(x), dt.bool_)
 
