@@ -329,12 +329,12 @@ def batches(draw, size):
     return progs, draw(st.integers(0, 2 ** 32 - 1))
 
 
-def diff_settings(default_examples, shrink):
-    """Hypothesis settings: OPUS_DIFF_EXAMPLES batches (default ``default_examples``),
+def diff_settings(default_examples, shrink, count_env="OPUS_DIFF_EXAMPLES"):
+    """Hypothesis settings: ``count_env`` batches (default ``default_examples``),
     deterministic unless OPUS_DIFF_SEED picks a seed. GPU runs do not shrink (every step is
     a compile) and report every mismatch instead."""
     phases = [Phase.explicit, Phase.generate] + ([Phase.shrink] if shrink else [])
-    config = settings(max_examples=int(os.environ.get("OPUS_DIFF_EXAMPLES", default_examples)),
+    config = settings(max_examples=int(os.environ.get(count_env, default_examples)),
                       derandomize="OPUS_DIFF_SEED" not in os.environ, database=None,
                       deadline=None, phases=phases, print_blob=False,
                       suppress_health_check=list(HealthCheck))

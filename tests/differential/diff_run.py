@@ -161,9 +161,9 @@ def arg_list(progs, args):
 
 # -- runs ------------------------------------------------------------------------------------
 
-def run_interp(kernel, progs, args, nthreads, block):
+def run_interp(kernel, progs, args, nthreads, block, target=TARGET):
     out = {k: (v.copy() if isinstance(v, np.ndarray) else v) for k, v in args.items()}
-    with opus.set_target(TARGET, interpret=True):
+    with opus.set_target(target, interpret=True):
         kernel[nthreads // block, block](*arg_list(progs, out))
     return out
 

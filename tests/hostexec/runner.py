@@ -101,6 +101,19 @@ def prepare_source(source, vendor):
     return source.replace('extern "C" ', "")
 
 
+def _needs_fibers(source):
+    """Whether the kernel may wait for other lanes: it has a barrier, or calls a builtin that
+    an extension shim header (any but hip.h: cross-lane instructions such as MFMA) defines.
+    Other kernels run each lane to its end as a plain call, which is much cheaper."""
+    if re.search(r"__syncthreads|__builtin_amdgcn_s_barrier|opus_host_warp_rendezvous", source):
+        return True
+    extension = set()
+    for p in SHIM.glob("*.h"):
+        if p.name not in ("host.h", "main.h", "floats.h", "cuda.h", "hip.h"):
+            extension |= set(re.findall(r"#define (\w+)", p.read_text()))
+    return any(re.search(rf"\b{name}\b", source) for name in extension)
+
+
 def _signature_params(source, symbol):
     """The C types of the kernel's parameters, from its rendered signature."""
     m = re.search(rf"\b{re.escape(symbol)}\(([^)]*)\)\s*\{{", source)
@@ -120,6 +133,7 @@ class HostKernel:
     params: list            # ir Params (name, type) of the run-time arguments, in order
     block_size: object      # the kernel's fixed block size or None
     ctypes: list = field(default_factory=list)
+    fibers: bool = True     # lanes run as fibers (the kernel may wait at a barrier)
 
 
 @dataclass
@@ -160,6 +174,7 @@ class HostProgram:
         k = HostKernel(len(self.kernels), spec.function.name, list(spec.function.params),
                        spec.function.attrs.get("block_size"))
         k.ctypes = _signature_params(source, spec.symbol)
+        k.fibers = _needs_fibers(source)
         args = ", ".join(f"*({t}*)a[{i}]" for i, t in enumerate(k.ctypes))
         self._parts.append(f"namespace opus_k{k.index} {{\n{source}}}\n"
                            f"static void opus_launch_{k.index}(void** a) "
@@ -172,9 +187,11 @@ class HostProgram:
         header = "cuda.h" if self.vendor == "nvidia" else "hip.h"
         table = ", ".join(f"opus_launch_{k.index}" for k in self.kernels)
         names = ", ".join(f'"{k.name}"' for k in self.kernels)
+        fibers = ", ".join("true" if k.fibers else "false" for k in self.kernels)
         return (f'#include "{header}"\n' + "".join(self._parts)
                 + f"static void (*const opus_host_kernels[])(void**) = {{{table}}};\n"
                 + f"static const char* const opus_host_kernel_names[] = {{{names}}};\n"
+                + f"static const bool opus_host_kernel_fibers[] = {{{fibers}}};\n"
                 + '#include "main.h"\n')
 
     def build(self, workdir):
@@ -200,10 +217,10 @@ class HostProgram:
         numpy array. Returns the program's standard output (device printf). Arrays are copied
         in when run() is called, so one array may appear in one launch of a run only (launches
         that pass data on: one run() each)."""
-        if self.exe is None:
-            raise ValueError("build() the program first")
         _arrays_used_once(launches)
         packed = [_pack_launch(l) for l in launches]
+        if self.exe is None:
+            raise ValueError("build() the program first")
         work = self.exe.parent
         lfile, rfile = work / "launches.bin", work / "results.bin"
         lfile.write_bytes(struct.pack("<QQ", _MAGIC, len(launches)) + b"".join(packed))

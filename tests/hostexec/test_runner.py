@@ -14,6 +14,27 @@ from hostexec.runner import prepare_source
 TARGETS = ["sm_80", "sm_90a", "gfx942", "gfx950"]
 
 
+def _program(target, tmp_path_factory):
+    """One host program per target holding every kernel of this file (one compile)."""
+    prog = HostProgram(target)
+    ks = [reverse_through_smem, indices, dyn_rotate, writes_past_the_end]
+    if target.startswith("sm"):
+        ks.append(printer)  # device printf: CUDA only
+    handles = {k.name: prog.add(k.specialize(target=target)) for k in ks}
+    prog.build(tmp_path_factory.mktemp(target))
+    return prog, handles
+
+
+@pytest.fixture(scope="module", params=TARGETS)
+def built(request, tmp_path_factory):
+    return request.param, *_program(request.param, tmp_path_factory)
+
+
+def launch(built, name, grid, block, *args, smem=0):
+    target, prog, handles = built
+    return prog.run([Launch(handles[name], grid, block, list(args), smem)])
+
+
 @opus.kernel
 def reverse_through_smem(x: opus.Ptr[f32], y: opus.Ptr[f32], n: i32):
     t = opus.thread_id_x()
@@ -33,12 +54,11 @@ def reversed_in_blocks(x, n, y):
     return np.where(t < n, got, y)
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_smem_round_trip_across_threads(target, tmp_path):
+def test_smem_round_trip_across_threads(built):
     n = 200
     x = np.arange(n, dtype=np.float32) + 0.5
     y = np.full(n, -1, np.float32)
-    run_kernel(reverse_through_smem, 4, 64, x, y, n, target=target, workdir=tmp_path)
+    launch(built, "reverse_through_smem", 4, 64, x, y, n)
     np.testing.assert_array_equal(y, reversed_in_blocks(x, n, np.full(n, -1, np.float32)))
 
 
@@ -56,13 +76,12 @@ def indices(out: opus.Ptr[i32]):
         out[at + j] = v
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_indices_in_three_dimensions(target, tmp_path):
+def test_indices_in_three_dimensions(built):
     grid, block = (3, 2, 2), (5, 4, 7)  # 140 threads: warps cut across y and z
     per, nblk = 5 * 4 * 7, 3 * 2 * 2
     out = np.zeros(nblk * per * 16, np.int32)
-    run_kernel(indices, grid, block, out, target=target, workdir=tmp_path)
-    ws = 32 if target.startswith("sm") else 64
+    launch(built, "indices", grid, block, out)
+    ws = 32 if built[0].startswith("sm") else 64
     rows = []
     for bz, by, bx in np.ndindex(2, 2, 3):
         for tz, ty, tx in np.ndindex(7, 4, 5):
@@ -80,11 +99,10 @@ def dyn_rotate(x: opus.Ptr[i32], y: opus.Ptr[i32]):
     y[t] = d.load((t + 1) % opus.block_size_x())
 
 
-@pytest.mark.parametrize("target", TARGETS)
-def test_dynamic_smem(target, tmp_path):
+def test_dynamic_smem(built):
     x = np.arange(96, dtype=np.int32) * 7 - 100
     y = np.zeros(96, np.int32)
-    run_kernel(dyn_rotate, 1, 96, x, y, target=target, workdir=tmp_path, smem=16 + 96 * 4)
+    launch(built, "dyn_rotate", 1, 96, x, y, smem=16 + 96 * 4)
     np.testing.assert_array_equal(y, np.roll(x, -1))
 
 
@@ -94,7 +112,7 @@ def scale(x: opus.Ptr[f32], a: f32, k: opus.i64):
     x[t] = x[t] * a + opus.f32(k)
 
 
-def test_many_kernels_and_launches_in_one_program(tmp_path):
+def test_launches_in_one_program(tmp_path):
     prog = HostProgram("gfx942")
     ka = prog.add(scale.specialize(target="gfx942"))
     kb = prog.add(reverse_through_smem.specialize(target="gfx942"))
@@ -118,7 +136,7 @@ def printer(x: opus.Ptr[i32]):
 
 
 def test_cuda_printf_reaches_the_output(tmp_path):
-    out = run_kernel(printer, 1, 3, np.int32([5, -6, 7]), target="sm_80", workdir=tmp_path)
+    out = run_kernel(printer, 1, 3, np.int32([5, -6, 7]), target="sm_90a", workdir=tmp_path)
     assert out == "t0=5\nt1=-6\nt2=7\n"
 
 
@@ -127,12 +145,10 @@ def writes_past_the_end(x: opus.Ptr[i32], n: i32):
     x[n] = 1  # unbounded: one element past the array
 
 
-@pytest.mark.parametrize("target", ["sm_80", "gfx942"])
-def test_an_out_of_bounds_write_is_an_error_naming_the_argument(target, tmp_path):
+def test_an_out_of_bounds_write_is_an_error_naming_the_argument(built):
     with pytest.raises(HostExecError, match="argument x was written out of bounds, at byte 32 "
                                             "of a 32-byte array"):
-        run_kernel(writes_past_the_end, 1, 1, np.zeros(8, np.int32), 8, target=target,
-                   workdir=tmp_path)
+        launch(built, "writes_past_the_end", 1, 1, np.zeros(8, np.int32), 8)
 
 
 def test_unknown_inline_ptx_is_not_host_executable():
@@ -154,20 +170,16 @@ def test_mma_sync_is_not_host_executable():
         HostProgram("sm_80").add(mma_gemm_16x8.specialize(target="sm_80"))
 
 
-def test_bad_arguments_are_named(tmp_path):
+def test_bad_arguments_are_named():
     prog = HostProgram("sm_80")
     k = prog.add(scale.specialize(target="sm_80"))
-    prog.build(tmp_path)
     with pytest.raises(ValueError, match=r"takes 3 run-time arguments \(x, a, k\), got 1"):
         prog.run([Launch(k, 1, 1, [np.zeros(1, np.float32)])])
     with pytest.raises(ValueError, match=r"argument x: int16 elements for a Ptr\[f32\]"):
         prog.run([Launch(k, 1, 1, [np.zeros(1, np.int16), 1.0, 1])])
-    with pytest.raises(ValueError, match="fixed to block"):
-        p2 = HostProgram("sm_80")
-        p2.add(reverse_through_smem.specialize(target="sm_80"))
-        fixed = p2.add(fixed_block.specialize(target="sm_80"))
-        p2.build(tmp_path)
-        p2.run([Launch(fixed, 1, 32, [np.zeros(64, np.int32)])])
+    fixed = prog.add(fixed_block.specialize(target="sm_80"))
+    with pytest.raises(ValueError, match=r"fixed to block 64, launched with \(32, 1, 1\)"):
+        prog.run([Launch(fixed, 1, 32, [np.zeros(64, np.int32)])])
 
 
 @opus.kernel(block=64)

@@ -45,6 +45,7 @@ struct State {
   unsigned char* dyn_smem = nullptr;
   void (*body)(void**) = nullptr;  // the kernel's launcher: unpacks the arguments, calls it
   void** args = nullptr;
+  bool fibers = false;  // lanes are fibers (the kernel may wait); else plain calls in turn
 };
 
 }  // namespace opus_host_rt
@@ -58,6 +59,9 @@ static inline void opus_host_fail(const char* what) {
 }
 
 static inline void opus_host_wait(opus_host_rt::Wait w) {
+  if (!opus_host.fibers)
+    opus_host_fail("a kernel the runner took for lane-local waited at a barrier or rendezvous "
+                   "(tests/hostexec/runner.py: _needs_fibers)");
   opus_host_rt::Lane* me = opus_host.cur;
   me->wait = w;
   swapcontext(&me->ctx, &opus_host.sched);
@@ -136,17 +140,27 @@ static bool all_returned() {
 
 static void run_block() {
   opus_host_dim3 d = opus_host.bdim;
+  static ucontext_t fresh;
+  static bool have_fresh = false;
+  if (!have_fresh) { getcontext(&fresh); have_fresh = true; }
   for (unsigned i = 0; i < opus_host.nlanes; i++) {
     Lane& l = opus_host.lanes[i];
     l.linear = i;
     l.tid = {i % d.x, (i / d.x) % d.y, i / (d.x * d.y)};
     l.wait = RUNNING;
-    getcontext(&l.ctx);
+    if (!opus_host.fibers) {  // lane-local kernel: each lane runs to its end in turn
+      opus_host.cur = &l;
+      opus_host.body(opus_host.args);
+      l.wait = RETURNED;
+      continue;
+    }
+    l.ctx = fresh;
     l.ctx.uc_stack.ss_sp = opus_host.stacks + (size_t)i * STACK_BYTES;
     l.ctx.uc_stack.ss_size = STACK_BYTES;
     l.ctx.uc_link = &opus_host.sched;
     makecontext(&l.ctx, lane_main, 0);
   }
+  if (!opus_host.fibers) return;
   for (;;) {
     for (unsigned i = 0; i < opus_host.nlanes; i++) {
       if (opus_host.lanes[i].wait != RUNNING) continue;
@@ -162,12 +176,14 @@ static void run_block() {
 
 }  // namespace opus_host_rt
 
-// Run `body` (a kernel launcher) over the grid.
-static void opus_host_launch(void (*body)(void**), void** args, opus_host_dim3 grid,
+// Run `body` (a kernel launcher) over the grid; `fibers`: the kernel may wait (a barrier, a
+// cross-lane op), so every lane is a fiber.
+static void opus_host_launch(void (*body)(void**), bool fibers, void** args, opus_host_dim3 grid,
                              opus_host_dim3 block, unsigned char* dyn_smem) {
   unsigned n = block.x * block.y * block.z;
   opus_host_rt::reserve(n);
   opus_host.body = body; opus_host.args = args; opus_host.dyn_smem = dyn_smem;
+  opus_host.fibers = fibers;
   opus_host.bdim = block; opus_host.gdim = grid; opus_host.nlanes = n;
   for (unsigned z = 0; z < grid.z; z++)
     for (unsigned y = 0; y < grid.y; y++)

@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
     }
     std::vector<unsigned char> dyn(smem + 16, SMEM_BYTE);
     unsigned char* dyn16 = dyn.data() + ((16 - (uintptr_t)dyn.data() % 16) % 16);
-    opus_host_launch(opus_host_kernels[k], args.data(), grid, block, dyn16);
+    opus_host_launch(opus_host_kernels[k], opus_host_kernel_fibers[k], args.data(), grid, block, dyn16);
     fflush(stdout);
     std::string error;
     for (uint64_t i = 0; i < nargs; i++) {
