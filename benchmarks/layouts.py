@@ -1,0 +1,128 @@
+"""Layout-driven memory kernels against torch (issue 10): a copy written with a layout and
+16-byte accesses, and a 64x64-tile transpose through shared memory, swizzled and plain, on
+1 GiB of bf16.
+
+    PYTHONPATH=src python benchmarks/layouts.py [--out layouts.json] [--gib 1.0]
+
+Each kernel is checked against torch on fresh random inputs with a NaN-poisoned output before
+it is timed (CUDA events, warm-up, median of --reps, fresh inputs outside the timed region,
+two passes in alternating order). Bytes = one read and one write of the array.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+import opus  # noqa: E402
+from opus import bf16, i32  # noqa: E402
+
+ITEMS = 4  # 16-byte chunks per thread in the copy
+
+
+@opus.kernel(block=256)
+def layout_copy(x: opus.Ptr[bf16], out: opus.Ptr[bf16], n: i32):
+    # each thread: ITEMS chunks of 8 bf16, 2 KiB apart (a warp's accesses are contiguous)
+    base = (opus.block_id_x() * (256 * ITEMS) + opus.thread_id_x()) * 8
+    u = opus.make_layout((ITEMS, 8), (256 * 8, 1)) + base
+    g, o = opus.make_gmem(x, n), opus.make_gmem(out, n)
+    o.store(g.load(u, vec=8), u, vec=8)
+
+
+@opus.kernel(block=256)
+def transpose64(x: opus.Ptr[bf16], out: opus.Ptr[bf16], rows: i32, cols: i32,
+                SWZ: opus.constexpr = True):
+    """out (cols x rows) = x (rows x cols) transposed, one 64x64 tile per block; rows and cols
+    are multiples of 64. Loads: 16 bytes per thread along x's rows, written to shared memory as
+    4-byte pairs. Stores: each thread gathers 8 elements of one tile column (8 rows) from shared
+    memory and writes them as 16 bytes of out's row. The swizzle XORs each row's 4-byte word
+    index with the row (Swizzle(5, 1, 5)), so both phases are free of bank conflicts."""
+    tile = opus.alloc_smem(bf16, 64 * 64)
+    s = opus.make_layout((64, 64), swizzle=opus.Swizzle(5, 1, 5) if SWZ else None)
+    t = opus.thread_id_x()
+    r0, c0 = opus.block_id_y() * 64, opus.block_id_x() * 64
+    g, o = opus.make_gmem(x), opus.make_gmem(out)
+    for p in range(2):
+        r, c = t // 8 + 32 * p, t % 8 * 8
+        v = g.load((r0 + r) * cols + c0 + c, vec=8)
+        for q in range(4):
+            tile.store(v[2 * q: 2 * q + 2], s(r, c + 2 * q), vec=2)
+    opus.sync_threads()
+    w, lane = t // 32, t % 32
+    for p in range(2):
+        j, ic = 8 * w + lane % 8, lane // 8 + 4 * p      # out row j (a tile column), rows 8*ic..
+        v = opus.make_vector(*[tile[s(8 * ic + k, j)] for k in range(8)])
+        o.store(v, (c0 + j) * rows + r0 + 8 * ic, vec=8)
+
+
+def run(gib=1.0, reps=30):
+    import torch
+    n = int(gib * (1 << 30)) // 2
+    rows, cols = 16384, n // 16384
+    assert rows * cols == n and cols % 64 == 0
+    x = torch.empty(n, device="cuda", dtype=torch.bfloat16)
+    o = torch.empty(n, device="cuda", dtype=torch.bfloat16)
+
+    def fresh():
+        x.normal_()
+
+    def poison():
+        o.fill_(float("nan"))
+
+    copy_grid = (n + 256 * ITEMS * 8 - 1) // (256 * ITEMS * 8)
+    tgrid = (cols // 64, rows // 64)
+    kernels = {
+        "torch_copy": lambda: o.copy_(x),
+        "opus_layout_copy": lambda: layout_copy[copy_grid, 256](x, o, n),
+        "torch_transpose": lambda: o.view(cols, rows).copy_(x.view(rows, cols).t()),
+        "opus_transpose_swizzled": lambda: transpose64[tgrid, 256](x, o, rows, cols, SWZ=True),
+        "opus_transpose_plain": lambda: transpose64[tgrid, 256](x, o, rows, cols, SWZ=False),
+    }
+    want_copy = lambda: x
+    want_t = lambda: x.view(rows, cols).t().contiguous().view(-1)
+    checks = {}
+    for name, fn in kernels.items():
+        fresh(); poison(); fn(); torch.cuda.synchronize()
+        ref = want_t() if "transpose" in name else want_copy()
+        checks[name] = bool(torch.equal(o, ref))
+    out = {"gib": gib, "n": n, "rows": rows, "cols": cols, "checks": checks}
+    for p in range(2):
+        for name, fn in kernels.items():
+            ms = common.cuda_event_ms(fn, reps=reps, warmup=5, before=fresh)
+            nbytes = 2 * n * 2
+            key = name if p == 0 else name + "_repeat"
+            out[key] = {"ms": ms, "bytes": nbytes, "gbps": nbytes / (ms["median"] * 1e-3) / 1e9,
+                        "correct": checks[name]}
+            print(f"[layouts] {key:28s} {ms['median']:.3f} ms {out[key]['gbps']:.0f} GB/s "
+                  f"{checks[name]}", file=sys.stderr)
+        kernels = dict(reversed(list(kernels.items())))
+    med = lambda k: (out[k]["gbps"] + out[k + "_repeat"]["gbps"]) / 2
+    out["ratio"] = {
+        "layout_copy_vs_torch_copy": med("opus_layout_copy") / med("torch_copy"),
+        "transpose_swizzled_vs_torch_copy": med("opus_transpose_swizzled") / med("torch_copy"),
+        "transpose_swizzled_vs_layout_copy": med("opus_transpose_swizzled") / med("opus_layout_copy"),
+        "transpose_plain_vs_torch_copy": med("opus_transpose_plain") / med("torch_copy"),
+        "torch_transpose_vs_torch_copy": med("torch_transpose") / med("torch_copy"),
+        "note": "mean of the two passes' median GB/s",
+    }
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--out")
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--reps", type=int, default=30)
+    a = ap.parse_args()
+    res = {"environment": common.environment(), "layouts": run(a.gib, a.reps)}
+    if a.out:
+        common.write_json(res, a.out)
+    for k, v in res["layouts"]["ratio"].items():
+        print(f"{k:40s} {v if isinstance(v, str) else f'{v:.3f}'}")
+
+
+if __name__ == "__main__":
+    main()
