@@ -1,6 +1,7 @@
 """The HIP dialect's helpers executed on the host (gfx942 and gfx950): bounded global accesses
 through buffer resources (opus_boff / opus_nrec and the raw-buffer range check) for every
-access width from 1 to 16 bytes, with masked tails, negative and huge offsets; and the
+access width from 1 to 16 bytes, with masked tails, negative and huge offsets (and the same
+accesses as sm_80 renders them: the C emitter's bounds conditions and vector tails); and the
 software conversion paths (fp8 of the other flavour, e8m0, bf16 on gfx942, f16 rz), besides
 the chip's own fp8 flavour through the shimmed instructions. References: numpy indexing
 written from the bounds rule, and ml_dtypes with the documented conversion rules. The same
@@ -71,7 +72,7 @@ def expected_copy(x, y, vec, n, m, base, shift):
     return out
 
 
-@pytest.fixture(scope="module", params=AMD)
+@pytest.fixture(scope="module", params=AMD + ["sm_80"])
 def copies(request, tmp_path_factory):
     """Every (type, vec, case) launch of the copier on one target, run in one host program."""
     target = request.param
