@@ -152,3 +152,23 @@ def bounded_scalars(x: Ptr[f32], y: Ptr[f32], out: Ptr[f32], n: i32, shift: i32)
 def bounded_reference(x, n, offsets):
     """x[k] where 0 <= k < n, else 0, at each offset k (the documented bound rule)."""
     return np.array([x[k] if 0 <= k < n else 0 for k in offsets], x.dtype)
+
+
+def bounded_quads_reference(x, n, base):
+    """bounded_quads' out and y (24 elements, -1 where nothing is written) for 5 threads."""
+    offsets = [base + j for j in range(20)]
+    out = bounded_reference(x, n, offsets)
+    y = np.full(24, -1, np.float32)
+    for k, v in zip(offsets, out):
+        if 0 <= k < n:
+            y[k] = v
+    return out, y
+
+
+def bounded_scalars_reference(x):
+    """bounded_scalars' out and y for 16 threads, n = 10, shift = -3."""
+    out = bounded_reference(x, 10, np.arange(16) - 3)
+    y = np.full(24, -1, np.float32)
+    y[:10] = -(np.arange(10) + 3)  # y[t - 3] = -t for 0 <= t - 3 < 10
+    y[16:22] = 7  # the broadcast quads: 16..19, and 20, 21 of 20..23 (bound 22)
+    return out, y
