@@ -94,9 +94,24 @@ def test_cuda_build_keys_each_thing_that_shapes_the_binary_as_its_own_part(recor
     src = reciprocal.specialize(target="sm_90a", S=2.0).source
     build_mod.build(src, get_target("sm_90a"))
     (parts,) = recorded_keys
-    for part in (src, "sm_90a", nvrtc.compiler_identity(), build_mod.OPTIONS,
-                 build_mod.OPUS_BUILD_VERSION):
+    for part in (src, "sm_90a", nvrtc.compiler_identity(),
+                 nvrtc.options_for("sm_90a", build_mod.OPTIONS), build_mod.OPUS_BUILD_VERSION):
         assert part in parts, (part, parts)
+    assert any(isinstance(p, tuple) and "--fmad=false" in p for p in parts)  # NVRTC's defaults
+
+
+def test_a_changed_default_nvrtc_option_is_a_cache_miss(cache_root, monkeypatch):
+    # an opus update that changes a default option (here --fmad) must not be served the CUBIN
+    # built with the old one from an existing cache
+    from opus.runtime import nvrtc
+    src = reciprocal.specialize(target="sm_90a", S=3.0).source
+    first = build_mod.build(src, get_target("sm_90a"))
+    assert build_mod.build(src, get_target("sm_90a")).cached
+    old = nvrtc._default_options
+    monkeypatch.setattr(nvrtc, "_default_options",
+                        lambda arch: [o if o != "--fmad=false" else "--fmad=true" for o in old(arch)])
+    again = build_mod.build(src, get_target("sm_90a"))
+    assert not again.cached and first.binary is not again.binary
 
 
 def test_hip_build_keys_each_thing_that_shapes_the_binary_as_its_own_part(recorded_keys,

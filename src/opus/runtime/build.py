@@ -40,8 +40,10 @@ def build(source: str, target) -> Built:
     if target.vendor == "nvidia":
         from . import nvrtc
         from .cache import default_cache, make_key
-        key = make_key("cuda", source, nvrtc.compiler_identity(), target.name, OPTIONS,
-                       OPUS_BUILD_VERSION)
+        # the options NVRTC gets (defaults such as --fmad=false included) are part of the key,
+        # as the AMD builds' flags are: changing one must not serve CUBINs built without it
+        key = make_key("cuda", source, nvrtc.compiler_identity(), target.name,
+                       nvrtc.options_for(target.name, OPTIONS), OPUS_BUILD_VERSION)
         cache = default_cache()
         hit = cache.get(key)
         if hit is not None:

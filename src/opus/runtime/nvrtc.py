@@ -228,6 +228,11 @@ def _default_options(arch: str) -> list[str]:
     return opts
 
 
+def options_for(arch: str, options=()) -> tuple:
+    """Every option a compile for ``arch`` passes to NVRTC (defaults, then ``options``)."""
+    return tuple(_default_options(arch)) + tuple(options)
+
+
 def _get(prog, size_fn, data_fn) -> bytes:
     size = ctypes.c_size_t()
     _check(size_fn(prog, ctypes.byref(size)), size_fn.__name__)
@@ -272,7 +277,7 @@ def compile_cuda(source: str, *, arch: str, options: tuple[str, ...] = (), name:
     """
     parsed = _nvidia_arch(arch)
     version = nvrtc_version()
-    opts = _default_options(arch) + list(options)
+    opts = list(options_for(arch, options))
     ok, log, cubin = _run(source, name, opts, want_ptx=False)
     if not ok:
         raise CompileError(_compile_error(source, log, name, arch, opts))
