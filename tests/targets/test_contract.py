@@ -14,6 +14,7 @@ from opus.codegen import CodegenError
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "codegen"))
 import test_cuda_casts as C  # noqa: E402  (inputs, references and interpreter runs)
+from hostexec.cxx import host_cxx  # noqa: E402
 
 
 # -- the contract-check mode ---------------------------------------------------------------------
@@ -93,7 +94,7 @@ def _run_helper(kernel, arch, fn, in_ctype, out_ctype, src, out_dtype, tmp_path)
     path.write_text(_hip_helpers(source) + f"\n#define IN {in_ctype}\n#define OUT {out_ctype}\n"
                     f"#define FN {fn}\n" + _MAIN)
     exe = tmp_path / "h"
-    subprocess.run(C._host_cxx() + ["-O1", "-std=c++20", "-o", str(exe), str(path)], check=True)
+    subprocess.run(host_cxx() + ["-O1", "-std=c++20", "-o", str(exe), str(path)], check=True)
     out = subprocess.run([str(exe), str(len(src))], input=src.tobytes(), capture_output=True,
                          check=True)
     return np.frombuffer(out.stdout, out_dtype)
