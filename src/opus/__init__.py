@@ -22,6 +22,7 @@ from .lang.threads import (thread_id_x, thread_id_y, thread_id_z, block_id_x, bl
                            num_blocks_y, num_blocks_z, grid_size_x, grid_size_y, grid_size_z,
                            lane_id, warp_id, warp_size, sync_threads, printf)
 from .lang.mma import make_mma
+from .lang.ldmatrix import ldmatrix, stmatrix, ds_read_tr
 from .lang.layout import Y, Layout, Swizzle, swizzle_bytes, make_layout, zipped_divide
 from .lang.partition import P, Tile, partition, unfold_x_stride, unfold_p_coord, p_shape, y_shape
 from .frontend import (Ptr, constexpr, kernel, func, range, static_ford, set_target,
@@ -50,8 +51,8 @@ __all__ = [
     # layouts and x/p/y partitions
     "make_layout", "Layout", "zipped_divide", "Swizzle", "swizzle_bytes", "Y", "P", "Tile", "partition", "unfold_x_stride",
     "unfold_p_coord", "p_shape", "y_shape",
-    # matrix atoms
-    "make_mma",
+    # matrix atoms and warp-level shared accesses with lane layouts
+    "make_mma", "ldmatrix", "stmatrix", "ds_read_tr",
     # kernels and launching
     "kernel", "func", "Ptr", "constexpr", "range", "static_ford",
     # targets

@@ -305,6 +305,20 @@ def _multi(state, op, ids, idx, valid, access, m, vec):
     return out
 
 
+def _require_whole_warps(state, op, ws):
+    """A warp-level instruction executed by part of a warp is an error naming the warp."""
+    m = state.mask
+    if m is None:
+        return
+    w = m.reshape(-1, ws)
+    part = w.any(axis=1) & ~w.all(axis=1)
+    if part.any():
+        k = int(np.argmax(part))
+        raise InterpError(f"{where(op.loc)}: {op.attrs['name']} executed by only part of warp {k} "
+                          f"({int(w[k].sum())} of {ws} lanes, first {state.who(k * ws)}): "
+                          f"warp-level instructions need the whole warp")
+
+
 # -- merging values at divergent control flow -------------------------------------------------------
 
 def _where_scalar(c, a, b):
@@ -724,6 +738,8 @@ class Program:
     def exec_target_op(self, op):
         self.has_target_op = True
         ins = self.target.instruction(op.attrs["name"])
+        if getattr(ins, "kind", None) in ("load", "store"):
+            return self._warp_access(op, ins)
         ss = [(self.slot(v), lanes_of(v.type)) for v in op.operands]
         rs = [(self.slot(r), isinstance(r.type, VectorType)) for r in op.results]
         attrs = op.attrs
@@ -732,16 +748,7 @@ class Program:
         def run(state, _op=op):
             values = state.values
             T = state.T
-            m = state.mask
-            if m is not None:
-                w = m.reshape(-1, ws)
-                part = w.any(axis=1) & ~w.all(axis=1)
-                if part.any():
-                    k = int(np.argmax(part))
-                    raise InterpError(f"{where(_op.loc)}: {attrs['name']} executed by only part of "
-                                      f"warp {k} ({int(w[k].sum())} of {ws} lanes, first "
-                                      f"{state.who(k * ws)}): warp-level instructions need the whole "
-                                      f"warp")
+            _require_whole_warps(state, _op, ws)
             args = []
             for s, n in ss:
                 x = values[s]
@@ -749,6 +756,34 @@ class Program:
             res = ins.emulate(args, attrs, ws)
             for (s, isvec), x in zip(rs, res):
                 values[s] = x if isvec else x.reshape(T)
+        return run
+
+    def _warp_access(self, op, ins):
+        """A target instruction that moves shared memory with a lane layout (ldmatrix,
+        stmatrix, ds_read_tr: targets/warp_access.py): the row's address lanes each access
+        ``vec`` elements at p + off as one aligned vector access (the checks of load/store:
+        bounds, alignment, races), and the row's ``emulate`` permutes them across the warp."""
+        p, o = op.operands[:2]
+        address, vec, ws = self._address(p, o), ins.vec, self.ws
+        nd = p.type.elem.np_dtype
+        lanes = ins.address_lanes(ws)
+        sv = self.slot(op.operands[2]) if ins.kind == "store" else None
+        sr = self.slot(op.results[0]) if ins.kind == "load" else None
+
+        def run(state, _op=op):
+            values = state.values
+            T = state.T
+            _require_whole_warps(state, _op, ws)
+            m = np.tile(lanes, T // ws)
+            if state.mask is not None:
+                m = m & state.mask
+            buf, idx = address(values)
+            if sr is not None:
+                rows = mem_load(state, _op, buf, idx, vec, None, m, nd.type(0), nd)
+                values[sr] = ins.emulate([np.broadcast_to(rows, (T, vec))], _op.attrs, ws)[0]
+            else:
+                (rows,) = ins.emulate([_full(values[sv], T)], _op.attrs, ws)
+                mem_store(state, _op, buf, idx, rows, vec, None, m)
         return run
 
     # -- control flow ------------------------------------------------------------------------------

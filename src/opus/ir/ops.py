@@ -57,6 +57,32 @@ Memory (offsets count elements, not bytes)
   smem_alloc attrs dtype, count, align, name           -> pointer<shared>; kernel-scoped storage
   dyn_smem   attrs dtype, offset (bytes)               -> pointer<shared> into dynamic shared memory
 
+Asynchronous copies, global -> shared (per thread; src and dst share one element type)
+  cp_async   dst, dst_off, src, src_off [, bound]; attrs nbytes (4, 8, 16), cache ('ca' | 'cg')
+               NVIDIA cp.async: nbytes bytes from src[src_off..] (global) to dst[dst_off..]
+               (shared), both addresses aligned to nbytes. The source is read at issue. With
+               bound (elements counted from src, as for load) only the leading in-range
+               elements are copied and the rest of the nbytes are zero-filled (PTX src-size):
+               k = 0 if src_off < 0 else clamp(bound - src_off, 0, n) elements of n.
+  lds_load   dst, wave_off, src, src_off [, bound]; attrs nbytes (1, 2, 4; 12, 16 on gfx950)
+               AMD buffer_load ... lds: the destination is not per thread. wave_off must be the
+               same in every active lane of a wave (it becomes M0); lane l of the wave writes
+               its nbytes at byte (dst + wave_off elements) + l * slot, slot = 4 bytes for
+               nbytes <= 4, else 16; the slot's other bytes get unspecified values. The
+               source is a buffer resource from src: src_off < 0 reads zeros; with bound, a
+               dword of the access (the whole access when nbytes < 4) wholly outside
+               [0, bound * itemsize) bytes reads zeros. Inactive lanes write nothing.
+             Both join the thread's open group and are pending: their destination bytes are
+             written when an async_wait covering them completes, not at a barrier (reads before
+             that give the old bytes: the hardware may or may not have landed the copy).
+  async_commit  closes the thread's open group (cp.async.commit_group; nothing on AMD)
+  async_wait    attrs groups, vmcnt, lgkmcnt (each an int or None)
+               groups = n: completes the thread's copies in all but its newest n committed
+               groups (uncommitted copies stay pending); else vmcnt = n: all but the thread's
+               newest n copies (s_waitcnt vmcnt). lgkmcnt waits for LDS/scalar-memory counters
+               (complete at once in the interpreter). Rendered: cp.async.wait_group n, or
+               s_waitcnt with vmcnt (the language computes it from groups on AMD), lgkmcnt.
+
 Threads
   special    attrs which in thread_id.{x,y,z} block_id.{x,y,z} block_dim.{x,y,z}
                num_blocks.{x,y,z} (blocks in the grid) grid_size.{x,y,z} (threads in the
@@ -66,6 +92,12 @@ Threads
   target_op  operands; attrs name (key in the Target's instruction table), plus its own attrs;
              results as the table entry declares. Lowering, lane layout and emulation live
              with the table entry (targets/).
+             Warp accesses (targets/warp_access.py: ldmatrix, stmatrix, ds_read_tr) take
+             p (shared pointer), off [, value]: address lanes 0 .. rows-1 of each warp each
+             read or write vec elements at p+off as one aligned vector access (as load/store:
+             unchecked bounds, vec*itemsize alignment); other lanes' p+off are not used. A load
+             returns the register vector element i of lane l = element e of lane s's row,
+             (s, e) = the row's source(l, i); a store writes the inverse. Whole warps only.
   printf     operands; attrs fmt (printf-style, one conversion per operand)
 
 Control flow (structured)
@@ -125,6 +157,10 @@ OPS = {s.kind: s for s in [
     OpSpec("store", None, attrs=("vec",)),
     OpSpec("smem_alloc", 0, attrs=("dtype", "count", "align", "name")),
     OpSpec("dyn_smem", 0, attrs=("dtype", "offset")),
+    OpSpec("cp_async", None, attrs=("nbytes", "cache")),
+    OpSpec("lds_load", None, attrs=("nbytes",)),
+    OpSpec("async_commit", 0),
+    OpSpec("async_wait", 0, attrs=("groups", "vmcnt", "lgkmcnt")),
     OpSpec("special", 0, attrs=("which",)),
     OpSpec("barrier", 0),
     OpSpec("target_op", None, attrs=("name",)),

@@ -39,11 +39,15 @@ class AmdTarget(Target):
 
     @classmethod
     def _load_instruction_tables(cls):
-        from . import amd_mfma
-        return amd_mfma.INSTRUCTIONS, amd_mfma.ATOMS
+        from . import amd_mfma, amd_ds_tr
+        return {**amd_mfma.INSTRUCTIONS, **amd_ds_tr.INSTRUCTIONS}, amd_mfma.ATOMS
 
     names = AMD_ARCHS
     math_f64 = _MATH_F64
+    cp_async_missing = ("cp.async is NVIDIA's; AMD copies global memory to LDS with "
+                        "opus.copy_async_lds (buffer_load ... lds), which writes one slot per "
+                        "lane from a wave-uniform LDS base instead of any address per thread")
+    s_waitcnt_missing = None
     printf_missing = ("device printf needs the ROCm device library's hostcall buffer (ockl), "
                       "which headerless device-only builds do not link")
 
@@ -59,3 +63,6 @@ class AmdTarget(Target):
         # f32 -> bf16 round-to-nearest-even in one instruction (v_cvt_pk_bf16_f32, CDNA4);
         # gfx942 rounds in integer arithmetic
         self.hw_bf16 = name == "gfx950"
+        # buffer_load_{ubyte,ushort,dword} ... lds; CDNA4 adds dwordx3 and dwordx4 (clang's
+        # __builtin_amdgcn_raw_ptr_buffer_load_lds refuses other sizes: "invalid size value")
+        self.lds_load_sizes = (1, 2, 4, 12, 16) if name == "gfx950" else (1, 2, 4)

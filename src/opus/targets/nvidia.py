@@ -33,10 +33,17 @@ class NvidiaTarget(Target):
 
     @classmethod
     def _load_instruction_tables(cls):
-        from . import nv_mma
-        return nv_mma.INSTRUCTIONS, nv_mma.ATOMS
+        from . import nv_mma, nv_ldmatrix
+        return {**nv_mma.INSTRUCTIONS, **nv_ldmatrix.INSTRUCTIONS}, nv_mma.ATOMS
 
     names = NVIDIA_ARCHS
+    # cp.async (PTX ISA 7.0, sm_80+): 4, 8 or 16 bytes with .ca, 16 with .cg; every target
+    # here is sm_80 or later
+    cp_async_sizes = (4, 8, 16)
+    lds_load_missing = ("buffer_load ... lds is AMD's; NVIDIA copies global memory to shared "
+                        "memory with opus.copy_async (cp.async)")
+    s_waitcnt_missing = ("s_waitcnt is AMD's; NVIDIA waits for its async copies with "
+                         "opus.wait_async (cp.async.wait_group)")
 
     def __init__(self, name):
         super().__init__(name)
