@@ -23,6 +23,9 @@
 #define __builtin_amdgcn_grid_size_x() (::opus_host.gdim.x * ::opus_host.bdim.x)
 #define __builtin_amdgcn_grid_size_y() (::opus_host.gdim.y * ::opus_host.bdim.y)
 #define __builtin_amdgcn_grid_size_z() (::opus_host.gdim.z * ::opus_host.bdim.z)
+// the implicit kernel arguments (code object v5) begin with hidden_block_count_{x,y,z}: the
+// grid in blocks, three u32 (the shim's gdim has that layout)
+#define __builtin_amdgcn_implicitarg_ptr() ((const void*)&::opus_host.gdim)
 // v_mbcnt_{lo,hi}_u32_b32: acc + the set bits of mask (lanes 0-31 / 32-63) below this lane
 static inline unsigned opus_host_mbcnt(unsigned mask, unsigned acc, unsigned first) {
   unsigned lane = opus_host_lane();
