@@ -177,6 +177,10 @@ def _table_missing(name):
         return {t.name for t in TARGETS if not t.has_math(name, dt.f64)}
     if name in DTYPE_NAMES:
         return {t.name for t in TARGETS if not t.has_dtype(getattr(opus, name))}
+    if name in ("ldmatrix", "stmatrix", "ds_read_tr"):  # instruction rows of that family
+        return {t.name for t in TARGETS
+                if not any(getattr(i, "family", None) == name and i.available_on(t)
+                           for i in t.instructions.values())}
     return set()
 
 

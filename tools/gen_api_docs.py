@@ -42,6 +42,7 @@ SECTIONS = [
               "ceil", "trunc", "rint", "fma", "max", "min", "select", "tdiv", "tmod"]),
     ("Vectors", ["make_vector", "insert", "concat", "splat", "zeros"]),
     ("Matrix atoms", ["make_mma"]),
+    ("Warp-level shared loads and stores", ["ldmatrix", "stmatrix", "ds_read_tr"]),
     ("Kernels and launching", ["kernel", "func", "Ptr", "constexpr", "range", "static_ford"]),
     ("Targets", ["set_target", "current_target"]),
     ("Errors", ["OpusError", "TraceError", "CompileError", "ArgumentError", "OpusRuntimeError"]),

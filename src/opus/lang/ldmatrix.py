@@ -48,7 +48,7 @@ def _row(family, name, what):
     t = ctx().target
     row = t.instructions.get(name)
     if row is None:
-        _err(f"{what} is not available on {t.name}: it is not a {t.vendor.upper()} instruction; "
+        _err(f"{what} is not available on {t.name}: it is not an {t.vendor.upper()} instruction; "
              f"{_ELSEWHERE[family]}")
     if not row.available_on(t):
         _err(f"{what} is not available on {t.name}: it needs {row.requires}")
@@ -56,7 +56,7 @@ def _row(family, name, what):
 
 
 def _static_choice(what, name, value, allowed):
-    if isinstance(value, bool) or value not in allowed:
+    if type(value) is not int or value not in allowed:
         _err(f"{what}: {name} must be one of {allowed} (compile time), got {_describe(value)}")
     return value
 
