@@ -72,30 +72,23 @@ def ldsm_mma(a: opus.Ptr[f16], b: opus.Ptr[f16], c: opus.Ptr[f32]):
         c[m * 8 + n] = d[i]
 
 
-@opus.kernel(block=64)
-def tr_kernel(src: opus.Ptr[opus.u16], offs: opus.Ptr[i32], out: opus.Ptr[opus.u16]):
-    """One wave: 512 16-bit elements to LDS, ds_read_b64_tr_b16 at each lane's offset, out."""
-    t = opus.thread_id_x()
-    tile = opus.alloc_smem(opus.u16, 512)
-    for k in range(8):
-        tile[k * 64 + t] = src[k * 64 + t]
-    opus.sync_threads()
-    v = opus.ds_read_tr(tile, offs[t])
-    for i in range(4):
-        out[t * 4 + i] = v[i]
+def _tr_kernel(dtype, n):
+    """One wave: 128 * n elements to LDS, ds_read_b64_tr_b<bits> at each lane's offset, out."""
+    @opus.kernel(block=64)
+    def tr(src: opus.Ptr[dtype], offs: opus.Ptr[i32], out: opus.Ptr[dtype]):
+        t = opus.thread_id_x()
+        tile = opus.alloc_smem(dtype, 128 * n)
+        for k in range(2 * n):
+            tile[k * 64 + t] = src[k * 64 + t]
+        opus.sync_threads()
+        v = opus.ds_read_tr(tile, offs[t])
+        for i in range(n):
+            out[t * n + i] = v[i]
+    return tr
 
 
-@opus.kernel(block=64)
-def tr8_kernel(src: opus.Ptr[opus.u8], offs: opus.Ptr[i32], out: opus.Ptr[opus.u8]):
-    """The same with 8-bit elements: ds_read_b64_tr_b8, 8 per lane."""
-    t = opus.thread_id_x()
-    tile = opus.alloc_smem(opus.u8, 1024)
-    for k in range(16):
-        tile[k * 64 + t] = src[k * 64 + t]
-    opus.sync_threads()
-    v = opus.ds_read_tr(tile, offs[t])
-    for i in range(8):
-        out[t * 8 + i] = v[i]
+tr_kernel = _tr_kernel(opus.u16, 4)
+tr8_kernel = _tr_kernel(opus.u8, 8)
 
 
 @opus.kernel(block=64)

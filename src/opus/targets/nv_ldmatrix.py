@@ -48,7 +48,8 @@ class MatrixAsm:
         regs = row.elems // 2
         lines = ["{", f"  unsigned opus_sa = (unsigned)__cvta_generic_to_shared({p} + {off});"]
         names = [f"opus_r{k}" for k in range(regs)]
-        regs_list = "{" + ", ".join(f"%{k + (row.kind == 'store')}" for k in range(regs)) + "}"
+        first = 1 if row.kind == "store" else 0  # a store's %0 is the address
+        regs_list = "{" + ", ".join(f"%{first + k}" for k in range(regs)) + "}"
         if row.kind == "load":
             (d,) = res
             lines.append(f"  unsigned {', '.join(names)};")
