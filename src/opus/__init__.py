@@ -17,6 +17,7 @@ from .lang.vectors import make_vector, insert, concat, splat, zeros
 from .lang.math import (exp, exp2, log, log2, sqrt, rsqrt, sin, cos, tanh, floor, ceil, trunc,
                         rint, fma, max, min, select, tdiv, tmod)
 from .lang.memory import make_gmem, make_smem, alloc_smem, dynamic_smem, load, store
+from .lang.async_copy import copy_async, copy_async_lds, commit_async, wait_async, s_waitcnt
 from .lang.threads import (thread_id_x, thread_id_y, thread_id_z, block_id_x, block_id_y,
                            block_id_z, block_size_x, block_size_y, block_size_z, num_blocks_x,
                            num_blocks_y, num_blocks_z, grid_size_x, grid_size_y, grid_size_z,
@@ -38,6 +39,8 @@ __all__ = [
     "fp4_e2m1", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "cast", "bitcast",
     # memory
     "make_gmem", "make_smem", "alloc_smem", "dynamic_smem", "load", "store",
+    # asynchronous global -> shared copies
+    "copy_async", "copy_async_lds", "commit_async", "wait_async", "s_waitcnt",
     # threads and synchronisation
     "thread_id_x", "thread_id_y", "thread_id_z", "block_id_x", "block_id_y", "block_id_z",
     "block_size_x", "block_size_y", "block_size_z", "num_blocks_x", "num_blocks_y",

@@ -196,6 +196,9 @@ class CEmitter:
     # math: 'f32'/'f64' -> {function: C name}; fabs, fma, fmin, fmax: math_prefix + C name
     code_for_math = {"f32": _LIBM_F32, "f64": _LIBM_F64}
     math_prefix = ""
+    # async copies: the lines of a group commit, and fn(emitter, async_wait attrs) -> lines
+    async_commit = ()
+    async_wait = staticmethod(lambda s, attrs: s._not_here("an async wait", "wait rules"))
     # helper functions by name: their C definition (a str, or fn(emitter) -> str where a
     # target answer chooses the body), emitted once where used
     helper_sources: dict = {}
@@ -716,6 +719,27 @@ class CEmitter:
         for i in range(vec):
             self.line(indent + 1, f"if ({_lane_in(off_c, bound_c, i)}) {ptr_c}[{off_c} + {i}] = {self.lane(value_c, i)};")
         self.line(indent, "}")
+
+    # asynchronous copies ---------------------------------------------------------------------
+    # Each vendor has one kind of copy (cp.async, buffer_load ... lds), rendered by its dialect;
+    # the target refuses the other while tracing. Commits and waits are dialect lines.
+    def _not_here(self, what, check):
+        raise CodegenError(f"internal: {what} reached the {self.backend} renderer for "
+                           f"{self.target.name} (Target.{check} refuses it while tracing)")
+
+    def render_cp_async(self, op, indent):
+        self._not_here("cp.async", "require_cp_async")
+
+    def render_lds_load(self, op, indent):
+        self._not_here("buffer_load ... lds", "require_lds_load")
+
+    def render_async_commit(self, op, indent):
+        for text in self.async_commit:
+            self.line(indent, text)
+
+    def render_async_wait(self, op, indent):
+        for text in self.async_wait(self, op.attrs):
+            self.line(indent, text)
 
     # control flow -----------------------------------------------------------------------------
     def _bind_args(self, args, names):

@@ -43,7 +43,15 @@ class CudaEmitter(StorageConversions, CEmitter):
     code_for_bitcast = {"u32->f32": "__uint_as_float({})",
                         "u64->f64": "__longlong_as_double((long long){})",
                         "f32->u32": "__float_as_uint({})"}
+    async_commit = ('asm volatile("cp.async.commit_group;" ::: "memory");',)
+    async_wait = staticmethod(lambda s, attrs: (
+        f'asm volatile("cp.async.wait_group {attrs["groups"]};" ::: "memory");',))
     helper_sources = {
+        # the elements a bounded cp.async reads (PTX src-size; ir/ops.py cp_async): the leading
+        # ones inside [0, bound), none when the copy starts before the view
+        "opus_cp_async_elems": ("int opus_cp_async_elems(long long off, long long bound, int n) "
+                                "{ long long k = bound - off; "
+                                "return off < 0 || k <= 0 ? 0 : (k < n ? (int)k : n); }"),
         "opus_h2f": ("float opus_h2f(unsigned short h) "
                      '{ float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }'),
         "opus_b2f": "float opus_b2f(unsigned short h) { return __uint_as_float((unsigned)h << 16); }",
@@ -61,6 +69,22 @@ class CudaEmitter(StorageConversions, CEmitter):
                        f'asm("cvt.rzi.{ptx_to[0]}.{ptx_from[0]} %0, %1;" : "={ptx_to[1]}"(r) : "{ptx_from[1]}"(x)); '
                        f"return x != x ? ({ct})0 : r; }}")
         return f"{n}({f})"
+
+    def render_cp_async(self, op, indent):
+        """cp.async with the shared address as a 32-bit shared-window offset; a bounded source
+        gives the src-size operand (the rest of the copy is zero-filled)."""
+        dst, dst_off, src, src_off = op.operands[:4]
+        nbytes, cache = op.attrs["nbytes"], op.attrs["cache"]
+        d = f"(unsigned)__cvta_generic_to_shared({self.name(dst)} + {self.name(dst_off)})"
+        g = f"{self.name(src)} + {self.name(src_off)}"
+        size, size_arg = "", ""
+        if len(op.operands) > 4:
+            n = nbytes // src.type.elem.itemsize
+            elems = (f"{self.use_helper('opus_cp_async_elems')}((long long){self.name(src_off)}, "
+                     f"(long long){self.name(op.operands[4])}, {n})")
+            size, size_arg = ", %2", f', "r"({elems} * {src.type.elem.itemsize})'
+        self.line(indent, f'asm volatile("cp.async.{cache}.shared.global [%0], [%1], {nbytes}{size};" '
+                          f':: "r"({d}), "l"({g}){size_arg} : "memory");')
 
     # -- storage types: fp8 (OCP and FNUZ) and e8m0 -----------------------------------------
     # Where the target's table says the chip converts an fp8 encoding (Target.hw_fp8: OCP on

@@ -48,6 +48,14 @@ _BF16_RN = {
 }
 
 
+def _waitcnt_imm(vmcnt, lgkmcnt) -> int:
+    """gfx9's s_waitcnt immediate: vmcnt in bits 3:0 and 15:14, expcnt 6:4 (7: no wait),
+    lgkmcnt 11:8; None is no wait (vmcnt 63, lgkmcnt 15)."""
+    vm = 63 if vmcnt is None else vmcnt
+    lgkm = 15 if lgkmcnt is None else lgkmcnt
+    return (vm & 0xF) | (vm >> 4) << 14 | 7 << 4 | lgkm << 8
+
+
 def _to_half(name, body):
     return f"unsigned short {name}(float f) {{ {body} }}"
 
@@ -95,6 +103,11 @@ class HipEmitter(StorageConversions, CEmitter):
                         "u64->f64": "__builtin_bit_cast(double, (unsigned long long){})",
                         "f32->u32": "__builtin_bit_cast(unsigned, {})"}
     math_prefix = "__builtin_"
+    # groups are counted by the waits (vmcnt), so a commit is nothing; the empty asm keeps the
+    # compiler from moving LDS accesses across the s_waitcnt
+    async_wait = staticmethod(lambda s, attrs: (
+        f"__builtin_amdgcn_s_waitcnt({hex(_waitcnt_imm(attrs['vmcnt'], attrs['lgkmcnt']))});",
+        '__asm__ volatile("" ::: "memory");'))
     code_for_math = {
         "f32": {"exp": "__builtin_expf", "exp2": "__builtin_exp2f", "log": "__builtin_logf",
                 "log2": "__builtin_log2f", "sqrt": "__builtin_sqrtf", "rsqrt": "__builtin_amdgcn_rsqf",
@@ -284,6 +297,21 @@ class HipEmitter(StorageConversions, CEmitter):
                 self.line(ind, self._buf_store(f"{value_c}.v[{i}]", ect, rs, self._boff(off_c, i, s, s), s))
 
         self._vector_access(off_c, bound_c, vec, s, whole, per_element, indent)
+
+    def render_lds_load(self, op, indent):
+        """buffer_load ... lds: the source through a buffer resource (a bounded view's range
+        check; an unbounded view's spans 4 GiB), the LDS base made wave-uniform (M0) from the
+        first lane's offset, as ir/ops.py specifies."""
+        dst, wave_off, src, src_off = op.operands[:4]
+        nbytes = op.attrs["nbytes"]
+        s = src.type.elem.itemsize
+        bound_c = self.name(op.operands[4]) if len(op.operands) > 4 else f"{_OOB}ll"
+        rsrc = self._rsrc(self.name(src), bound_c, s, indent)
+        lds = (f"(__attribute__((address_space(3))) void*)({self.name(dst)} + "
+               f"__builtin_amdgcn_readfirstlane((int){self.name(wave_off)}))")
+        voff = self._boff(self.name(src_off), 0, s, nbytes)
+        self.line(indent, f"__builtin_amdgcn_raw_ptr_buffer_load_lds({rsrc}, {lds}, {nbytes}, "
+                          f"{voff}, 0, 0, 0);")
 
 
 def render_hip(fn, target) -> str:

@@ -6,8 +6,8 @@ Arguments: numpy arrays (C-contiguous, of the parameter's element dtype; written
 pointers, numbers for scalars.
 
 Checking mode (``opus.interp.check = True``, ``with opus.interp.checking():`` or the environment
-variable ``OPUS_INTERP_CHECK=1``) also reports shared-memory races between barriers and reads of
-shared memory nothing wrote. Out-of-bounds accesses without a bound, misaligned vector accesses
+variable ``OPUS_INTERP_CHECK=1``) also reports shared-memory races between barriers, reads of
+shared memory nothing wrote, and accesses of an async copy's destination before its wait. Out-of-bounds accesses without a bound, misaligned vector accesses
 and barriers reached by part of a block are always errors.
 """
 from __future__ import annotations
@@ -23,10 +23,10 @@ from ..ir import PointerType
 from ..targets.limits import check_dynamic_smem, check_launch_shape
 from .engine import Program, Buf
 from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,
-                     UninitializedReadError)
+                     UninitializedReadError, AsyncCopyPendingError)
 
 __all__ = ["make_runner", "run_function", "check", "checking", "InterpError", "MemoryFault",
-           "BarrierError", "SharedRaceError", "UninitializedReadError"]
+           "BarrierError", "SharedRaceError", "UninitializedReadError", "AsyncCopyPendingError"]
 
 check = False  # module-level switch for checking mode
 

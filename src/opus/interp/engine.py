@@ -53,7 +53,7 @@ class Buf:
 
 class State:
     __slots__ = ("values", "mask", "alive", "T", "nthreads", "block", "grid", "block_base", "bufs",
-                 "shadow", "prog")
+                 "shadow", "prog", "asyncq")
 
     def who(self, t):
         """'block (x, y, z) thread (x, y, z)' of batch lane t."""
@@ -95,10 +95,13 @@ class Shadow:
         self.rtid = np.full(nbytes, -1, I64)
         self.wop = np.zeros(nbytes, np.int32)
         self.rop = np.zeros(nbytes, np.int32)
+        self.pend = None  # bytes an async copy will write (interp/async_copies.py), made at need
 
     def new_block(self):
         self.written[:] = False
         self.barrier()
+        if self.pend is not None:
+            self.pend[:] = -1
 
     def barrier(self):
         self.wtid[:] = -1
@@ -126,6 +129,8 @@ class Shadow:
 
     def read(self, state, buf, eidx, tids, op):
         b, t = self._bytes(buf, eidx, tids)
+        if self.pend is not None:
+            check_pending(self, state, buf, b, t, op, "reads")
         un = ~self.written[b]
         if un.any():
             k = int(np.argmax(un))
@@ -143,6 +148,8 @@ class Shadow:
 
     def write(self, state, buf, eidx, tids, op):
         b, t = self._bytes(buf, eidx, tids)
+        if self.pend is not None:
+            check_pending(self, state, buf, b, t, op, "writes")
         bs, ts, dup = _shared_by_threads(b, t)
         if dup is not None:
             k = int(np.argmax(dup))
@@ -412,6 +419,11 @@ def _printf_formatter(fmt, types):
 
 
 # -- the program -------------------------------------------------------------------------------------
+
+def check_pending(shadow, state, buf, b, t, op, verb):
+    from .async_copies import check_pending as check  # it imports this module: at need
+    check(shadow, state, buf, b, t, op, verb)
+
 
 class Program:
     """An IR Function compiled to closures for one target."""
@@ -695,6 +707,23 @@ class Program:
             buf, idx = address(values)
             mem_store(state, _op, buf, idx, values[sv], vec, window(values), state.mask)
         return run
+
+    # -- asynchronous copies (interp/async_copies.py, which imports this module: at need) ------
+    def exec_cp_async(self, op):
+        from .async_copies import compile_cp_async
+        return compile_cp_async(self, op)
+
+    def exec_lds_load(self, op):
+        from .async_copies import compile_lds_load
+        return compile_lds_load(self, op)
+
+    def exec_async_commit(self, op):
+        from .async_copies import compile_commit
+        return compile_commit(self, op)
+
+    def exec_async_wait(self, op):
+        from .async_copies import compile_wait
+        return compile_wait(self, op)
 
     # -- threads -----------------------------------------------------------------------------------
     def exec_barrier(self, op):
@@ -1015,6 +1044,7 @@ class Program:
                     values[s] = vals[w]
                 state.mask = None
                 state.alive = None
+                state.asyncq = None  # copies in flight die with their block
                 if smem_arr is not None:
                     smem_arr.fill(POISON)
                     if state.shadow is not None:

@@ -6,7 +6,7 @@ import linecache
 from ..errors import OpusError
 
 __all__ = ["InterpError", "MemoryFault", "BarrierError", "SharedRaceError",
-           "UninitializedReadError", "where"]
+           "UninitializedReadError", "AsyncCopyPendingError", "where"]
 
 
 class InterpError(OpusError):
@@ -27,6 +27,11 @@ class SharedRaceError(InterpError):
 
 class UninitializedReadError(InterpError):
     """A read of shared memory that nothing wrote (checking mode)."""
+
+
+class AsyncCopyPendingError(SharedRaceError):
+    """Shared memory accessed while an async copy into it has not been waited for (checking
+    mode): the copy may land before or after the access."""
 
 
 def where(loc) -> str:

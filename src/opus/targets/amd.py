@@ -48,6 +48,7 @@ class AmdTarget(Target):
                         "opus.copy_async_lds (buffer_load ... lds), which writes one slot per "
                         "lane from a wave-uniform LDS base instead of any address per thread")
     s_waitcnt_missing = None
+    async_waits_count_copies = True  # s_waitcnt vmcnt: wait_async(n) counts the groups' copies
     printf_missing = ("device printf needs the ROCm device library's hostcall buffer (ockl), "
                       "which headerless device-only builds do not link")
 

@@ -79,6 +79,12 @@ class OnlyOn:
         return f"OnlyOn({', '.join(map(repr, sorted(self.names)))})"
 
 
+def _sizes(sizes) -> str:
+    """'1, 2 or 4' of a tuple of sizes."""
+    *head, last = map(str, sizes)
+    return f"{', '.join(head)} or {last}" if head else last
+
+
 class Target:
     """A compilation target (one chip family member)."""
 
@@ -153,6 +159,48 @@ class Target:
     def require_printf(self):
         if not self.has_printf:
             raise UnsupportedOnTarget(f"printf is not available on {self.name}: {self.printf_missing}")
+
+    # -- asynchronous global -> shared copies (lang/async_copy.py; docs/layouts.md section 4) --
+    # Each vendor has one kind: NVIDIA's cp.async (any destination address per thread, groups
+    # committed and waited for) and AMD's buffer_load ... lds (one slot per lane from a
+    # wave-uniform LDS base, counted by vmcnt). The *_missing texts say why a chip lacks one.
+    cp_async_sizes: tuple = ()       # bytes one cp.async moves (.ca); .cg moves 16 only
+    cp_async_missing = "it has no cp.async"
+    lds_load_sizes: tuple = ()       # bytes one buffer_load ... lds moves per lane
+    lds_load_missing = "it has no buffer loads to LDS"
+    s_waitcnt_missing = "it has no s_waitcnt counters"   # None: the chip has s_waitcnt
+    async_waits_count_copies = False  # True: a wait counts copy instructions, not groups
+
+    def require_cp_async(self, nbytes, cache="ca"):
+        """Raise UnsupportedOnTarget unless one cp.async of ``nbytes`` bytes with cache
+        operator ``cache`` ('ca' or 'cg') exists here."""
+        if not self.cp_async_sizes:
+            raise UnsupportedOnTarget(f"opus.copy_async (cp.async) is not available on "
+                                      f"{self.name}: {self.cp_async_missing}")
+        if nbytes not in self.cp_async_sizes:
+            raise UnsupportedOnTarget(
+                f"opus.copy_async of {nbytes} bytes per copy is not available on {self.name}: "
+                f"cp.async moves {_sizes(self.cp_async_sizes)} bytes")
+        if cache == "cg" and nbytes != 16:
+            raise UnsupportedOnTarget(
+                f"cache='cg' copies 16 bytes only (PTX cp.async.cg); this copy moves {nbytes} "
+                f"bytes on {self.name}: use cache='ca'")
+
+    def require_lds_load(self, nbytes):
+        """Raise UnsupportedOnTarget unless buffer_load ... lds of ``nbytes`` per lane exists."""
+        if not self.lds_load_sizes:
+            raise UnsupportedOnTarget(f"opus.copy_async_lds (buffer_load ... lds) is not "
+                                      f"available on {self.name}: {self.lds_load_missing}")
+        if nbytes not in self.lds_load_sizes:
+            raise UnsupportedOnTarget(
+                f"opus.copy_async_lds of {nbytes} bytes per lane is not available on "
+                f"{self.name}: buffer_load ... lds moves {_sizes(self.lds_load_sizes)} bytes "
+                f"per lane there")
+
+    def require_s_waitcnt(self):
+        if self.s_waitcnt_missing is not None:
+            raise UnsupportedOnTarget(f"opus.s_waitcnt is not available on {self.name}: "
+                                      f"{self.s_waitcnt_missing}")
 
     # -- instructions ------------------------------------------------------------------------
     # The vendor's matrix-atom table (nv_mma.py, amd_mfma.py) is read the first time a kernel
