@@ -299,9 +299,10 @@ class HipEmitter(StorageConversions, CEmitter):
         self._vector_access(off_c, bound_c, vec, s, whole, per_element, indent)
 
     def render_lds_load(self, op, indent):
-        """buffer_load ... lds: the source through a buffer resource (a bounded view's range
-        check; an unbounded view's spans 4 GiB), the LDS base made wave-uniform (M0) from the
-        first lane's offset, as ir/ops.py specifies."""
+        """buffer_load ... lds (ir/ops.py lds_load): the source through a buffer resource (a
+        bounded view's range check; an unbounded view's spans 4 GiB), its voffset clamped as
+        bounded loads clamp theirs (negative: out of range), the LDS base wave-uniform (M0)
+        from the first lane's offset."""
         dst, wave_off, src, src_off = op.operands[:4]
         nbytes = op.attrs["nbytes"]
         s = src.type.elem.itemsize
@@ -309,7 +310,8 @@ class HipEmitter(StorageConversions, CEmitter):
         rsrc = self._rsrc(self.name(src), bound_c, s, indent)
         lds = (f"(__attribute__((address_space(3))) void*)({self.name(dst)} + "
                f"__builtin_amdgcn_readfirstlane((int){self.name(wave_off)}))")
-        voff = self._boff(self.name(src_off), 0, s, nbytes)
+        o, lim = f"(unsigned long long)(long long){self.name(src_off)}", _OOB // s
+        voff = f"(unsigned)({o} < {lim}ull ? {o} : {lim}ull) * {s}u"
         self.line(indent, f"__builtin_amdgcn_raw_ptr_buffer_load_lds({rsrc}, {lds}, {nbytes}, "
                           f"{voff}, 0, 0, 0);")
 

@@ -262,31 +262,20 @@ def _wave_uniform(state, op, off, lanes, ws):
             f"wave_off must be the same in every lane of a wave")
 
 
-def _lds_take(state, op, sidx, lo, hi, lanes, n, nbytes, isz):
+def _lds_take(sidx, lo, hi, lanes, n, nbytes, isz):
     """[T, n] the source elements the buffer unit reads (the others read zeros): none for a
-    negative offset; with a bound, each dword of the copy (the whole copy under 4 bytes) that
-    lies wholly inside it. A dword across the bound is an error here: whether the chip reads it
-    or returns zeros is not specified."""
+    negative offset; with a bound, those whose dwords (the whole copy, under 4 bytes) lie
+    wholly inside it: a dword holding elements on both sides of the bound reads zeros whole."""
     T = sidx.shape[0]
     rel = (sidx - lo) * isz                          # byte offset from the view's pointer
-    ok = rel >= 0
+    ok = (rel >= 0) & lanes
     if hi is None:
-        return np.broadcast_to((ok & lanes)[:, None], (T, n))
+        return np.broadcast_to(ok[:, None], (T, n))
     limit = (hi - lo) * isz
     unit = 4 if nbytes >= 4 else nbytes
     last = (_arange(n) + 1) * isz - 1                # each element's last byte in the copy
-    start = rel[:, None] + last // unit * unit       # the start of its checked unit
-    inside = start + unit <= limit[:, None]
-    across = (start < limit[:, None]) & ~inside & (ok & lanes)[:, None]
-    if across.any():
-        t = int(np.argmax(across.any(axis=1)))
-        raise InterpError(
-            f"{where(op.loc)}: copy_async_lds by {state.who(t)} reads a {unit}-byte unit that "
-            f"crosses the view's bound ({int(limit[t])} bytes): the buffer unit checks whole "
-            f"units there, and whether it reads or zeroes one across the bound is not "
-            f"specified; make the bound a multiple of {unit} bytes (pad the array) or copy "
-            f"fewer bytes per lane")
-    return inside & (ok & lanes)[:, None]
+    inside = rel[:, None] + last // unit * unit + unit <= limit[:, None]
+    return inside & ok[:, None]
 
 
 def compile_lds_load(prog, op):
@@ -317,7 +306,7 @@ def compile_lds_load(prog, op):
             lo, hi = _full(values[sp][1], T), None
         else:
             lo, hi = (_full(x, T) for x in w)
-        take = _lds_take(state, _op, sidx, lo, hi, lanes, n, nbytes, isz)
+        take = _lds_take(sidx, lo, hi, lanes, n, nbytes, isz)
         got = _read_source(state, _op, sbuf, sidx, take, lanes, 4 if nbytes == 12 else nbytes,
                            w is not None, dtype)
         vals = np.zeros((T, per_slot), dtype)

@@ -70,7 +70,7 @@ Asynchronous copies, global -> shared (per thread; src and dst share one element
                its nbytes at byte (dst + wave_off elements) + l * slot, slot = 4 bytes for
                nbytes <= 4, else 16; the slot's other bytes get unspecified values. The
                source is a buffer resource from src: src_off < 0 reads zeros; with bound, a
-               dword of the access (the whole access when nbytes < 4) wholly outside
+               dword of the access (the whole access when nbytes < 4) not wholly inside
                [0, bound * itemsize) bytes reads zeros. Inactive lanes write nothing.
              Both join the thread's open group and are pending: their destination bytes are
              written when an async_wait covering them completes, not at a barrier (reads before
