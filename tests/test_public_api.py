@@ -177,11 +177,23 @@ def _table_missing(name):
         return {t.name for t in TARGETS if not t.has_math(name, dt.f64)}
     if name in DTYPE_NAMES:
         return {t.name for t in TARGETS if not t.has_dtype(getattr(opus, name))}
+    if name == "copy_async":
+        return {t.name for t in TARGETS if not t.cp_async_sizes}
+    if name == "copy_async_lds":
+        return {t.name for t in TARGETS if not t.lds_load_sizes}
+    if name == "s_waitcnt":
+        return {t.name for t in TARGETS if t.s_waitcnt_missing is not None}
     if name in ("ldmatrix", "stmatrix", "ds_read_tr"):  # instruction rows of that family
         return {t.name for t in TARGETS
                 if not any(getattr(i, "family", None) == name and i.available_on(t)
                            for i in t.instructions.values())}
+    if name in TMA_NAMES:
+        return {t.name for t in TARGETS if t.tma_missing is not None}
     return set()
+
+
+TMA_NAMES = ("TensorMap", "TmaPipeline", "alloc_mbarriers", "tma_load", "tma_store", "tma_commit",
+             "tma_wait", "fence_proxy_async", "fence_mbarrier_init")
 
 
 @pytest.mark.parametrize("name", [n for n in opus.__all__ if not _is_error(getattr(opus, n))])

@@ -29,6 +29,8 @@ SECTIONS = [
         "fp8_e5m2fnuz", "fp4_e2m1", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "cast",
         "bitcast"]),
     ("Memory", ["make_gmem", "make_smem", "alloc_smem", "dynamic_smem", "load", "store"]),
+    ("Asynchronous copies", ["copy_async", "copy_async_lds", "commit_async", "wait_async",
+                             "s_waitcnt"]),
     ("Layouts and x/p/y partitions", [
         "make_layout", "Layout", "zipped_divide", "Swizzle", "swizzle_bytes", "Y", "P", "Tile",
         "partition",

@@ -161,7 +161,8 @@ def copy_async(dst, dst_off, src, src_off, vec=1, cache="ca", pred=None):
     :param pred: where false, the copy writes zeros (a bool, or with layouts a function of an
         issue's indices)
     :type pred: run-time bool or bool or callable or None
-    :targets: NVIDIA (sm_80 and later); AMD: use opus.copy_async_lds
+    :targets: sm_80, sm_86, sm_89, sm_90, sm_90a (cp.async, sm_80 or later); not on gfx942,
+        gfx950 (AMD: opus.copy_async_lds)
     """
     what = "copy_async"
     c = ctx()
@@ -219,8 +220,8 @@ def copy_async_lds(dst, wave_off, src, src_off, vec=1, pred=None):
     :type vec: int (compile-time)
     :param pred: where false, the lane's slot gets zeros
     :type pred: run-time bool or bool or callable or None
-    :targets: AMD (gfx942: 1, 2, 4 bytes per lane; gfx950: 1, 2, 4, 12, 16); NVIDIA: use
-        opus.copy_async
+    :targets: gfx942 (1, 2 or 4 bytes per lane), gfx950 (also 12 or 16); not on sm_80, sm_86,
+        sm_89, sm_90, sm_90a (NVIDIA: opus.copy_async)
     """
     what = "copy_async_lds"
     c = ctx()
@@ -362,7 +363,8 @@ def s_waitcnt(vmcnt=None, lgkmcnt=None):
     :param lgkmcnt: LDS, scalar memory and message instructions that may stay outstanding, 0
         to 15
     :type lgkmcnt: int (compile-time) or None
-    :targets: AMD (gfx942, gfx950); a trace-time error on NVIDIA (use opus.wait_async)
+    :targets: gfx942, gfx950; not on sm_80, sm_86, sm_89, sm_90, sm_90a (NVIDIA:
+        opus.wait_async)
     """
     c = ctx()
     c.target.require_s_waitcnt()
