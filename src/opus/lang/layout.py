@@ -268,11 +268,16 @@ class Layout:
     :type linear: int or run-time integer
     :param swizzle: applied to every offset (the linear shift included), or None
     :type swizzle: Swizzle or None
+    :param y_order: the order of the open (y) slots in calls, ``y_shape()`` and bulk accesses,
+        as a permutation of their positions (None: left to right). A matrix atom's registers
+        follow the instruction's order, which need not be the slots' (mma.sync's A).
+    :type y_order: tuple of ints or None
     :targets: all targets
     """
-    __slots__ = ("_shape", "_modes", "_leaves", "_strides", "_coord", "_linear", "_swizzle")
+    __slots__ = ("_shape", "_modes", "_leaves", "_strides", "_coord", "_linear", "_swizzle",
+                 "_open")
 
-    def __init__(self, shape, stride=None, coord=None, linear=0, swizzle=None):
+    def __init__(self, shape, stride=None, coord=None, linear=0, swizzle=None, y_order=None):
         modes = _modes(shape, "shape")
         leaves = tuple(_check_extent(x, f"shape entry {x!r}") for m in modes for x in m)
         if stride is None:
@@ -292,6 +297,15 @@ class Layout:
         if swizzle is not None and not isinstance(swizzle, Swizzle):
             _err(f"swizzle must be an opus.Swizzle, got {_describe(swizzle)}")
         self._swizzle = swizzle
+        slots = tuple(range(len(leaves))) if coord is None else tuple(
+            i for i, c in enumerate(coord) if c is Y)
+        if y_order is not None:
+            y_order = tuple(y_order)
+            if sorted(y_order) != list(range(len(slots))):
+                _err(f"y_order {y_order!r} must be a permutation of 0..{len(slots) - 1} (one "
+                     f"entry per open slot)")
+            slots = tuple(slots[k] for k in y_order)
+        self._open = slots  # leaf index of each y coordinate, in call order
 
     # -- queries ---------------------------------------------------------------------------
     def shape(self, i=None):
@@ -341,17 +355,13 @@ class Layout:
         return self._linear + sum((n - 1) * s for n, s in zip(self._leaves, self._strides)) + 1
 
     def y_shape(self) -> tuple:
-        """Extents of the open (y) slots: the register coordinates a call takes. Without
-        ``coord`` every leaf is open."""
-        if self._coord is None:
-            return self._leaves
-        return tuple(n for n, c in zip(self._leaves, self._coord) if c is Y)
+        """Extents of the open (y) slots: the register coordinates a call takes, in call order.
+        Without ``coord`` every leaf is open."""
+        return tuple(self._leaves[i] for i in self._open)
 
     def y_strides(self) -> tuple:
         """Strides of the open (y) slots, in the order of ``y_shape()``."""
-        if self._coord is None:
-            return self._strides
-        return tuple(st for st, c in zip(self._strides, self._coord) if c is Y)
+        return tuple(self._strides[i] for i in self._open)
 
     # -- offsets ---------------------------------------------------------------------------
     def __call__(self, *coords):
@@ -363,13 +373,12 @@ class Layout:
 
     def _full_coords(self, coords):
         """One coordinate per leaf, from the call's arguments."""
-        if self._coord is not None:
-            open_ = [i for i, c in enumerate(self._coord) if c is Y]
-            if len(coords) != len(open_):
-                _err(f"this layout has {len(open_)} open (opus.Y) coordinates; the call gave "
-                     f"{len(coords)}")
-            full = list(self._coord)
-            for i, c in zip(open_, coords):
+        if self._coord is not None or self._open != tuple(range(len(self._leaves))):
+            if len(coords) != len(self._open):
+                _err(f"this layout has {len(self._open)} open (opus.Y) coordinates; the call "
+                     f"gave {len(coords)}")
+            full = list(self._coord or [None] * len(self._leaves))
+            for i, c in zip(self._open, coords):
                 full[i] = self._checked(c, i)
             return full
         if len(coords) == len(self._leaves):
@@ -418,9 +427,9 @@ class Layout:
     def __getitem__(self, index):
         """Slice by top-level mode: ``u[i, :]`` fixes mode 0 at ``i`` (its term moves into the
         linear offset) and keeps mode 1; ``:`` keeps a mode whole."""
-        if self._coord is not None:
-            _err("slicing a layout with fixed coordinates (coord=) is not supported: slice "
-                 "before partitioning")
+        if self._coord is not None or self._open != tuple(range(len(self._leaves))):
+            _err("slicing a layout with fixed coordinates (coord=) or a y_order is not "
+                 "supported: slice before partitioning")
         index = index if isinstance(index, tuple) else (index,)
         if len(index) != len(self._modes):
             _err(f"a slice of a rank-{self.rank} layout needs {self.rank} entries, got {len(index)}")
@@ -453,9 +462,7 @@ class Layout:
 
     # carried through run-time loops and branches leaf by leaf (run-time entries)
     def __opus_flatten__(self):
-        shape, stride, coord, linear, sw = (self._shape, self.stride(), self._coord, self._linear,
-                                            self._swizzle)
-        return [linear], lambda leaves: Layout(shape, stride, coord, leaves[0], sw)
+        return [self._linear], lambda leaves: self._with(linear=leaves[0])
 
 
 def is_layout(x) -> bool:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 
 from .. import dtypes as dt
 from .base import OnlyOn
-from .matrix import MatrixAtom, LaneLayout, instruction_table, atom_index, require_accumulator
+from .matrix import MatrixAtom, LaneLayout, OperandLayout, instruction_table, atom_index, require_accumulator
 
 __all__ = ["ROWS", "INSTRUCTIONS", "ATOMS", "WAVE", "mfma", "mfma_layout"]
 
@@ -40,24 +40,21 @@ def _pack(dtype, elems):
 
 
 def mfma_layout(m, n, k, a, b, c, warp=WAVE) -> LaneLayout:
-    """The lane layout of one MFMA, per the adaptor rule above."""
+    """The lane layout of one MFMA, per the adaptor rule above, in x/p/y form:
+    A (m, k) = [(grpm p), (rept y, grpk p, pack y)], B (n, k) likewise with n,
+    C (m, n) = [(rept y, grpm_c p, pack y), (grpn p)]; p-coordinates (lane % m, lane // m) for A,
+    (lane % n, lane // n) for B, (lane // n, lane % n) for C (as every user of the original
+    passes them)."""
     ea, eb, ec = m * k // warp, n * k // warp, m * n // warp
     pa, pb, pc = _pack(a, ea), _pack(b, eb), _pack(c, ec)
     gka, gkb, gmc = warp // m, warp // n, warp // n
-
-    def coords_a(lane, i):
-        r, j = i // pa, i % pa
-        return lane % m, (lane // m) * pa + (r * gka * pa + j)
-
-    def coords_b(lane, i):
-        r, j = i // pb, i % pb
-        return (lane // n) * pb + (r * gkb * pb + j), lane % n
-
-    def coords_c(lane, i):
-        r, j = i // pc, i % pc
-        return (lane // n) * pc + (r * gmc * pc + j), lane % n
-
-    return LaneLayout(coords_a, coords_b, coords_c)
+    lay_a = OperandLayout((m, ea // pa, gka, pa), (("p",), ("y", "p", "y")),
+                          lambda lane: (lane % m, lane // m))
+    lay_b = OperandLayout((n, eb // pb, gkb, pb), (("p",), ("y", "p", "y")),
+                          lambda lane: (lane % n, lane // n))
+    lay_c = OperandLayout((ec // pc, gmc, pc, n), (("y", "p", "y"), ("p",)),
+                          lambda lane: (lane // n, lane % n))
+    return LaneLayout.from_operands(lay_a, lay_b, lay_c)
 
 
 @dataclass(frozen=True)

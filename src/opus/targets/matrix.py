@@ -34,9 +34,81 @@ from .. import dtypes as dt
 from ..ir import VectorType
 from .base import Instruction
 
-__all__ = ["MatrixAtom", "LaneLayout", "instruction_table", "atom_index", "require_accumulator"]
+__all__ = ["MatrixAtom", "LaneLayout", "OperandLayout", "instruction_table", "atom_index", "require_accumulator"]
 
 _BACKENDS = ("cuda", "hip")
+
+
+class OperandLayout:
+    """One operand's lane layout in the x/p/y form of the opus guide (section 11): its two
+    x-dims, each split into sub-dims spread over lanes ('p') or held in registers ('y').
+
+    shape:     flat sub-dim extents, x-dim by x-dim: MFMA 32x32x8 f16's A is (32, 1, 2, 4)
+    dim:       tags per x-dim: (('p',), ('y', 'p', 'y')) - row = lane % 32, k = 4 * (lane // 32) + j
+    p_of_lane: lane -> the p coordinates in flattened order (ints or traced values)
+    y_order:   register order of the y sub-dims: register i unravels row-major over the y
+               extents taken in this order (None: left to right)
+    The x-dims are (m, k) for A, (n, k) for B (B transposed, as the original's adaptors) and
+    (m, n) for C. ``coords(lane, i)`` is the (x0, x1) a lane's register i holds; the language
+    builds partition layouts from the same fields (lang/mma.py), so the lane map exists once."""
+    __slots__ = ("shape", "dim", "p_of_lane", "y_order", "_slots")
+
+    def __init__(self, shape, dim, p_of_lane, y_order=None):
+        shape, dim = tuple(shape), tuple(tuple(d) for d in dim)
+        tags = [t for d in dim for t in d]
+        if len(dim) != 2 or len(tags) != len(shape) or any(t not in ("p", "y") for t in tags):
+            raise ValueError(f"operand layout: dim {dim!r} needs two x-dims of 'p'/'y' tags, one "
+                             f"per entry of the shape {shape!r}")
+        ys = [i for i, t in enumerate(tags) if t == "y"]
+        order = tuple(range(len(ys))) if y_order is None else tuple(y_order)
+        if sorted(order) != list(range(len(ys))):
+            raise ValueError(f"operand layout: y_order {order!r} is no permutation of the "
+                             f"{len(ys)} y sub-dims")
+        self.shape, self.dim, self.p_of_lane = shape, dim, p_of_lane
+        self.y_order = None if order == tuple(range(len(ys))) else order
+        self._slots = tuple(ys[k] for k in order)  # shape index of each register digit
+
+    def transposed(self) -> "OperandLayout":
+        """The same lane map with the two x-dims exchanged (C seen as C^T: swap_ab)."""
+        n0 = len(self.dim[0])
+        shape = self.shape[n0:] + self.shape[:n0]
+        dim = (self.dim[1], self.dim[0])
+        moved = lambda i: i - n0 if i >= n0 else i + len(self.shape) - n0  # old index -> new
+        p0 = sum(t == "p" for t in self.dim[0])
+        p_of_lane = self.p_of_lane
+
+        def swapped_p(lane):
+            p = tuple(p_of_lane(lane))
+            return p[p0:] + p[:p0]
+        tags = [t for d in dim for t in d]
+        ys = [i for i, t in enumerate(tags) if t == "y"]
+        order = tuple(ys.index(moved(i)) for i in self._slots)
+        return OperandLayout(shape, dim, swapped_p, order)
+
+    @property
+    def registers(self) -> int:
+        n = 1
+        for i in self._slots:
+            n *= self.shape[i]
+        return n
+
+    def coords(self, lane, i):
+        sub = [None] * len(self.shape)
+        for slot, extent in reversed([(s, self.shape[s]) for s in self._slots]):
+            sub[slot], i = i % extent, i // extent
+        p = iter(self.p_of_lane(lane))
+        tags = [t for d in self.dim for t in d]
+        for k, t in enumerate(tags):
+            if t == "p":
+                sub[k] = next(p)
+        out, k = [], 0
+        for d in self.dim:  # each x coordinate: its sub-dims row-major
+            x = sub[k]
+            for j in range(1, len(d)):
+                x = x * self.shape[k + j] + sub[k + j]
+            out.append(x)
+            k += len(d)
+        return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -44,10 +116,19 @@ class LaneLayout:
     """Where each register element of each lane sits in A (m, k), B (k, n) and C/D (m, n).
 
     Each function maps (lane, i) to (row, col) and works on Python ints and on traced values
-    alike (only ``//``, ``%``, ``*`` and ``+``), so kernels index memory with it directly."""
+    alike (only ``//``, ``%``, ``*`` and ``+``), so kernels index memory with it directly.
+    ``operands``: the (A, B, C) OperandLayouts they come from (``from_operands``)."""
     coords_a: Callable
     coords_b: Callable
     coords_c: Callable
+    operands: tuple = None
+
+    @classmethod
+    def from_operands(cls, a: OperandLayout, b: OperandLayout, c: OperandLayout):
+        def coords_b(lane, i):  # B's x-dims are (n, k); the lane map gives (k, n)
+            n, k = b.coords(lane, i)
+            return k, n
+        return cls(a.coords, coords_b, c.coords, (a, b, c))
 
 
 @dataclass(frozen=True, eq=False)

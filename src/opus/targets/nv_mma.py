@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from .. import dtypes as dt
 from .base import Since
-from .matrix import MatrixAtom, LaneLayout, instruction_table, atom_index, require_accumulator
+from .matrix import MatrixAtom, LaneLayout, OperandLayout, instruction_table, atom_index, require_accumulator
 
 __all__ = ["ROWS", "INSTRUCTIONS", "ATOMS", "mma_sync"]
 
@@ -29,26 +29,25 @@ _PTX_TYPE = {"f32": "f32", "f16": "f16", "bf16": "bf16", "fp8_e4m3": "e4m3", "fp
 _ACC_CONSTRAINT = {"f32": "f", "i32": "r"}
 
 
-def m16n8_layout(a) -> LaneLayout:
-    """The lane layout of mma.sync m16n8k* for A/B elements of type ``a`` (see the docstring).
-    Written so that traced lanes give the same arithmetic as before the table existed."""
-    p = 4 // a.itemsize
+def m16n8_layout(a, k) -> LaneLayout:
+    """The lane layout of mma.sync m16n8k* for A/B elements of type ``a`` (see the docstring),
+    in x/p/y form (PTX ISA, "Matrix Fragments for mma.m16n8k*": groupID g = lane // 4 and
+    threadID_in_group t = lane % 4 are the p-coordinates of every operand)."""
+    p = 4 // a.itemsize  # elements per 32-bit register
+    kb = k // (4 * p)     # k blocks of 4 registers' width: 1 (k8 f16, k16 i8) or 2
 
-    def coords_a(lane, i):
-        g, t = lane // 4, lane % 4
-        r, j = i // p, i % p
-        return g + 8 * (r % 2), p * t + j + 4 * p * (r // 2)
-
-    def coords_b(lane, i):
-        g, t = lane // 4, lane % 4
-        r, j = i // p, i % p
-        return p * t + j + 4 * p * r, g
-
-    def coords_c(lane, i):
-        g, t = lane // 4, lane % 4
-        return g + 8 * (i // 2), 2 * t + i % 2
-
-    return LaneLayout(coords_a, coords_b, coords_c)
+    def gt(lane):  # PTX's groupID and threadID_in_group
+        return lane // 4, lane % 4
+    # A (16 x k): row = 8 * h + g, k = 4p * kk + p * t + e; registers (kk, h, e): i = (kk*2 + h)*p + e
+    if kb == 2:
+        lay_a = OperandLayout((2, 8, 2, 4, p), (("y", "p"), ("y", "p", "y")), gt, y_order=(1, 0, 2))
+    else:
+        lay_a = OperandLayout((2, 8, 4, p), (("y", "p"), ("p", "y")), gt)
+    # B (n = 8, k): n = g, k = 4p * kk + p * t + e; registers (kk, e)
+    lay_b = OperandLayout((8, kb, 4, p), (("p",), ("y", "p", "y")), gt)
+    # C (16 x 8): row = 8 * h + g, col = 2 * t + e; registers (h, e)
+    lay_c = OperandLayout((2, 8, 4, 2), (("y", "p"), ("p", "y")), gt)
+    return LaneLayout.from_operands(lay_a, lay_b, lay_c)
 
 
 @dataclass(frozen=True)
@@ -106,7 +105,7 @@ def mma_sync(m, n, k, ab, c, available) -> MatrixAtom:
     types = ".".join(_PTX_TYPE[x.name] for x in (c, ab, ab, c))
     return MatrixAtom(
         name=f"nv.mma.m{m}n{n}k{k}.{ab.name}.{c.name}", shape=(m, n, k), a=ab, b=ab, c=c, warp=32,
-        layout=m16n8_layout(ab), available=available, lowering={"cuda": MmaSyncAsm()},
+        layout=m16n8_layout(ab, k), available=available, lowering={"cuda": MmaSyncAsm()},
         isa=f"mma.sync.aligned.m{m}n{n}k{k}.row.col.{types}")
 
 
