@@ -16,7 +16,7 @@ from .lang.values import cast, bitcast
 from .lang.vectors import make_vector, insert, concat, splat, zeros
 from .lang.math import (exp, exp2, log, log2, sqrt, rsqrt, sin, cos, tanh, floor, ceil, trunc,
                         rint, fma, max, min, select, tdiv, tmod)
-from .lang.memory import make_gmem, make_smem, alloc_smem, dynamic_smem, load, store
+from .lang.memory import make_gmem, make_smem, alloc_smem, dynamic_smem, load, store, Cache
 from .lang.async_copy import copy_async, copy_async_lds, commit_async, wait_async, s_waitcnt
 from .lang.threads import (thread_id_x, thread_id_y, thread_id_z, block_id_x, block_id_y,
                            block_id_z, block_size_x, block_size_y, block_size_z, num_blocks_x,
@@ -38,7 +38,7 @@ __all__ = [
     "f64", "fp16", "fp32", "fp64", "fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz",
     "fp4_e2m1", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "cast", "bitcast",
     # memory
-    "make_gmem", "make_smem", "alloc_smem", "dynamic_smem", "load", "store",
+    "make_gmem", "make_smem", "alloc_smem", "dynamic_smem", "load", "store", "Cache",
     # asynchronous global -> shared copies
     "copy_async", "copy_async_lds", "commit_async", "wait_async", "s_waitcnt",
     # threads and synchronisation

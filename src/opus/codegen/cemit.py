@@ -26,7 +26,7 @@ import struct
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import OpusError
-from ..ir import VectorType, PointerType, scalar_of, lanes_of, op_handlers
+from ..ir import VectorType, PointerType, scalar_of, lanes_of, op_handlers, access_operands
 
 __all__ = ["CEmitter", "CodegenError", "c_identifier", "kernel_symbol"]
 
@@ -670,54 +670,114 @@ class CEmitter:
         self.assign_lanes(op.results[0], [f"(({ct}*)(opus_dyn_smem + {op.attrs['offset']}))"], indent)
 
     # memory ----------------------------------------------------------------------------------
+    def load_expr(self, addr, ctype, nbytes, hint):
+        """C expression: a load of one ``ctype`` (a scalar or vector struct of ``nbytes``) at
+        address ``addr`` with cache hint ``hint`` (the target's cache_hints spelling; a
+        dialect with hints overrides this)."""
+        return f"*(const {ctype}*)({addr})"
+
+    def store_stmt(self, addr, value, ctype, nbytes, hint):
+        """C statement: a store of ``value`` (one ``ctype`` of ``nbytes``) at address ``addr``
+        (hint: as load_expr)."""
+        return f"*({ctype}*)({addr}) = {value};"
+
+    def uniform(self, expr):
+        """``expr`` (a 32-bit or narrower integer the same on every lane of a warp) where the
+        compiler keeps it in a scalar register (AMD: readfirstlane); as is elsewhere."""
+        return expr
+
+    def _access(self, op, indent):
+        """(pointer, offset C expression, bound, cache spelling or None) of a load or store;
+        a scalar offset (ir/ops.py) is added to the offset here, and with a bound a negative
+        off or soffset moves the access wholly below 0 (out of range)."""
+        p, off, _, bound, soff = access_operands(op)
+        hint = op.attrs.get("cache")
+        hint = None if hint is None else self.target.cache_policy(hint, op.kind)
+        off_c = self.name(off)
+        if soff is not None:
+            so = self.name(soff)
+            so = f"(long long){self.uniform(so) if scalar_of(soff.type).bits <= 32 else so}"
+            o = f"(long long){off_c}"
+            e = f"{o} + {so}" if bound is None else \
+                f"({o} >= 0 && {so} >= 0 ? {o} + {so} : -{op.attrs['vec']}ll)"
+            off_c = self.fresh(prefix="eo")
+            self.line(indent, f"long long {off_c} = {e};")
+        return p, off_c, bound, hint
+
+    def _whole_vector_in(self, off, off_c, bound, vec):
+        """C condition: elements off .. off+vec-1 lie in [0, bound): in 32-bit arithmetic
+        where both are 32-bit (one unsigned compare per access against a uniform limit)."""
+        bound_c = self.name(bound)
+        if (isinstance(off, str) or scalar_of(off.type).bits > 32
+                or scalar_of(bound.type).bits > 32):
+            return _whole_vector_in(off_c, bound_c, vec)
+        return f"{bound_c} >= {vec} && (unsigned){off_c} <= (unsigned)({bound_c} - {vec})"
+
     def render_load(self, op, indent):
-        p, off = op.operands[:2]
-        bound = op.operands[2] if len(op.operands) > 2 else None
+        p, off_c, bound, hint = self._access(op, indent)
+        off = op.operands[1] if not op.attrs.get("soffset") else off_c
         r = op.results[0]
         vec = op.attrs["vec"]
-        ptr_c, off_c = self.name(p), self.name(off)
+        ptr_c = self.name(p)
         elem = p.type.elem
         zero = self.const_expr(0, elem)
+        vt, et = self.ctype(r.type), self.scalar_ctype(elem)
+
+        def at(i=None):  # the load of the whole vector (i None) or of element i
+            if hint is None:
+                return (f"*(const {vt}*)({ptr_c} + {off_c})" if i is None else
+                        f"{ptr_c}[{off_c}]" if i == 0 and vec == 1 else f"{ptr_c}[{off_c} + {i}]")
+            addr = f"{ptr_c} + {off_c}" + (f" + {i}" if i else "")
+            return self.load_expr(addr, vt if i is None else et,
+                                  elem.itemsize * (vec if i is None else 1), hint)
         if bound is None:
             if vec == 1:
-                self.assign_lanes(r, [f"{ptr_c}[{off_c}]"], indent)
+                self.assign_lanes(r, [at(0)], indent)
             else:
                 n = self.fresh(r)
-                self.line(indent, f"{self.ctype(r.type)} {n} = *(const {self.ctype(r.type)}*)({ptr_c} + {off_c});")
+                self.line(indent, f"{vt} {n} = {at()};")
             return
         bound_c = self.name(bound)
         if vec == 1:
-            self.assign_lanes(r, [f"(({off_c}) >= 0 && ({off_c}) < {bound_c} ? {ptr_c}[{off_c}] : {zero})"], indent)
+            self.assign_lanes(r, [f"(({off_c}) >= 0 && ({off_c}) < {bound_c} ? {at(0)} : {zero})"], indent)
             return
         n = self.declare(r, indent)
-        self.line(indent, f"if ({_whole_vector_in(off_c, bound_c, vec)}) {{")
-        self.line(indent + 1, f"{n} = *(const {self.ctype(r.type)}*)({ptr_c} + {off_c});")
+        self.line(indent, f"if ({self._whole_vector_in(off, off_c, bound, vec)}) {{")
+        self.line(indent + 1, f"{n} = {at()};")
         self.line(indent, "} else {")
         for i in range(vec):
-            self.line(indent + 1, f"{self.lane(n, i)} = ({_lane_in(off_c, bound_c, i)}) ? {ptr_c}[{off_c} + {i}] : {zero};")
+            self.line(indent + 1, f"{self.lane(n, i)} = ({_lane_in(off_c, bound_c, i)}) ? {at(i)} : {zero};")
         self.line(indent, "}")
 
     def render_store(self, op, indent):
-        p, off, val = op.operands[:3]
-        bound = op.operands[3] if len(op.operands) > 3 else None
+        p, off_c, bound, hint = self._access(op, indent)
+        off = op.operands[1] if not op.attrs.get("soffset") else off_c
+        val = op.operands[2]
         vec = op.attrs["vec"]
-        ptr_c, off_c, value_c = self.name(p), self.name(off), self.name(val)
-        vt = self.ctype(val.type)
+        ptr_c, value_c = self.name(p), self.name(val)
+        vt, et = self.ctype(val.type), self.scalar_ctype(p.type.elem)
+
+        def put(i=None):  # the store of the whole vector (i None) or of element i
+            v = value_c if i is None or vec == 1 else self.lane(value_c, i)
+            if hint is None:
+                return (f"*({vt}*)({ptr_c} + {off_c}) = {v};" if i is None else
+                        f"{ptr_c}[{off_c}] = {v};" if i == 0 and vec == 1 else
+                        f"{ptr_c}[{off_c} + {i}] = {v};")
+            addr = f"{ptr_c} + {off_c}" + (f" + {i}" if i else "")
+            return self.store_stmt(addr, v, vt if i is None else et,
+                                   p.type.elem.itemsize * (vec if i is None else 1), hint)
         if bound is None:
-            if vec == 1:
-                self.line(indent, f"{ptr_c}[{off_c}] = {value_c};")
-            else:
-                self.line(indent, f"*({vt}*)({ptr_c} + {off_c}) = {value_c};")
+            self.line(indent, put(0) if vec == 1 else put())
             return
         bound_c = self.name(bound)
         if vec == 1:
-            self.line(indent, f"if ({off_c} >= 0 && {off_c} < {bound_c}) {ptr_c}[{off_c}] = {value_c};")
+            self.line(indent, f"if ({off_c} >= 0 && {off_c} < {bound_c}) {put(0)}")
             return
-        self.line(indent, f"if ({_whole_vector_in(off_c, bound_c, vec)}) {{")
-        self.line(indent + 1, f"*({vt}*)({ptr_c} + {off_c}) = {value_c};")
+        self.line(indent, f"if ({self._whole_vector_in(off, off_c, bound, vec)}) {{")
+        self.line(indent + 1, put())
         self.line(indent, "} else {")
         for i in range(vec):
-            self.line(indent + 1, f"if ({_lane_in(off_c, bound_c, i)}) {ptr_c}[{off_c} + {i}] = {self.lane(value_c, i)};")
+            self.line(indent + 1, f"if ({_lane_in(off_c, bound_c, i)}) {put(i)}")
         self.line(indent, "}")
 
     # asynchronous copies ---------------------------------------------------------------------
@@ -780,10 +840,15 @@ class CEmitter:
                 self.emit_op(op, indent)
 
     def render_for(self, op, indent):
+        names = self._carried(op.operands[3:], indent)
+        self.emit_for_loop(op, indent, names)
+        self._bind_args(op.results, names)
+
+    def emit_for_loop(self, op, indent, names):
+        """The C loop of ``for`` op ``op`` whose carried variables are ``names`` (declared);
+        a dialect may emit it more than once (versions of one loop under a condition)."""
         lb, ub, step = op.operands[:3]
-        inits = op.operands[3:]
         body = op.regions[0]
-        names = self._carried(inits, indent)
         iv = body.args[0]
         ivn = self.fresh(iv, prefix="i")
         self._bind_args(body.args[1:], names)
@@ -793,15 +858,18 @@ class CEmitter:
             s = step.owner.attrs["value"]
             cond = f"{ivn} < {self.name(ub)}" if s > 0 else f"{ivn} > {self.name(ub)}"
         else:
-            step_c = self.name(step)
-            cond = f"({step_c} > 0 ? {ivn} < {self.name(ub)} : {ivn} > {self.name(ub)})"
+            # iv > ub <=> ~iv < ~ub (bitwise not reverses the order of signed and unsigned
+            # integers alike): one compare per iteration against a loop-invariant flip mask,
+            # where a select of two compares costs the GPU ~7 instructions per iteration
+            flip = self.fresh(prefix="flip")
+            self.line(indent, f"{it} {flip} = {self.name(step)} > 0 ? ({it})0 : ({it})~({it})0;")
+            cond = f"({it})({ivn} ^ {flip}) < ({it})({self.name(ub)} ^ {flip})"
         unroll = op.attrs.get("unroll")
         if unroll:
             self.line(indent, f"#pragma unroll {unroll}")
         self.line(indent, f"for ({it} {ivn} = {self.name(lb)}; {cond}; {ivn} += {self.name(step)}) {{")
         self._emit_region(body, indent + 1, names)
         self.line(indent, "}")
-        self._bind_args(op.results, names)
 
     def render_if(self, op, indent):
         (c,) = op.operands

@@ -58,6 +58,35 @@ class CudaEmitter(StorageConversions, CEmitter):
         **{f"opus_f2{_HALF_LETTER[k]}_{r}": _cvt_to_half(k, r) for k in _HALF_LETTER for r in ("rn", "rz")},
     }
 
+    # -- cache hints: ld/st with the PTX qualifiers of targets/nvidia.py ----------------------
+    def _hinted(self, kind, nbytes, ctype, hint):
+        """The helper doing one ``kind`` ('ld'/'st') of ``nbytes`` with qualifiers ``hint``
+        (e.g. '.cs'), moving the bits of a ``ctype`` through 16/32-bit registers."""
+        tag = "".join(c if c.isalnum() else "_" for c in hint + "_" + ctype)
+        name = f"opus_{kind}{tag}"
+        width = {1: (".u8", "h", 1), 2: (".u16", "h", 1), 4: (".u32", "r", 1),
+                 8: (".v2.u32", "r", 2), 16: (".v4.u32", "r", 4)}[nbytes]
+        ptx_type, reg, n = width
+        regs = [f"u.h" if reg == "h" else f"u.w[{i}]" for i in range(n)]
+        lanes = ", ".join(f"%{i + (kind == 'st')}" for i in range(n))
+        lanes = f"{{{lanes}}}" if n > 1 else lanes
+        union = f"union {{ {ctype} v; unsigned w[4]; unsigned short h; }} u;"
+        if kind == "ld":
+            outs = ", ".join(f'"={reg}"({r})' for r in regs)
+            body = (f"{union} asm volatile(\"ld.global{hint}{ptx_type} {lanes}, [%{n}];\" : "
+                    f"{outs} : \"l\"(p) : \"memory\"); return u.v;")
+            return self.helper(name, f"{ctype} {name}(const void* p) {{ {body} }}")
+        ins = ", ".join(f'"{reg}"({r})' for r in regs)
+        body = (f"{union} u.v = x; asm volatile(\"st.global{hint}{ptx_type} [%0], {lanes};\" :: "
+                f"\"l\"(p), {ins} : \"memory\");")
+        return self.helper(name, f"void {name}(void* p, {ctype} x) {{ {body} }}")
+
+    def load_expr(self, addr, ctype, nbytes, hint):
+        return f"{self._hinted('ld', nbytes, ctype, hint)}({addr})"
+
+    def store_stmt(self, addr, value, ctype, nbytes, hint):
+        return f"{self._hinted('st', nbytes, ctype, hint)}({addr}, {value});"
+
     def float_to_int(self, f, src, to):
         """cvt.rzi: toward zero, saturating (a C cast is undefined out of range); NaN -> 0 by a
         compare, since cvt gives the most negative integer (0x80..0) for NaN on sm_90."""

@@ -7,18 +7,27 @@ with ``_Float16``/``__bf16`` casts or bit operations. Global accesses with a bou
 raw buffer resources (``__builtin_amdgcn_make_buffer_rsrc``) so out-of-bounds lanes read 0 and
 drop stores in hardware, as ir/ops.py specifies.
 
-Bounded access lowering (offset O in elements, element size s, bound B elements):
-* the byte offset is ``opus_boff(O, s, T)``: O*s when 0 <= O and O*s + T fits below the resource's
-  32-bit limit, else 0xfffffff0 (always >= num_records, and +15 does not wrap): negative or huge
-  element offsets never alias back into range;
+Bounded access lowering (offset O in elements, element size s, bound B elements; ir/ops.py
+states the buffer unit's range check this relies on):
+* the voffset is ``min(O, L) * s`` with L*s = 0xfffffff0 (always >= num_records; the per-dword
+  check's +12 cannot wrap): negative or huge element offsets never alias back into range. One
+  v_min_u32 and a shift for 32-bit offsets, nothing for bytes with a 32-bit offset and bound;
 * num_records is ``min(B*s, 0xfffffff0)`` (0 for B <= 0): arrays accessed with a bound must be
   smaller than 4 GiB (as in the original's ``make_gmem``);
-* the hardware checks each dword, so for s >= 4 one buffer instruction per 16 bytes is exact per
-  element (branch-free). For s < 4 a partly out-of-range vector takes a slow path of one b8/b16
-  buffer access per element (each checked exactly); a fully in-range vector is one instruction.
+* a whole vector is one buffer instruction wherever the hardware's dword check is exact per
+  element (``_exactness``: always for s >= 4 through a pointer aligned to the access; for
+  s < 4 where the bound is a multiple of the elements per dword, a wave-uniform test of the
+  bound when it is known only at run time); elsewhere a vector partly in range takes one b8/b16
+  access per element (each checked exactly);
+* a scalar offset (soffset) is the instruction's SGPR offset (readfirstlane), clamped alike;
+* cache hints are the cache-policy bits of the builtins' aux argument (targets/amd.py).
 """
 from __future__ import annotations
 
+from collections import namedtuple
+
+from .. import dtypes as dt
+from ..ir import scalar_of, access_operands
 from .cemit import CEmitter, CodegenError
 from .fp8 import FP8_FORMATS, StorageConversions
 
@@ -28,6 +37,35 @@ _OOB = 0xFFFFFFF0
 _BUF_T = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "opus_u32x2_t",
           16: "opus_u32x4_t"}
 _BUF_B = {1: "b8", 2: "b16", 4: "b32", 8: "b64", 16: "b128"}
+
+# the parts of a bounded buffer access (HipEmitter._bounded)
+_Access = namedtuple("_Access", "p off value bound soffset elem s rsrc soff aux")
+
+
+def _static_int(v):
+    """The value of IR integer ``v`` when it is a compile-time constant, else None."""
+    if v.owner is not None and v.owner.kind == "const" and isinstance(v.owner.attrs["value"], int):
+        return v.owner.attrs["value"]
+    return None
+
+
+def _known_multiple(v, g) -> bool:
+    """Is IR integer ``v`` known (without running the kernel) to be a multiple of ``g``:
+    a constant, a select of two, a product with one, or a sum or difference of two."""
+    k = _static_int(v)
+    if k is not None:
+        return k % g == 0
+    op = v.owner
+    if op is None:
+        return False
+    if op.kind == "select":
+        return _known_multiple(op.operands[1], g) and _known_multiple(op.operands[2], g)
+    if op.kind == "binary" and op.attrs["op"] == "mul":
+        return any(_known_multiple(x, g) for x in op.operands)
+    if op.kind == "binary" and op.attrs["op"] in ("add", "sub"):
+        return all(_known_multiple(x, g) for x in op.operands)
+    return False
+
 
 # bodies of f32 -> f16/bf16 (bits) by rounding; bf16 'rn' is chosen by the target (hw_bf16)
 _NAN_TO_BF16 = "if ((u & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((u >> 16) | 0x40u); "
@@ -179,9 +217,6 @@ class HipEmitter(StorageConversions, CEmitter):
         self.helper("opus_nrec", f"unsigned opus_nrec(long long bound, unsigned s) {{ "
                                  f"return bound <= 0 ? 0u : ((unsigned long long)bound >= {_OOB}ull / s ? "
                                  f"{hex(_OOB)}u : (unsigned)bound * s); }}")
-        self.helper("opus_boff", f"unsigned opus_boff(long long off, unsigned s, unsigned t) {{ "
-                                 f"return (unsigned long long)off <= ({_OOB}ull - t) / s ? "
-                                 f"(unsigned)off * s : {hex(_OOB)}u; }}")
 
     def _rsrc(self, ptr_c, bound_c, s, indent):
         self._helper_buffer()
@@ -191,13 +226,15 @@ class HipEmitter(StorageConversions, CEmitter):
                           f"(int){hex(self.target.buffer_config)});")
         return r
 
-    def _buf_load(self, rsrc, voff, nbytes, ctype):
-        raw = f"__builtin_amdgcn_raw_buffer_load_{_BUF_B[nbytes]}({rsrc}, (int){voff}, 0, 0)"
+    def _buf_load(self, a, voff, nbytes, ctype):
+        raw = (f"__builtin_amdgcn_raw_buffer_load_{_BUF_B[nbytes]}({a.rsrc}, (int){voff}, "
+               f"{a.soff}, {a.aux})")
         return raw if ctype == _BUF_T[nbytes] else f"__builtin_bit_cast({ctype}, {raw})"
 
-    def _buf_store(self, val, ctype, rsrc, voff, nbytes):
+    def _buf_store(self, val, ctype, a, voff, nbytes):
         v = val if ctype == _BUF_T[nbytes] else f"__builtin_bit_cast({_BUF_T[nbytes]}, {val})"
-        return f"__builtin_amdgcn_raw_buffer_store_{_BUF_B[nbytes]}({v}, {rsrc}, (int){voff}, 0, 0);"
+        return (f"__builtin_amdgcn_raw_buffer_store_{_BUF_B[nbytes]}({v}, {a.rsrc}, (int){voff}, "
+                f"{a.soff}, {a.aux});")
 
     def _chunks(self, vec, s):
         """(first element, element count, bytes) of the <=16-byte pieces of a vec access, or None
@@ -210,93 +247,267 @@ class HipEmitter(StorageConversions, CEmitter):
             return [(i * per, per, 16) for i in range(total // 16)]
         return None
 
-    def _bounded(self, p, off, bound, what, indent):
-        """Common part of bounded loads and stores: (element C type, element size, offset name,
-        bound name, buffer resource name)."""
+    def _voffset(self, off, s, bound, delta=0, whole_off=False):
+        """C expression: the buffer voffset (bytes) of element ``off + delta``: off * s where
+        0 <= off + delta and (off + delta) * s < 0xfffffff0, else 0xfffffff0 (always >=
+        num_records, and the per-dword check's +12 cannot wrap), so negative or huge offsets
+        never alias back into range. One v_min_u32 and a shift for 32-bit offsets; none for
+        byte elements with a 32-bit signed offset and bound (a negative offset reads as >= 2^31,
+        beyond any num_records a 32-bit bound gives)."""
+        o, t, bt = self.name(off), scalar_of(off.type), scalar_of(bound.type)
+        if delta and whole_off:  # (soffset accesses) off itself must be >= 0
+            o, t = f"((long long){o} < 0 ? -1ll : (long long){o} + {delta})", dt.i64
+        elif delta:
+            o, t = f"((long long){o} + {delta})", dt.i64
+        if s == 1 and t.bits <= 32 and t.kind == "int" and bt.bits <= 32 and bt.kind == "int":
+            return f"(unsigned){o}"
+        lim = _OOB // s
+        if t.bits <= 32 and (t.kind == "uint" or lim < 2 ** 31):  # a negative i32 is >= 2^31 > lim
+            u = f"(unsigned){o}"
+            return f"(({u} < {lim}u ? {u} : {lim}u) * {s}u)"
+        u = f"(unsigned long long){o}"
+        return f"((unsigned)({u} < {lim}ull ? {u} : {lim}ull) * {s}u)"
+
+    def _soffset(self, soff, s):
+        """C expression: the buffer soffset (bytes) of wave-uniform element offset ``soff``
+        (readfirstlane puts it in an SGPR), clamped as _voffset clamps: negative -> out of range."""
+        if soff is None:
+            return "0"
+        u = f"(unsigned long long)__builtin_amdgcn_readfirstlane((int){self.name(soff)})"
+        if scalar_of(soff.type).bits > 32:  # readfirstlane is 32-bit: clamp first
+            u = f"(unsigned long long){self.name(soff)}"
+            u = f"(unsigned long long)__builtin_amdgcn_readfirstlane((int)({u} < {_OOB}ull ? {u} : {_OOB}ull))"
+        elif scalar_of(soff.type).kind == "uint":
+            u = f"(unsigned long long)(unsigned)__builtin_amdgcn_readfirstlane((int){self.name(soff)})"
+        lim = _OOB // s
+        return f"(int)((unsigned)({u} < {lim}ull ? {u} : {lim}ull) * {s}u)"
+
+    def _param_alignment(self):
+        """{parameter value: bytes it is aligned to}: the launch checks each pointer
+        argument's alignment for the widest access made through it (Function attrs 'align')."""
+        align = self.fn.attrs.get("align") or {}
+        return {p.value: align.get(p.name, 1) for p in self.fn.params}
+
+    def _alignment(self, p):
+        """Bytes pointer ``p`` is known to be aligned to (its element size at least)."""
+        s = p.type.elem.itemsize
+        if p in self._param_alignment():
+            return max(s, self._param_alignment()[p])
+        if p.owner is not None and p.owner.kind == "ptr_add":
+            base, k = p.owner.operands
+            k = _static_int(k)
+            if k is not None:
+                lowbit = (k * s) & -(k * s) if k else 1 << 30
+                return max(s, min(self._alignment(base), lowbit))
+        return s
+
+    def _uniform_exactness(self, p, bound, vec, s):
+        """The wave-uniform condition under which a vec access through ``p`` (aligned to it)
+        with ``bound`` is exact (``_exactness``), when that is all it needs; None when it is
+        exact without one or needs a per-lane test."""
+        T = vec * s
+        g = max(1, min(T, 4) // s)
+        if g == 1 or self._alignment(p) < T or _known_multiple(bound, g):
+            return None
+        return f"(({self.name(bound)}) & {g - 1}) == 0"
+
+    def render_for(self, op, indent):
+        """A loop whose bounded sub-dword vector accesses are exact under wave-uniform
+        conditions (the bounds' parity, known before the loop) is emitted twice: a version
+        with whole-vector accesses only, taken when they hold, and the general one. One scalar
+        branch before the loop keeps per-access tests out of its body."""
+        conds = self._loop_exactness(op)
+        if not conds:
+            return super().render_for(op, indent)
+        names = self._carried(op.operands[3:], indent)
+        self.line(indent, f"if ({' && '.join(sorted(conds))}) {{")
+        before, self._assumed = self._assumed, self._assumed | conds
+        self.emit_for_loop(op, indent + 1, names)
+        self._assumed = before
+        self.line(indent, "} else {")
+        self.emit_for_loop(op, indent + 1, names)
+        self.line(indent, "}")
+        self._bind_args(op.results, names)
+
+    _assumed = frozenset()  # exactness conditions the enclosing loop version established
+
+    def _loop_exactness(self, op):
+        """The uniform exactness conditions (``_uniform_exactness``) of the bounded global
+        vector accesses in loop ``op`` whose bound is defined before the loop."""
+        conds = set()
+        for inner in self._ops_within(op):
+            if inner.kind not in ("load", "store") or inner.attrs.get("vec", 1) == 1:
+                continue
+            p, _, _, bound, _ = access_operands(inner)
+            if bound is None or not self._is_global(p) or bound not in self.names:
+                continue
+            if self._chunks(inner.attrs["vec"], p.type.elem.itemsize) is None:
+                continue
+            c = self._uniform_exactness(p, bound, inner.attrs["vec"], p.type.elem.itemsize)
+            if c is not None and c not in self._assumed:
+                conds.add(c)
+        return frozenset(conds)
+
+    @staticmethod
+    def _ops_within(op):
+        for region in op.regions:
+            for inner in region.ops:
+                yield inner
+                yield from HipEmitter._ops_within(inner)
+
+    def _exactness(self, a, vec):
+        """When the buffer unit's check of a whole vector is exact per element (ir/ops.py: the
+        hardware checks each dword, or the whole access when it is smaller, against
+        num_records; offsets are unsigned): (static: True/False, C condition or None).
+        Two things can break it: a vector starting below 0 and ending above (the clamped
+        voffset puts all of it out of range) and a dword holding elements on both sides of
+        the bound (s < 4: the dword is dropped whole)."""
+        s, off, bound = a.s, a.off, a.bound
+        T = vec * s
+        g = max(1, min(T, 4) // s)  # elements per checked granule
+        o = _static_int(off)
+        aligned = self._alignment(a.p) >= T  # then off (+ soffset) is a multiple of vec
+        conds = []
+        # with a soffset a negative off is out of range whole (ir/ops.py): no straddling
+        if a.soffset is None and not aligned and not (o is not None and o >= 0):
+            conds.append(f"((long long){self.name(off)} >= 0 || (long long){self.name(off)} <= -{vec})")
+        if g > 1 and not (aligned and _known_multiple(bound, g)):
+            b = self.name(bound)
+            if aligned:  # uniform where the bound is: a scalar branch
+                c = self._uniform_exactness(a.p, bound, vec, s)
+                if c not in self._assumed:
+                    conds.append(c)
+            else:
+                start = f"(long long){self.name(off)}" + (
+                    f" + (long long){self.name(a.soffset)}" if a.soffset is not None else "")
+                conds.append(f"(((long long){b} - ({start})) & {g - 1}) == 0")
+        return " && ".join(conds) or None
+
+    def _vector_access(self, a, vec, s, whole, per_element, indent):
+        """Emit a bounded vector access from its two forms: ``whole`` (<=16-byte buffer
+        instructions, the hardware's range check) and ``per_element`` (one access per element,
+        each checked exactly), the whole form wherever it is exact (``_exactness``)."""
+        if self._chunks(vec, s) is None:
+            per_element(indent)
+            return
+        cond = self._exactness(a, vec)
+        if cond is None:
+            whole(indent)
+            return
+        o, b = f"(long long){self.name(a.off)}", f"(long long){self.name(a.bound)}"
+        inside = f"{o} >= 0 && {o} + {vec} <= {b}"  # the whole vector in range: exact too
+        if a.soffset is not None:
+            so = f"(long long){self.name(a.soffset)}"
+            inside = f"{o} >= 0 && {so} >= 0 && {o} + {so} + {vec} <= {b}"
+        # two branches, not one on (cond || inside): cond alone is often wave-uniform (a
+        # scalar branch, the per-lane test off the common path)
+        self.line(indent, f"if ({cond}) {{")
+        whole(indent + 1)
+        self.line(indent, f"}} else if ({inside}) {{")
+        whole(indent + 1)
+        self.line(indent, "} else {")
+        per_element(indent + 1)
+        self.line(indent, "}")
+
+    def _bounded(self, op, what, indent):
+        """The parts of a bounded buffer access: element type, size, resource, soffset, aux."""
+        p, off, value, bound, soff = access_operands(op)
         e = p.type.elem
         if e.bits % 8:
             raise CodegenError(f"internal: bounded {what} of {e.name} reached the hip renderer "
                                "(sub-byte types are refused while tracing)")
-        s, off_c, bound_c = e.itemsize, self.name(off), self.name(bound)
-        return self.scalar_ctype(e), s, off_c, bound_c, self._rsrc(self.name(p), bound_c, s, indent)
+        s = e.itemsize
+        rsrc = self._rsrc(self.name(p), self.name(bound), s, indent)
+        aux = self.target.cache_policy(op.attrs.get("cache", "normal"), op.kind)
+        return _Access(p, off, value, bound, soff, e, s, rsrc, self._soffset(soff, s), aux)
 
-    @staticmethod
-    def _boff(off_c, i, s, nbytes):
-        """Byte offset of element off_c + i for an nbytes-wide access (see opus_boff)."""
-        return f"opus_boff((long long){off_c}{f' + {i}' if i else ''}, {s}u, {nbytes}u)"
+    def uniform(self, expr):
+        return f"__builtin_amdgcn_readfirstlane((int){expr})"
 
-    def _vector_access(self, off_c, bound_c, vec, s, whole, per_element, indent):
-        """Emit a bounded vector access from its two forms: ``whole`` (<=16-byte buffer
-        instructions) and ``per_element`` (one access per element, each checked exactly)."""
-        if self._chunks(vec, s) is None:
-            per_element(indent)
-        elif s >= 4:
-            whole(indent)  # dword-granular hardware check is exact per element
-        else:
-            self.line(indent, f"if ((long long){off_c} >= 0 && (long long){off_c} + {vec} <= (long long){bound_c}) {{")
-            whole(indent + 1)
-            self.line(indent, "} else {")
-            per_element(indent + 1)
-            self.line(indent, "}")
+    def _nontemporal(self, hint):
+        if hint != self.target.cache_hints["streaming"]["load"]:
+            raise CodegenError(f"internal: cache policy {hint} on an unbounded access reached the "
+                               f"hip renderer (only STREAMING's nt has a builtin there)")
+
+    def load_expr(self, addr, ctype, nbytes, hint):
+        """Unbounded loads with STREAMING: clang's nontemporal load (global_load ... nt)."""
+        self._nontemporal(hint)
+        raw = _BUF_T[nbytes]
+        return f"__builtin_bit_cast({ctype}, __builtin_nontemporal_load((const {raw}*)({addr})))"
+
+    def store_stmt(self, addr, value, ctype, nbytes, hint):
+        self._nontemporal(hint)
+        raw = _BUF_T[nbytes]
+        return f"__builtin_nontemporal_store(__builtin_bit_cast({raw}, {value}), ({raw}*)({addr}));"
 
     def render_load(self, op, indent):
-        p, off = op.operands[:2]
-        if len(op.operands) < 3 or not self._is_global(p):
+        p, off, _, bound, soff = access_operands(op)
+        if not self._is_global(p):
+            return super().render_load(op, indent)
+        if bound is None:
             return super().render_load(op, indent)
         r = op.results[0]
         vec = op.attrs["vec"]
-        ect, s, off_c, bound_c, rs = self._bounded(p, off, op.operands[2], "loads", indent)
+        a = self._bounded(op, "loads", indent)
+        s, ect = a.s, self.scalar_ctype(a.elem)
         if vec == 1:
-            self.assign_lanes(r, [self._buf_load(rs, self._boff(off_c, 0, s, s), s, ect)], indent)
+            self.assign_lanes(r, [self._buf_load(a, self._voffset(off, s, bound), s, ect)], indent)
             return
         n = self.declare(r, indent)
         vt = self.ctype(r.type)
 
         def whole(ind):
+            voff = self._voffset(off, s, bound)
             for (i0, cnt, nb) in self._chunks(vec, s):
-                voff = self._boff(off_c, i0, s, nb)
+                at = f"{voff} + {i0 * s}u" if i0 else voff
                 if cnt == vec:
-                    self.line(ind, f"{n} = {self._buf_load(rs, voff, nb, vt)};")
+                    self.line(ind, f"{n} = {self._buf_load(a, at, nb, vt)};")
                 else:
                     t = self.fresh(prefix="ld")
                     self.line(ind, f"{{ struct {{ {ect} v[{cnt}]; }} {t} = __builtin_bit_cast(decltype({t}), "
-                                   f"{self._buf_load(rs, voff, nb, 'opus_u32x4_t')}); "
+                                   f"{self._buf_load(a, at, nb, 'opus_u32x4_t')}); "
                                    + " ".join(f"{n}.v[{i0 + k}] = {t}.v[{k}];" for k in range(cnt)) + " }")
 
         def per_element(ind):
             for i in range(vec):
-                self.line(ind, f"{n}.v[{i}] = {self._buf_load(rs, self._boff(off_c, i, s, s), s, ect)};")
+                voff = self._voffset(off, s, bound, i, soff is not None)
+                self.line(ind, f"{n}.v[{i}] = {self._buf_load(a, voff, s, ect)};")
 
-        self._vector_access(off_c, bound_c, vec, s, whole, per_element, indent)
+        self._vector_access(a, vec, s, whole, per_element, indent)
 
     def render_store(self, op, indent):
-        p, off, val = op.operands[:3]
-        if len(op.operands) < 4 or not self._is_global(p):
+        p, off, val, bound, soff = access_operands(op)
+        if not self._is_global(p):
+            return super().render_store(op, indent)
+        if bound is None:
             return super().render_store(op, indent)
         vec = op.attrs["vec"]
-        ect, s, off_c, bound_c, rs = self._bounded(p, off, op.operands[3], "stores", indent)
+        a = self._bounded(op, "stores", indent)
+        s, ect = a.s, self.scalar_ctype(a.elem)
         value_c = self.name(val)
         if vec == 1:
-            self.line(indent, self._buf_store(value_c, ect, rs, self._boff(off_c, 0, s, s), s))
+            self.line(indent, self._buf_store(value_c, ect, a, self._voffset(off, s, bound), s))
             return
         vt = self.ctype(val.type)
 
         def whole(ind):
+            voff = self._voffset(off, s, bound)
             for (i0, cnt, nb) in self._chunks(vec, s):
-                voff = self._boff(off_c, i0, s, nb)
+                at = f"{voff} + {i0 * s}u" if i0 else voff
                 if cnt == vec:
-                    self.line(ind, self._buf_store(value_c, vt, rs, voff, nb))
+                    self.line(ind, self._buf_store(value_c, vt, a, at, nb))
                 else:
                     t = self.fresh(prefix="st")
                     self.line(ind, f"{{ struct {{ {ect} v[{cnt}]; }} {t}; "
                                    + " ".join(f"{t}.v[{k}] = {value_c}.v[{i0 + k}];" for k in range(cnt)) + " "
-                                   + self._buf_store(t, "struct", rs, voff, nb) + " }")
+                                   + self._buf_store(t, "struct", a, at, nb) + " }")
 
         def per_element(ind):
             for i in range(vec):
-                self.line(ind, self._buf_store(f"{value_c}.v[{i}]", ect, rs, self._boff(off_c, i, s, s), s))
+                voff = self._voffset(off, s, bound, i, soff is not None)
+                self.line(ind, self._buf_store(f"{value_c}.v[{i}]", ect, a, voff, s))
 
-        self._vector_access(off_c, bound_c, vec, s, whole, per_element, indent)
+        self._vector_access(a, vec, s, whole, per_element, indent)
 
     def render_lds_load(self, op, indent):
         """buffer_load ... lds (ir/ops.py lds_load): the source through a buffer resource (a

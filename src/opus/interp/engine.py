@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from ..ir import VectorType, PointerType, scalar_of, lanes_of, op_handlers
+from ..ir import VectorType, PointerType, scalar_of, lanes_of, op_handlers, access_operands
 from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,
                      UninitializedReadError, where)
 from .semantics import (binary_fn, cmp_fn, unary_fn, math_fn, fma_fn, cast_fn)
@@ -217,6 +217,25 @@ def _eidx_valid(state, idx, vec, bound, m):
     valid = inb if mm is None else inb & mm
     vl = valid.all(axis=1) if vec > 1 else None
     return eidx, valid, vl
+
+
+def _check_uniform(state, op, soff, ws):
+    """A load/store's soffset must be one value across the active lanes of each warp (AMD
+    reads it from the first active lane into an SGPR): an error naming a lane that differs."""
+    T, nt = state.T, state.nthreads
+    t = np.arange(T)
+    warp = (t // nt) * -(-nt // ws) + (t % nt) // ws
+    act = np.ones(T, bool) if state.mask is None else state.mask
+    first = np.zeros(warp.max() + 1 if T else 0, I64)
+    ta = t[act][::-1]  # the last write wins: the first active lane of each warp
+    first[warp[ta]] = soff[ta]
+    bad = act & (soff != first[warp])
+    if bad.any():
+        k = int(np.flatnonzero(bad)[0])
+        raise InterpError(f"{where(op.loc)}: soffset must be the same on every active lane of a "
+                          f"warp (AMD reads it from the first one); {state.who(k)} has "
+                          f"{int(soff[k])}, its warp's first active lane "
+                          f"{int(first[warp[k]])}")
 
 
 def _check_all(state, op, kind, buf, idx, eidx, vec, bound):
@@ -681,30 +700,52 @@ class Program:
             return lo, lo + b.astype(I64)
         return window
 
+    def _access_address(self, op):
+        """``values, state -> (buffer, element indices)`` of a load or store, its scalar offset
+        (ir/ops.py: the same on every active lane of a warp; with a bound, a negative off or
+        soffset puts the whole access out of range) added where it has one."""
+        p, o, _, bound, so = access_operands(op)
+        address = self._address(p, o)
+        if so is None:
+            return lambda values, state: address(values)
+        ss, sso, vec, ws = self.slot(o), self.slot(so), op.attrs["vec"], self.ws
+
+        def with_soffset(values, state, _op=op):
+            buf, idx = address(values)
+            soff = _full(values[sso], state.T).astype(I64)
+            _check_uniform(state, _op, soff, ws)
+            idx = idx + soff
+            if bound is not None:  # off and soffset are unsigned in the buffer unit
+                out = (values[ss] < 0) | (soff < 0)
+                idx = np.where(out, values[sp][1] - vec, idx)
+            return buf, idx
+        sp = self.slot(p)
+        return with_soffset
+
     def exec_load(self, op):
-        p, o = op.operands[:2]
-        window = self._window(p, op.operands[2] if len(op.operands) > 2 else None)
+        p, _, _, bound, _ = access_operands(op)
+        window = self._window(p, bound)
         vec = op.attrs["vec"]
         elem = p.type.elem
         nd = elem.np_dtype
         zero = nd.type(0)
-        address, sr = self._address(p, o), self.slot(op.results[0])
+        address, sr = self._access_address(op), self.slot(op.results[0])
 
         def run(state, _op=op):
             values = state.values
-            buf, idx = address(values)
+            buf, idx = address(values, state)
             values[sr] = mem_load(state, _op, buf, idx, vec, window(values), state.mask, zero, nd)
         return run
 
     def exec_store(self, op):
-        p, o, v = op.operands[:3]
-        window = self._window(p, op.operands[3] if len(op.operands) > 3 else None)
+        p, _, v, bound, _ = access_operands(op)
+        window = self._window(p, bound)
         vec = op.attrs["vec"]
-        address, sv = self._address(p, o), self.slot(v)
+        address, sv = self._access_address(op), self.slot(v)
 
         def run(state, _op=op):
             values = state.values
-            buf, idx = address(values)
+            buf, idx = address(values, state)
             mem_store(state, _op, buf, idx, values[sv], vec, window(values), state.mask)
         return run
 

@@ -47,13 +47,30 @@ Vectors
 
 Memory (offsets count elements, not bytes)
   ptr_add    p, off                                    -> pointer
-  load       p, off [, bound]; attrs vec               -> scalar (vec 1) or vector
-  store      p, off, value [, bound]; attrs vec        -> none
+  load       p, off [, bound] [, soffset]; attrs vec [, cache, soffset]  -> scalar (vec 1) or vector
+  store      p, off, value [, bound] [, soffset]; attrs vec [, cache, soffset]  -> none
                With a bound operand (an i32/i64 element count, counted from p itself, so
                a shifted pointer's bound starts at its own address), each element at index
                off+i is accessed only if 0 <= off+i < bound: loads read 0 for the others,
                stores drop them. Without it the access is unchecked (caller's promise).
                A vec > 1 access needs its address aligned to vec*itemsize bytes.
+               The bound is exact per element on every target. AMD lowers it to the buffer
+               unit's range check (CDNA3 ISA, "Buffer range checking": a raw buffer, stride
+               0; offsets are unsigned; an access of at most 4 bytes is in range when all its
+               bytes lie below num_records, a wider one is checked per dword, each dword
+               dropped or kept whole), which is exact per element for elements of >= 4 bytes
+               and, for narrower ones, where no dword holds elements on both sides of the
+               bound (bound a multiple of the elements per dword, the pointer aligned to the
+               access); elsewhere the lowering adds a per-element path.
+               attrs soffset (True): the last operand is a scalar offset (elements, any
+               integer type) that must be the same for every active lane of a warp (AMD: the
+               buffer instruction's SGPR offset, read with readfirstlane; a lane that differs
+               is an error in the interpreter). The access is at element off+soffset+i
+               (exact, no wrap); with a bound, each element is accessed only if off >= 0,
+               soffset >= 0 and off+soffset+i < bound (the buffer unit's unsigned offsets).
+               attrs cache: a cache hint (an opus.Cache name other than 'normal'; the
+               target's table spells it, tracing refuses one it lacks). It changes how the
+               access uses the caches, never its result.
   smem_alloc attrs dtype, count, align, name           -> pointer<shared>; kernel-scoped storage
   dyn_smem   attrs dtype, offset (bytes)               -> pointer<shared> into dynamic shared memory
 
@@ -115,7 +132,7 @@ Control flow (structured)
 from __future__ import annotations
 
 __all__ = ["OPS", "BINARY_OPS", "CMP_PREDS", "UNARY_OPS", "MATH_FNS", "SPECIALS", "OpSpec",
-           "op_handlers"]
+           "op_handlers", "access_operands"]
 
 
 class OpSpec:
@@ -172,6 +189,15 @@ OPS = {s.kind: s for s in [
     OpSpec("condition", 1, terminator=True),
     OpSpec("return", 0, terminator=True),
 ]}
+
+
+def access_operands(op):
+    """(pointer, offset, value or None, bound or None, soffset or None) of a load or store,
+    whose operands are p, off [, value] [, bound] [, soffset] (soffset iff attrs['soffset'])."""
+    ops = list(op.operands)
+    soffset = ops.pop() if op.attrs.get("soffset") else None
+    value = ops.pop(2) if op.kind == "store" else None
+    return ops[0], ops[1], value, (ops[2] if len(ops) > 2 else None), soffset
 
 
 def op_handlers(backend, prefix: str) -> dict:

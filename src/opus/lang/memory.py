@@ -7,6 +7,8 @@ buffer unit's free behaviour and on NVIDIA a predicated access.
 """
 from __future__ import annotations
 
+import enum
+
 from ..dtypes import DType
 from ..ir import Value, VectorType, PointerType, scalar_of, lanes_of, type_str
 from ..targets.limits import static_smem_error
@@ -15,7 +17,7 @@ from .layout import is_layout, _add, _mul, _sum
 from .values import (to_bool, Undefined, emit1, emit, as_value, convert_implicitly, is_static,
                      py_default_type)
 
-__all__ = ["ptr_add", "load", "store", "Gmem", "Smem", "make_gmem", "make_smem", "alloc_smem",
+__all__ = ["Cache", "ptr_add", "load", "store", "Gmem", "Smem", "make_gmem", "make_smem", "alloc_smem",
            "dynamic_smem"]
 
 _VECS = (1, 2, 4, 8, 16, 32)
@@ -86,12 +88,56 @@ def _note_alignment(p, nbytes):
         c.align_req[p] = max(c.align_req.get(p, 1), nbytes)
 
 
-def _refuse_cache(cache, what):
-    # Cache hints are not lowered by any backend yet: accepting them would promise a behaviour
-    # the kernel does not get.
-    if cache is not None:
-        _err(f"{what}: cache={cache!r} is not supported (no backend implements cache hints "
-             f"yet); remove the argument")
+class Cache(enum.Enum):
+    """Cache hints for loads and stores (``cache=`` of ``load``/``store`` and of the views'
+    methods): how an access uses the caches, never what it reads or writes. Each target's
+    table spells them (docs/api.md lists the spellings); a hint a chip cannot express is an
+    error while tracing, never dropped silently.
+
+    - ``NORMAL``: the default policy.
+    - ``STREAMING``: data used once (non-temporal): PTX ``.cs``; AMD ``nt``.
+    - ``LAST_USE``: the last read of this data (loads): PTX ``.lu``.
+    - ``READ_ONLY``: data no thread writes while the kernel runs (loads): PTX
+      ``ld.global.nc``.
+    - ``EVICT_FIRST`` / ``EVICT_LAST``: L1 eviction priority: PTX ``.L1::evict_first`` /
+      ``.L1::evict_last``.
+    - ``NO_ALLOCATE``: do not allocate in L1: PTX ``.L1::no_allocate``.
+
+    AMD (gfx942, gfx950) has NORMAL and STREAMING (the cache-policy bits of its buffer and
+    global instructions are coherence scopes and nt); NVIDIA has all of them for loads and
+    NORMAL, STREAMING, EVICT_FIRST, EVICT_LAST, NO_ALLOCATE for stores.
+    """
+    NORMAL = "normal"
+    STREAMING = "streaming"
+    LAST_USE = "last_use"
+    READ_ONLY = "read_only"
+    EVICT_FIRST = "evict_first"
+    EVICT_LAST = "evict_last"
+    NO_ALLOCATE = "no_allocate"
+
+
+def _cache_attrs(cache, p, kind) -> dict:
+    """The access's IR attrs for cache hint ``cache`` (None or an opus.Cache) through pointer
+    ``p``: {} for the normal policy, else {'cache': name} once the target's table has the
+    hint for ``kind`` ('load' or 'store')."""
+    if cache is None:
+        return {}
+    if not isinstance(cache, Cache):
+        names = ", ".join(f"opus.Cache.{c.name}" for c in Cache)
+        _err(f"{kind}: cache must be an opus.Cache member ({names}), got {_describe(cache)}")
+    if p.type.space == "shared" and cache is not Cache.NORMAL:
+        _err(f"{kind}: cache={cache} is a hint for global memory; shared memory has no caches")
+    ctx().target.cache_policy(cache.value, kind)  # a hint the chip lacks: an error here
+    return {} if cache is Cache.NORMAL else {"cache": cache.value}
+
+
+def _soffset_operand(soffset, what) -> list:
+    """[the scalar offset operand] of an access with ``soffset`` (none without one)."""
+    if soffset is None:
+        return []
+    if isinstance(soffset, int) and not isinstance(soffset, bool) and soffset < 0:
+        _err(f"{what}: soffset must be >= 0, got {soffset}")
+    return [_offset(soffset, f"{what} soffset")]
 
 
 def _is_pointer(x, space=None) -> bool:
@@ -112,7 +158,7 @@ def _memory_of(p) -> str:
     return f"{'shared' if p.type.space == 'shared' else 'global'} {p.type.elem.name} memory"
 
 
-def load(p, off=0, vec=1, bound=None, cache=None):
+def load(p, off=0, vec=1, bound=None, cache=None, soffset=None):
     """Load ``vec`` consecutive elements at ``p[off]`` in one access (at most 16 bytes).
 
     A pointer parameter used with ``vec`` > 1 must be aligned to the access (checked at launch).
@@ -126,24 +172,32 @@ def load(p, off=0, vec=1, bound=None, cache=None):
     :type vec: int (compile-time)
     :param bound: when given, elements at ``off + i >= bound`` (or ``off + i < 0``) read as 0
     :type bound: run-time integer value or Python int or None
-    :param cache: cache hint; refused for now (no backend lowers one yet): leave it None
-    :type cache: None
+    :param cache: cache hint (None: the normal policy)
+    :type cache: opus.Cache or None
+    :param soffset: a scalar offset in elements added to ``off``, the same for every lane of
+        a warp (AMD: the buffer instruction's SGPR offset, so a loop's uniform step costs no
+        vector instructions); with a bound, off and soffset must each be >= 0 (the buffer
+        unit's unsigned offsets), else the access reads 0
+    :type soffset: run-time integer value or Python int or None
     :returns: one element, or a vector of ``vec`` elements, of the pointer's element type
-    :targets: all targets
+    :targets: all targets; cache hints per target (opus.Cache)
     """
-    _refuse_cache(cache, "load")
     _need_pointer(p, "load")
+    attrs = {"vec": vec, **_cache_attrs(cache, p, "load")}
     elem = p.type.elem
     _check_vec(vec, elem)
     operands = [p, _offset(off)]
     if bound is not None:
         operands.append(_size(bound))
+    if soffset is not None:
+        operands += _soffset_operand(soffset, "load")
+        attrs["soffset"] = True
     _note_alignment(p, vec * elem.itemsize)
     rt = VectorType(elem, vec) if vec > 1 else elem
-    return emit1("load", operands, rt, {"vec": vec})
+    return emit1("load", operands, rt, attrs)
 
 
-def store(p, value, off=0, vec=None, bound=None, cache=None):
+def store(p, value, off=0, vec=None, bound=None, cache=None, soffset=None):
     """Store a scalar or vector at ``p[off]`` in one access (at most 16 bytes); a scalar with
     ``vec`` > 1 is broadcast. The value converts to the element type only where that cannot
     change it (widening, int to float): narrowing needs an explicit opus.cast.
@@ -158,12 +212,14 @@ def store(p, value, off=0, vec=None, bound=None, cache=None):
     :type vec: int (compile-time) or None
     :param bound: when given, elements at ``off + i >= bound`` (or ``off + i < 0``) are not written
     :type bound: run-time integer value or Python int or None
-    :param cache: cache hint; refused for now (no backend lowers one yet): leave it None
-    :type cache: None
-    :targets: all targets
+    :param cache: cache hint (None: the normal policy)
+    :type cache: opus.Cache or None
+    :param soffset: a warp-uniform scalar offset in elements added to ``off`` (as in load)
+    :type soffset: run-time integer value or Python int or None
+    :targets: all targets; cache hints per target (opus.Cache)
     """
-    _refuse_cache(cache, "store")
     _need_pointer(p, "store")
+    attrs = {"vec": None, **_cache_attrs(cache, p, "store")}
     elem = p.type.elem
     n = lanes_of(value.type) if isinstance(value, Value) else 1
     if vec is None:
@@ -178,8 +234,11 @@ def store(p, value, off=0, vec=None, bound=None, cache=None):
     operands = [p, _offset(off), value]
     if bound is not None:
         operands.append(_size(bound))
+    if soffset is not None:
+        operands += _soffset_operand(soffset, "store")
+        attrs["soffset"] = True
     _note_alignment(p, vec * elem.itemsize)
-    emit("store", operands, [], {"vec": vec})
+    emit("store", operands, [], {**attrs, "vec": vec})
 
 
 # -- layout-driven bulk access (docs/layouts.md, section 3) --------------------------------------
@@ -259,20 +318,20 @@ def _issue_preds(pred, layout, vec, elem):
     return [pred] * (len(issues) * per_issue)
 
 
-def load_layout(view, layout, vec=1, cache=None, pred=None):
+def load_layout(view, layout, vec=1, cache=None, pred=None, soffset=None):
     """All of a layout's elements for this thread, ``vec`` at a time: one register vector.
     With ``pred``, an access whose predicate is false reads zeros."""
     accesses = _layout_offsets(layout, vec, view.dtype)
     preds = [None] * len(accesses) if pred is None else _issue_preds(pred, layout, vec, view.dtype)
-    parts = [view.load(off, n, cache) if pr is None else view.load_if(pr, off, n, cache)
-             for (off, n), pr in zip(accesses, preds)]
+    parts = [view.load(off, n, cache, soffset) if pr is None
+             else view.load_if(pr, off, n, cache, soffset) for (off, n), pr in zip(accesses, preds)]
     if len(parts) == 1:
         return parts[0]
     from .vectors import concat
     return concat(*parts)
 
 
-def store_layout(view, value, layout, vec=1, cache=None, pred=None):
+def store_layout(view, value, layout, vec=1, cache=None, pred=None, soffset=None):
     """Store a register vector (or broadcast a scalar) over a layout's elements, ``vec`` at a
     time, in the order ``load_layout`` gives them. With ``pred``, false accesses write nothing."""
     accesses = _layout_offsets(layout, vec, view.dtype)
@@ -286,13 +345,13 @@ def store_layout(view, value, layout, vec=1, cache=None, pred=None):
     for (off, n), pr in zip(accesses, preds):
         part = value if lanes == 1 else value[done:done + n] if n > 1 else value[done]
         if pr is None:
-            view.store(part, off, n, cache)
+            view.store(part, off, n, cache, soffset)
         else:
-            view.store_if(pr, part, off, n, cache)
+            view.store_if(pr, part, off, n, cache, soffset)
         done += n
 
 
-def _predicated(view, pred, offset, vec):
+def _predicated(view, pred, offset, vec, soffset=None):
     """(pointer, offset, bound) of an access done only where ``pred`` holds, as a bounded
     access: a false predicate bounds it to nothing (loads read 0, stores drop), which is the
     buffer unit's range check on AMD and no extra branch. Unbounded views first move the pointer
@@ -300,6 +359,8 @@ def _predicated(view, pred, offset, vec):
     from .math import select
     cond = to_bool(pred, "load_if/store_if predicate")
     if view.size is None:
+        if soffset is not None:  # the scalar offset moves the pointer too, wave-uniformly
+            offset = _add(offset, soffset)
         return ptr_add(view.ptr, offset), 0, select(cond, vec, 0)
     return view.ptr, offset, select(cond, view.size, 0)
 
@@ -315,41 +376,43 @@ class _View:
     def dtype(self) -> DType:
         return self.ptr.type.elem
 
-    def load(self, offset, vec=1, cache=None):
+    def load(self, offset, vec=1, cache=None, soffset=None):
         """``vec`` elements at ``offset``, or, given a Layout, all of its elements for this
-        thread ``vec`` at a time (one register vector, in the layout's y order)."""
+        thread ``vec`` at a time (one register vector, in the layout's y order). ``cache``:
+        an opus.Cache hint; ``soffset``: a warp-uniform scalar offset added to every access
+        (opus.load has the details)."""
         if is_layout(offset):
-            return load_layout(self, offset, vec, cache)
-        return load(self.ptr, offset, vec, self.size, cache)
+            return load_layout(self, offset, vec, cache, soffset=soffset)
+        return load(self.ptr, offset, vec, self.size, cache, soffset)
 
-    def store(self, value, offset, vec=None, cache=None):
+    def store(self, value, offset, vec=None, cache=None, soffset=None):
         """Store at ``offset``, or, given a Layout, over all of its elements ``vec`` at a time."""
         if is_layout(offset):
-            return store_layout(self, value, offset, vec or 1, cache)
-        store(self.ptr, value, offset, vec, self.size, cache)
+            return store_layout(self, value, offset, vec or 1, cache, soffset=soffset)
+        store(self.ptr, value, offset, vec, self.size, cache, soffset)
 
-    def load_if(self, pred, offset, vec=1, cache=None):
+    def load_if(self, pred, offset, vec=1, cache=None, soffset=None):
         """``load`` where ``pred`` holds, zeros where it does not (no branch). ``pred`` is a bool
         (compile-time or run-time); with a Layout it may also be a function of an issue's static
         indices returning one."""
         if is_layout(offset):
-            return load_layout(self, offset, vec, cache, pred=pred)
+            return load_layout(self, offset, vec, cache, pred=pred, soffset=soffset)
         if is_static(pred):
-            return self.load(offset, vec, cache) if pred else _zeros_like_load(self, vec)
-        ptr, off, bound = _predicated(self, pred, offset, vec)
-        return load(ptr, off, vec, bound, cache)
+            return self.load(offset, vec, cache, soffset) if pred else _zeros_like_load(self, vec)
+        ptr, off, bound = _predicated(self, pred, offset, vec, soffset)
+        return load(ptr, off, vec, bound, cache, soffset if self.size is not None else None)
 
-    def store_if(self, pred, value, offset, vec=None, cache=None):
+    def store_if(self, pred, value, offset, vec=None, cache=None, soffset=None):
         """``store`` where ``pred`` holds; nothing is written where it does not."""
         if is_layout(offset):
-            return store_layout(self, value, offset, vec or 1, cache, pred=pred)
+            return store_layout(self, value, offset, vec or 1, cache, pred=pred, soffset=soffset)
         if is_static(pred):
             if pred:
-                self.store(value, offset, vec, cache)
+                self.store(value, offset, vec, cache, soffset)
             return
         n = vec or (lanes_of(value.type) if isinstance(value, Value) else 1)
-        ptr, off, bound = _predicated(self, pred, offset, n)
-        store(ptr, value, off, vec, bound, cache)
+        ptr, off, bound = _predicated(self, pred, offset, n, soffset)
+        store(ptr, value, off, vec, bound, cache, soffset if self.size is not None else None)
 
     def __getitem__(self, i):
         return self.load(i)
@@ -467,7 +530,8 @@ def alloc_smem(dtype: DType, count: int, align: int = 16):
     :type dtype: DType
     :param count: number of elements, > 0
     :type count: int (compile-time)
-    :param align: byte alignment of the array: a power of two up to 128
+    :param align: byte alignment of the array: a power of two up to 1024 (swizzled TMA tiles
+        need their swizzle's repeat: 1024 bytes for 128-byte swizzles)
     :type align: int (compile-time)
     :returns: a view of the array, unbounded
     :rtype: Smem
@@ -478,8 +542,8 @@ def alloc_smem(dtype: DType, count: int, align: int = 16):
     dtype = _smem_dtype(c, dtype, "alloc_smem")
     if not isinstance(count, int) or isinstance(count, bool) or count <= 0:
         _err(f"alloc_smem count must be a positive compile-time int, got {count!r}")
-    if align not in (1, 2, 4, 8, 16, 32, 64, 128):
-        _err(f"alloc_smem align must be a power of two up to 128, got {align}")
+    if align not in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
+        _err(f"alloc_smem align must be a power of two up to 1024, got {align}")
     # arrays are laid out in order, each at its alignment (as the interpreter places them)
     total = (c.smem_bytes + align - 1) // align * align + count * dtype.itemsize
     why = static_smem_error(c.target.limits, c.target.name, total)

@@ -33,6 +33,14 @@ def _limits(name):
                   static_smem=lds, smem_per_block=lds)
 
 
+# Cache hints as the cache-policy bits of buffer and global instructions (the aux argument
+# of the buffer builtins, as the original's aux: CDNA3/CDNA4 have sc0 and sc1 (coherence
+# scope) and nt (non-temporal); LLVM's immediate for gfx940+: bit 0 sc0, bit 1 nt, bit 4 sc1).
+# Of the portable hints only STREAMING (nt) is a cache hint there; scope bits are memory-model
+# choices, not hints.
+_CACHE_HINTS = {"normal": {"load": 0, "store": 0}, "streaming": {"load": 2, "store": 2}}
+
+
 class AmdTarget(Target):
     vendor = "amd"
     warp_size = 64
@@ -43,6 +51,10 @@ class AmdTarget(Target):
         return {**amd_mfma.INSTRUCTIONS, **amd_ds_tr.INSTRUCTIONS}, amd_mfma.ATOMS
 
     names = AMD_ARCHS
+    cache_hints = _CACHE_HINTS
+    cache_hints_missing = ("CDNA buffer and global instructions carry coherence-scope (sc0, "
+                           "sc1) and non-temporal (nt) bits only: STREAMING is the hint they "
+                           "express")
     math_f64 = _MATH_F64
     cp_async_missing = ("cp.async is NVIDIA's; AMD copies global memory to LDS with "
                         "opus.copy_async_lds (buffer_load ... lds), which writes one slot per "

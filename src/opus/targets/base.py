@@ -202,6 +202,24 @@ class Target:
             raise UnsupportedOnTarget(f"opus.s_waitcnt is not available on {self.name}: "
                                       f"{self.s_waitcnt_missing}")
 
+    # -- cache hints (opus.Cache): hint name -> {access kind: the target's spelling} ---------
+    # The renderers spell what this table says; a hint missing for a kind is refused while
+    # tracing (an error, never a silently dropped hint).
+    cache_hints: dict = {"normal": {"load": None, "store": None}}
+    cache_hints_missing = "its loads and stores take no cache hints"
+
+    def cache_policy(self, hint, kind):
+        """The spelling of cache hint ``hint`` (an opus.Cache value's name) on a ``kind``
+        ('load' or 'store') access here, or UnsupportedOnTarget naming the hint, the chip,
+        why, and the hints it has."""
+        row = self.cache_hints.get(hint)
+        if row is None or kind not in row:
+            have = ", ".join(h.upper() for h, r in self.cache_hints.items() if kind in r)
+            raise UnsupportedOnTarget(
+                f"cache hint {hint.upper()} on a {kind} is not available on {self.name}: "
+                f"{self.cache_hints_missing}; {kind} hints here: {have}")
+        return row[kind]
+
     # -- instructions ------------------------------------------------------------------------
     # The vendor's matrix-atom table (nv_mma.py, amd_mfma.py) is read the first time a kernel
     # asks for an instruction, not when the target is made: its rows check themselves when

@@ -26,6 +26,21 @@ def _limits(name):
                   static_smem=48 * 1024, smem_per_block=_SMEM_OPTIN[name])
 
 
+# Cache hints as PTX ld/st qualifiers (PTX ISA, "ld" and "st": cache operators .cs/.lu, the
+# non-coherent read-only path ld.global.nc, L1 eviction priorities). The .L2::evict_* forms
+# need 256-bit accesses (sm_100), so EVICT_FIRST/LAST are the L1 priorities. SASS: LDG.E.EF
+# (.cs, .L1::evict_first), .LU, .CONSTANT (.nc), .EL, .NA.
+_CACHE_HINTS = {
+    "normal": {"load": "", "store": ""},
+    "streaming": {"load": ".cs", "store": ".cs"},
+    "last_use": {"load": ".lu"},
+    "read_only": {"load": ".nc"},
+    "evict_first": {"load": ".L1::evict_first", "store": ".L1::evict_first"},
+    "evict_last": {"load": ".L1::evict_last", "store": ".L1::evict_last"},
+    "no_allocate": {"load": ".L1::no_allocate", "store": ".L1::no_allocate"},
+}
+
+
 class NvidiaTarget(Target):
     vendor = "nvidia"
     warp_size = 32
@@ -37,6 +52,9 @@ class NvidiaTarget(Target):
         return {**nv_mma.INSTRUCTIONS, **nv_ldmatrix.INSTRUCTIONS}, nv_mma.ATOMS
 
     names = NVIDIA_ARCHS
+    cache_hints = _CACHE_HINTS
+    cache_hints_missing = ("PTX stores have no last-use or read-only (non-coherent) forms: "
+                           "those hints apply to loads")
     # cp.async (PTX ISA 7.0, sm_80+): 4, 8 or 16 bytes with .ca, 16 with .cg; every target
     # here is sm_80 or later
     cp_async_sizes = (4, 8, 16)
