@@ -51,16 +51,16 @@ BUGS = {
         "return ({ct})(q - (((a % b) != 0) & ((a < 0) != (b < 0))));",
         "return ({ct})(q);",
         "// on operands of different signs truncates instead of flooring"),
-    "mma_a_row_halves": (
+    "mma_a_register_order": (
         "src/opus/targets/nv_mma.py",
-        "return g + 8 * (r % 2), p * t + j + 4 * p * (r // 2)",
-        "return g + 8 * ((r + 1) % 2), p * t + j + 4 * p * (r // 2)",
-        "mma.sync A: the two 8-row halves of a lane's registers exchanged"),
-    "mma_c_column_pair": (
+        '(("y", "p"), ("y", "p", "y")), gt, y_order=(1, 0, 2))',
+        '(("y", "p"), ("y", "p", "y")), gt, y_order=(0, 1, 2))',
+        "mma.sync A: a lane's registers run row half before k half (a2/a3 and a4/a5 exchanged)"),
+    "mma_c_row_split": (
         "src/opus/targets/nv_mma.py",
-        "return g + 8 * (i // 2), 2 * t + i % 2",
-        "return g + 8 * (i // 2), 2 * t + (i + 1) % 2",
-        "mma.sync C/D: the two columns of a lane's register pair exchanged"),
+        'lay_c = OperandLayout((2, 8, 4, 2), (("y", "p"), ("p", "y")), gt)',
+        'lay_c = OperandLayout((8, 2, 4, 2), (("p", "y"), ("p", "y")), gt)',
+        "mma.sync C/D: rows g and g + 8 become 2g and 2g + 1"),
     "mfma_operand_swap": (
         "src/opus/targets/amd_mfma.py",
         'f"  {d} = __builtin_bit_cast(decltype({d}), {self.builtin}(__builtin_bit_cast(opus_mfma_a, {a}), "\n'
