@@ -31,6 +31,9 @@ SECTIONS = [
     ("Memory", ["make_gmem", "make_smem", "alloc_smem", "dynamic_smem", "load", "store"]),
     ("Asynchronous copies", ["copy_async", "copy_async_lds", "commit_async", "wait_async",
                              "s_waitcnt"]),
+    ("The tensor memory accelerator and mbarriers", [
+        "TensorMap", "TmaPipeline", "alloc_mbarriers", "tma_load", "tma_store", "tma_commit",
+        "tma_wait", "fence_proxy_async", "fence_mbarrier_init"]),
     ("Layouts and x/p/y partitions", [
         "make_layout", "Layout", "zipped_divide", "Swizzle", "swizzle_bytes", "Y", "P", "Tile",
         "partition",

@@ -23,6 +23,9 @@ from .lang.threads import (thread_id_x, thread_id_y, thread_id_z, block_id_x, bl
                            num_blocks_y, num_blocks_z, grid_size_x, grid_size_y, grid_size_z,
                            lane_id, warp_id, warp_size, sync_threads, printf)
 from .lang.mma import make_mma
+from .lang.tma import (alloc_mbarriers, tma_load, tma_store, tma_commit, tma_wait,
+                       fence_proxy_async, fence_mbarrier_init, TmaPipeline)
+from .runtime.tensor_map import TensorMap
 from .lang.ldmatrix import ldmatrix, stmatrix, ds_read_tr
 from .lang.layout import Y, Layout, Swizzle, swizzle_bytes, make_layout, zipped_divide
 from .lang.partition import P, Tile, partition, unfold_x_stride, unfold_p_coord, p_shape, y_shape
@@ -56,6 +59,9 @@ __all__ = [
     "unfold_p_coord", "p_shape", "y_shape",
     # matrix atoms and warp-level shared accesses with lane layouts
     "make_mma", "ldmatrix", "stmatrix", "ds_read_tr",
+    # the tensor memory accelerator and mbarriers (NVIDIA sm_90)
+    "TensorMap", "TmaPipeline", "alloc_mbarriers", "tma_load", "tma_store", "tma_commit",
+    "tma_wait", "fence_proxy_async", "fence_mbarrier_init",
     # kernels and launching
     "kernel", "func", "Ptr", "constexpr", "range", "static_ford",
     # targets

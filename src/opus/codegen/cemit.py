@@ -26,7 +26,9 @@ import struct
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..errors import OpusError
-from ..ir import VectorType, PointerType, scalar_of, lanes_of, op_handlers, access_operands
+from ..ir import (VectorType, PointerType, TensorMapType, scalar_of, lanes_of, op_handlers,
+                  access_operands)
+from .tma import TmaRendering
 
 __all__ = ["CEmitter", "CodegenError", "c_identifier", "kernel_symbol"]
 
@@ -166,7 +168,7 @@ def with_line_markers(lines, locs) -> list:
     return out
 
 
-class CEmitter:
+class CEmitter(TmaRendering):  # TmaRendering: the mbarrier and TMA ops (codegen/tma.py)
     """Renders one Function. A dialect subclass sets ``backend`` and the spellings below."""
 
     # -- dialect spellings: each dialect overrides these (data, not methods) -------------------
@@ -249,6 +251,8 @@ class CEmitter:
             return name
         if isinstance(t, PointerType):
             return f"{self.scalar_ctype(t.elem)}*"
+        if isinstance(t, TensorMapType):
+            return self.tensor_map_param_type(t)
         raise CodegenError(f"no C type for {t!r}")
 
     def vector_struct(self, elem_name, n):

@@ -13,6 +13,43 @@ __all__ = ["render_cuda", "CudaEmitter"]
 
 _HALF_LETTER = {"f16": "h", "bf16": "b"}
 
+# mbarriers and TMA (sm_90, PTX ISA 8.0): codegen/tma.py fills the {fields}; shared operands
+# are 32-bit shared-window addresses, the tensor map the generic address of the
+# __grid_constant__ parameter, coordinates innermost first
+_ASM = 'asm volatile("{text}" :: {operands} : "memory");'
+_TMA = {
+    "smem_addr": ("unsigned opus_smem_addr(const void* p) {{ unsigned a; "
+                  'asm("{{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }}" '
+                  ': "=r"(a) : "l"(p)); return a; }}'),
+    "mbarrier_init": _ASM.format(text="mbarrier.init.shared::cta.b64 [%0], %1;",
+                                 operands='"r"({bar}), "r"({count})'),
+    "mbarrier_arrive": ('{{ unsigned long long opus_st; asm volatile("mbarrier.arrive.shared::cta'
+                        '.b64 %0, [%1];" : "=l"(opus_st) : "r"({bar}) : "memory"); }}'),
+    "mbarrier_arrive_expect_tx": ('{{ unsigned long long opus_st; asm volatile("mbarrier.arrive'
+                                  '.expect_tx.shared::cta.b64 %0, [%1], %2;" : "=l"(opus_st) : '
+                                  '"r"({bar}), "r"({bytes}) : "memory"); }}'),
+    "mbarrier_expect_tx": _ASM.format(text="mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], "
+                                           "%1;", operands='"r"({bar}), "r"({bytes})'),
+    "mbarrier_try_wait_fn": ("bool opus_mbar_try_wait(unsigned bar, int parity) {{ unsigned ok; "
+                             'asm volatile("{{ .reg .pred p; mbarrier.try_wait.parity.shared::cta'
+                             '.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }}" : "=r"(ok) : "r"(bar), '
+                             '"r"((unsigned)parity & 1u) : "memory"); return ok != 0; }}'),
+    "mbarrier_wait_fn": ("void opus_mbar_wait(unsigned bar, int parity) "
+                         "{{ while (!opus_mbar_try_wait(bar, parity)) {{ }} }}"),
+    "fence_proxy_async": 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
+    "fence_mbarrier_init": 'asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");',
+    "tma_load": _ASM.format(
+        text="cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx"
+             "::bytes [%0], [%1, {{{slots}}}], [%2];",
+        operands='"r"({dst}), "l"((unsigned long long)&{tmap}), "r"({bar}), {coords}'),
+    "tma_store": _ASM.format(
+        text="cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group [%0, {{{slots}}}], "
+             "[%1];", operands='"l"((unsigned long long)&{tmap}), "r"({src}), {coords}'),
+    "bulk_commit_group": 'asm volatile("cp.async.bulk.commit_group;" ::: "memory");',
+    "bulk_wait_group_read": 'asm volatile("cp.async.bulk.wait_group.read {n};" ::: "memory");',
+    "bulk_wait_group": 'asm volatile("cp.async.bulk.wait_group {n};" ::: "memory");',
+}
+
 
 def _cvt_to_half(kind, rounding):
     """opus_f2<h|b>_<rounding>(f): f32 to f16/bf16 bits by PTX cvt."""
@@ -43,6 +80,9 @@ class CudaEmitter(StorageConversions, CEmitter):
     code_for_bitcast = {"u32->f32": "__uint_as_float({})",
                         "u64->f64": "__longlong_as_double((long long){})",
                         "f32->u32": "__float_as_uint({})"}
+    code_for_tma = _TMA
+    tensor_map_ctype = "const __grid_constant__ opus_tensor_map"
+    tensor_map_struct = "struct __align__(64) opus_tensor_map { unsigned long long v[16]; };"
     async_commit = ('asm volatile("cp.async.commit_group;" ::: "memory");',)
     async_wait = staticmethod(lambda s, attrs: (
         f'asm volatile("cp.async.wait_group {attrs["groups"]};" ::: "memory");',))

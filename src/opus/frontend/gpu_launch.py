@@ -24,7 +24,7 @@ from threading import get_ident
 
 from ..errors import ArgumentError
 from ..runtime.launch_plan import (C_ABI_VERSION, PTR, LaunchPlan, launch_stream, pointer_param,
-                                   scalar_param)
+                                   scalar_param, tensor_map_param)
 
 __all__ = ["GpuEntry", "EntryParams", "plan_of", "fast_launch_module"]
 
@@ -55,12 +55,16 @@ def fast_launch_module():
 
 def plan_of(kernel, spec):
     """The LaunchPlan of a specialization: its run-time parameters (pointers with the alignment
-    its vector accesses need, scalars) in order, at their positions among the arguments."""
+    its vector accesses need, scalars, tensor maps with what the kernel declared of them) in
+    order, at their positions among the arguments."""
     run_params = [q for q in kernel.params if q.kind != "constexpr"]
     plan = []
     for p, ip in zip(spec.function.params, run_params):
         if p.type.__class__.__name__ == "PointerType":
             plan.append(pointer_param(ip.index, p.name, p.type.elem, spec.align.get(p.name, 1)))
+        elif p.type.__class__.__name__ == "TensorMapType":
+            need = spec.function.attrs.get("tensor_maps", {}).get(p.name)
+            plan.append(tensor_map_param(ip.index, p.name, need))
         else:
             plan.append(scalar_param(ip.index, p.name, p.type))
     return LaunchPlan(plan)

@@ -16,9 +16,11 @@ import traceback
 
 from ..dtypes import DType
 from ..errors import ArgumentError, OpusError
-from ..ir import Block, Builder, Function, Param, PointerType
+from ..ir import Block, Builder, Function, Param, PointerType, TENSOR_MAP
 from ..lang.context import TraceContext, TraceError, tracing
 from ..lang.values import Val
+from ..lang.tma import TensorMapArg
+from ..runtime.tensor_map import TensorMap
 from ..targets import get_target
 from ..targets.base import UnsupportedOnTarget
 from ..ir.builder import ScopeError
@@ -80,6 +82,8 @@ def _parse_params(fn, source):
             params.append(ParamSpec(name, "ptr", a.dtype, None, i))
         elif isinstance(a, DType):
             params.append(ParamSpec(name, "scalar", a, default if has_default else None, i))
+        elif a is TensorMap:
+            params.append(ParamSpec(name, "tmap", None, None, i))
         elif isinstance(a, _Constexpr):
             params.append(ParamSpec(name, "constexpr", None, default, i))
             params[-1].default = p.default  # may be p.empty: required
@@ -87,8 +91,8 @@ def _parse_params(fn, source):
             raise _param_error(
                 fn, source, name,
                 f"kernel {fn.__name__!r}: parameter {name!r} needs an annotation: opus.Ptr[dtype] "
-                f"for a pointer, a dtype such as opus.i32 for a scalar, or opus.constexpr for a "
-                f"compile-time value (got {a!r})")
+                f"for a pointer, a dtype such as opus.i32 for a scalar, opus.TensorMap for a TMA "
+                f"tensor map, or opus.constexpr for a compile-time value (got {a!r})")
     return params
 
 
@@ -344,6 +348,11 @@ class Kernel:
             if p.kind == "constexpr":
                 call_args.append(next(cit))
                 continue
+            if p.kind == "tmap":
+                v = body.add_arg(self._tensor_map_type(target, p), p.name)
+                params.append(Param(p.name, v.type, v))
+                call_args.append(TensorMapArg(v, p.name))
+                continue
             d = self._param_dtype(target, p)
             t = PointerType(d) if p.kind == "ptr" else d
             v = body.add_arg(t, p.name)
@@ -362,7 +371,9 @@ class Kernel:
                 raise self._located(e, f"{type(e).__name__}: {e}", state) from e
         attrs = {"block_size": self.block, "target": target.name, "dyn_smem": c.uses_dyn_smem,
                  "smem_bytes": c.smem_bytes,
-                 "align": {p.name: c.align_req.get(p.value, 1) for p in params}}
+                 "align": {p.name: c.align_req.get(p.value, 1) for p in params},
+                 "tensor_maps": {p.name: c.tensor_maps.get(p.value) for p in params
+                                 if p.type == TENSOR_MAP}}
         return Function(self.name, params, body, attrs), c
 
     def _rewrite(self):
@@ -381,6 +392,15 @@ class Kernel:
         except UnsupportedOnTarget as e:
             raise _param_error(self.fn, self._source, p.name,
                                f"parameter {p.name!r}: {e}") from None
+
+    def _tensor_map_type(self, target, p):
+        """The IR type of TensorMap parameter p; a target without TMA is a TraceError at the
+        kernel's def line."""
+        try:
+            target.require_tma(f"parameter {p.name!r}: opus.TensorMap")
+        except UnsupportedOnTarget as e:
+            raise _param_error(self.fn, self._source, p.name, str(e)) from None
+        return TENSOR_MAP
 
     def _located(self, exc, message, state):
         """A TraceError at the innermost line of kernel code (the kernel's or a helper's) in

@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from ..errors import ArgumentError
-from ..ir import PointerType
+from ..ir import PointerType, TENSOR_MAP
 from ..targets.limits import check_dynamic_smem, check_launch_shape
 from .engine import Program, Buf
 from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,
@@ -91,9 +91,18 @@ def _steps(fn, names_to_index, align):
     for i, p in zip(names_to_index, fn.params):
         if isinstance(p.type, PointerType):
             steps.append((True, i, p.name, p.type.elem, align.get(p.name, 1)))
+        elif p.type == TENSOR_MAP:
+            steps.append((False, i, p.name, _tensor_map_checker(fn, p.name), None))
         else:
             steps.append((False, i, p.name, scalar_checker(p.name, p.type), None))
     return steps
+
+
+def _tensor_map_checker(fn, name):
+    """An opus.TensorMap argument checked against what the kernel declared of it."""
+    from ..runtime.tensor_map import check_tensor_map
+    need = (fn.attrs.get("tensor_maps") or {}).get(name)
+    return lambda a: check_tensor_map(a, name, need, interpreter=True)
 
 
 def _convert(steps, args):

@@ -20,10 +20,12 @@ import sys
 
 import numpy as np
 
-from ..ir import VectorType, PointerType, scalar_of, lanes_of, op_handlers, access_operands
+from ..ir import (VectorType, PointerType, TENSOR_MAP, scalar_of, lanes_of, op_handlers,
+                  access_operands)
 from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,
                      UninitializedReadError, where)
 from .semantics import (binary_fn, cmp_fn, unary_fn, math_fn, fma_fn, cast_fn)
+from .tma import TmaOps
 
 __all__ = ["Program", "Buf"]
 
@@ -53,7 +55,7 @@ class Buf:
 
 class State:
     __slots__ = ("values", "mask", "alive", "T", "nthreads", "block", "grid", "block_base", "bufs",
-                 "shadow", "prog", "asyncq")
+                 "shadow", "prog", "asyncq", "tma")
 
     def who(self, t):
         """'block (x, y, z) thread (x, y, z)' of batch lane t."""
@@ -442,9 +444,11 @@ def _printf_formatter(fmt, types):
 def check_pending(shadow, state, buf, b, t, op, verb):
     from .async_copies import check_pending as check  # it imports this module: at need
     check(shadow, state, buf, b, t, op, verb)
+    if state.tma is not None:  # TMA copies in flight (interp/tma.py)
+        state.tma.check_access(shadow, state, buf, b, t, op, verb)
 
 
-class Program:
+class Program(TmaOps):  # TmaOps: the exec_ methods of mbarriers and TMA (interp/tma.py)
     """An IR Function compiled to closures for one target."""
 
     def __init__(self, fn, target):
@@ -1045,6 +1049,8 @@ class Program:
                 v.id = len(state.bufs)
                 state.bufs.append(v)
                 values[s] = (v, np.zeros(1, I64))
+            elif p.type == TENSOR_MAP:
+                values[s] = v  # the opus.TensorMap itself (interp/tma.py reads it)
             else:
                 values[s] = np.array([v], dtype=p.type.np_dtype)
         # shared memory: one byte array; static arrays first, then the dynamic part
@@ -1086,6 +1092,7 @@ class Program:
                 state.mask = None
                 state.alive = None
                 state.asyncq = None  # copies in flight die with their block
+                state.tma = None
                 if smem_arr is not None:
                     smem_arr.fill(POISON)
                     if state.shadow is not None:
@@ -1093,6 +1100,8 @@ class Program:
                 try:
                     for f in body_f:
                         f(state)
+                    if state.tma is not None:
+                        state.tma.finish(state)
                 except InterpError:
                     raise
                 except Exception as e:  # the choke point for errors while running an op

@@ -74,6 +74,53 @@ Memory (offsets count elements, not bytes)
   smem_alloc attrs dtype, count, align, name           -> pointer<shared>; kernel-scoped storage
   dyn_smem   attrs dtype, offset (bytes)               -> pointer<shared> into dynamic shared memory
 
+Async barriers and the tensor memory accelerator (NVIDIA sm_90+: tracing refuses them elsewhere)
+  An mbarrier is 8 bytes of shared memory (8-byte aligned) named by a ptr<u64, shared>. Its
+  state (PTX ISA, "mbarrier"): the current phase (counting from 0; its parity is phase & 1), the
+  expected and the pending arrival counts, and a signed transaction count tx (bytes). The current
+  phase completes when pending arrivals and tx are both 0: the phase counts up, pending resets
+  to the expected count. Each thread executing an op below does it once (its own operands).
+  mbarrier_init      bar, count (i32, 1 <= count < 2**20)   phase 0, pending = expected = count,
+                     tx = 0 (any earlier state of the barrier is dropped)
+  mbarrier_arrive    bar [, bytes]; attrs expect_tx (bool)  with expect_tx, tx += bytes first
+                     (mbarrier.arrive.expect_tx); then one arrival: pending -= 1. Arrivals of
+                     the threads of one op apply one after another (a phase may complete in
+                     between); an arrival with none pending is an error (undefined in PTX)
+  mbarrier_expect_tx bar, bytes (i32, 0 <= bytes < 2**20)   tx += bytes, no arrival
+  mbarrier_try_wait  bar, parity (i32)                      -> bool: the phase of that parity
+                     has completed, i.e. the current phase's parity differs from parity & 1 (so
+                     on a fresh barrier a wait for parity 1 succeeds at once: the phase before
+                     phase 0 counts as complete). Not blocking
+  mbarrier_wait      bar, parity                            returns once try_wait would be true.
+                     One that can never complete (the wrong parity, arrivals or bytes that never
+                     come) hangs the GPU; the interpreter reports it as an error at its line
+  fence              attrs kind: 'proxy_async' (fence.proxy.async.shared::cta: the executing
+                     thread's generic shared-memory writes before it are visible to TMA reads
+                     (tma_store) issued after it) or 'mbarrier_init' (fence.mbarrier_init
+                     .release.cluster: this thread's mbarrier_inits are visible to the async
+                     proxy, i.e. TMA completions, before a barrier makes them visible to others)
+  tma_load           tmap, dst (ptr<T, shared>, 128-byte aligned), bar, *coords (i32, one per
+                     dimension of the map, outermost first as in the tensor's shape)
+                     copies the map's box at coords into dst: box elements outside the tensor
+                     (on either side) read 0; packed row-major (innermost dimension contiguous),
+                     each 16-byte chunk at its shared address with the map's swizzle applied
+                     (32/64/128-byte modes: address bits 4.. XORed with bits 7.., the pattern of
+                     swizzle_bytes; as the hardware, on absolute shared addresses). Asynchronous:
+                     when the copy lands its bytes count against bar's tx (complete_tx); a thread
+                     may read dst only after its wait on that phase of bar (reading earlier is a
+                     race: the interpreter's checking mode reports it)
+  tma_store          tmap, src (ptr<T, shared>, 128-byte aligned), *coords
+                     the reverse: the box read from src (same placement) is written to the
+                     tensor at coords; elements outside the tensor are not written. Asynchronous:
+                     it joins the thread's open bulk group; src must not be written before a
+                     bulk_wait_group read covering it, and src's generic writes need a fence
+                     'proxy_async' between them and the store
+  bulk_commit_group  closes the executing thread's open bulk group (its uncommitted tma_stores)
+  bulk_wait_group    attrs n (static int >= 0), read (bool): returns once at most n of the
+                     thread's committed groups are pending; with read, pending means their
+                     sources are not read yet (src may be reused after), else that their writes
+                     are not complete (visible in global memory after)
+
 Asynchronous copies, global -> shared (per thread; src and dst share one element type)
   cp_async   dst, dst_off, src, src_off [, bound]; attrs nbytes (4, 8, 16), cache ('ca' | 'cg')
                NVIDIA cp.async: nbytes bytes from src[src_off..] (global) to dst[dst_off..]
@@ -174,6 +221,16 @@ OPS = {s.kind: s for s in [
     OpSpec("store", None, attrs=("vec",)),
     OpSpec("smem_alloc", 0, attrs=("dtype", "count", "align", "name")),
     OpSpec("dyn_smem", 0, attrs=("dtype", "offset")),
+    OpSpec("mbarrier_init", 2),
+    OpSpec("mbarrier_arrive", None, attrs=("expect_tx",)),
+    OpSpec("mbarrier_expect_tx", 2),
+    OpSpec("mbarrier_try_wait", 2),
+    OpSpec("mbarrier_wait", 2),
+    OpSpec("fence", 0, attrs=("kind",)),
+    OpSpec("tma_load", None),
+    OpSpec("tma_store", None),
+    OpSpec("bulk_commit_group", 0),
+    OpSpec("bulk_wait_group", 0, attrs=("n", "read")),
     OpSpec("cp_async", None, attrs=("nbytes", "cache")),
     OpSpec("lds_load", None, attrs=("nbytes",)),
     OpSpec("async_commit", 0),

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from ..dtypes import DType
 
-__all__ = ["VectorType", "PointerType", "Type", "scalar_of", "lanes_of", "is_scalar", "is_vector",
-           "is_pointer", "type_str", "with_lanes"]
+__all__ = ["VectorType", "PointerType", "TensorMapType", "TENSOR_MAP", "Type", "scalar_of",
+           "lanes_of", "is_scalar", "is_vector", "is_pointer", "type_str", "with_lanes"]
 
 GLOBAL = "global"
 SHARED = "shared"
@@ -56,7 +56,26 @@ class PointerType:
         return f"ptr<{self.elem.name}, {self.space}>"
 
 
-Type = DType | VectorType | PointerType
+class TensorMapType:
+    """A TMA tensor map (CUDA's 128-byte CUtensorMap) passed by value as a kernel parameter:
+    opaque to the kernel, read only by the tma_load / tma_store ops. One instance,
+    ``TENSOR_MAP``."""
+
+    __slots__ = ()
+
+    def __eq__(self, other):
+        return isinstance(other, TensorMapType)
+
+    def __hash__(self):
+        return hash("tensor_map")
+
+    def __repr__(self):
+        return "tensor_map"
+
+
+TENSOR_MAP = TensorMapType()
+
+Type = DType | VectorType | PointerType | TensorMapType
 
 
 def is_scalar(t) -> bool:

@@ -61,6 +61,7 @@ class TraceContext:
         self.smem_bytes = 0
         self.uses_dyn_smem = False
         self.align_req = {}  # pointer parameter Value -> bytes of alignment its accesses need
+        self.tensor_maps = {}  # TensorMap parameter Value -> its TensorMapNeed (tmap.declare)
 
     def loc(self):
         f = sys._getframe(1)

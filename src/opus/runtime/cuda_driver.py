@@ -18,6 +18,7 @@ __all__ = [
     "driver_available", "device_count", "driver_version", "device_arch", "device_properties",
     "DeviceProperties", "ensure_context", "load_module", "Module", "Function", "mem_alloc",
     "mem_free", "memcpy_htod", "memcpy_dtoh", "synchronize", "stream_synchronize",
+    "tensor_map_encode_tiled",
 ]
 
 _LIB_NAME = "libcuda.so.1"  # tests point this somewhere absent
@@ -303,6 +304,36 @@ class Function:
 
     def __repr__(self):
         return f"<opus Function {self.name} at 0x{self.handle:x}>"
+
+
+# -- tensor maps (TMA) -----------------------------------------------------------------------
+
+_u32p, _u64p = ctypes.POINTER(ctypes.c_uint32), ctypes.POINTER(ctypes.c_uint64)
+# CUtensorMap*, dtype, rank, address, dims, strides (rank-1), box, element strides, interleave,
+# swizzle, L2 promotion, OOB fill (cuda.h, CUDA >= 12.0)
+_ENCODE_TILED = [_p, _i, _u, _p, _u64p, _u64p, _u32p, _u32p, _i, _i, _i, _i]
+
+
+def tensor_map_encode_tiled(dtype_code: int, address: int, dims, strides, box, element_strides,
+                            swizzle_code: int, l2_code: int, describe: str) -> bytes:
+    """cuTensorMapEncodeTiled: the 128-byte CUtensorMap of a tiled tensor (dims, box, element
+    strides innermost first; ``strides`` in bytes of dimensions 1.. ; interleave none, OOB fill
+    zeros). ``describe`` names every argument for the error: the driver says only "invalid
+    value", so runtime/tensor_map.py checks each argument first and names the wrong one."""
+    lib = _load()
+    fn = getattr(lib, "cuTensorMapEncodeTiled", None)
+    if fn is None:
+        raise OpusRuntimeError(f"the NVIDIA driver ({_LIB_NAME}) has no cuTensorMapEncodeTiled: "
+                               f"tensor maps need a CUDA 12 driver or newer")
+    fn.argtypes, fn.restype = _ENCODE_TILED, ctypes.c_int
+    rank = len(dims)
+    holder = ctypes.create_string_buffer(128 + 64)  # CUtensorMap: 128 bytes, 64-byte aligned
+    at = (ctypes.addressof(holder) + 63) // 64 * 64
+    _check(fn(at, dtype_code, rank, address, (ctypes.c_uint64 * rank)(*dims),
+              (ctypes.c_uint64 * max(1, rank - 1))(*strides), (ctypes.c_uint32 * rank)(*box),
+              (ctypes.c_uint32 * rank)(*element_strides), 0, swizzle_code, l2_code, 0),
+           f"cuTensorMapEncodeTiled({describe})")
+    return ctypes.string_at(at, 128)
 
 
 # -- memory (for tests and benchmarks without torch/cupy) -----------------------------------

@@ -30,7 +30,8 @@ from opus import dtypes as _dt
 from opus.errors import ArgumentError
 
 __all__ = ["C_ABI_VERSION", "Kind", "KINDS", "ParamPlan", "LaunchPlan", "pointer_param",
-           "scalar_param", "by_value_param", "scalar_checker", "stream_handle", "launch_stream"]
+           "scalar_param", "by_value_param", "tensor_map_param", "scalar_checker", "stream_handle",
+           "launch_stream"]
 
 # The version of what the C hot path takes (FASTLAUNCH_VERSION in _fastlaunch.c); a module
 # built from other sources is not used (frontend/gpu_launch.fast_launch_module checks it).
@@ -77,7 +78,8 @@ class ParamPlan:
     name; arg: position in the launch's full argument tuple; kind: a Kind; code: struct code of
     its bytes in the parameter block; size: bytes it takes; align: pointer: the address alignment
     the kernel needs, others: in the block; dtype: pointer: element dtype, scalar: its dtype,
-    bytes: None; lo, hi: accepted range (int, f32, bool); offset: in the parameter block (-1
+    bytes: None, or for a TensorMap parameter what the kernel needs of the map (tensor_map_param);
+    lo, hi: accepted range (int, f32, bool); offset: in the parameter block (-1
     until LaunchPlan lays it out)."""
     __slots__ = ("name", "arg", "kind", "code", "size", "align", "dtype", "lo", "hi", "offset")
 
@@ -201,13 +203,26 @@ class LaunchPlan:
             for p in self.params)
 
 
+def tensor_map_param(arg, name, need=None):
+    """An opus.TensorMap parameter: its 128-byte CUtensorMap by value, 64-byte aligned (the
+    BYTES kind, so raw encoded bytes take the C hot path). An opus.TensorMap argument is checked
+    against ``need`` (what the kernel declared, runtime.tensor_map.TensorMapNeed, kept in the
+    plan's ``dtype`` slot) and encoded by the general path."""
+    if need is None:
+        from opus.runtime.tensor_map import TensorMapNeed
+        need = TensorMapNeed(None, None, None, None)  # declared nothing: any map
+    p = by_value_param(arg, name, 128, 64)
+    p.dtype = need
+    return p
+
+
 def _replace_offset(p, offset):
     return ParamPlan(p.name, p.arg, p.kind, p.code, p.size, p.align, p.dtype, p.lo, p.hi, offset)
 
 
 def _checker(p):
     if p.kind is BYTES:
-        return _bytes_checker(p.name, p.size)
+        return _bytes_checker(p.name, p.size, p.dtype)
     return scalar_checker(p.name, p.dtype)
 
 
@@ -250,16 +265,24 @@ def scalar_checker(name, dtype):
                         f"(pass f32 and convert inside the kernel)")
 
 
-def _bytes_checker(name, size):
+def _bytes_checker(name, size, need=None):
+    tensor_map = None
+    if need is not None:  # a TensorMap parameter: maps are checked against what it declared
+        from opus.runtime.tensor_map import TensorMap, check_tensor_map
+        tensor_map = TensorMap
+
     def check_bytes(x):
+        if tensor_map is not None and isinstance(x, tensor_map):
+            return check_tensor_map(x, name, need)
         try:
             m = memoryview(x)
         except TypeError:
             m = None
         if m is None or m.nbytes != size or not m.c_contiguous:
             got = f"{m.nbytes} bytes" if m is not None else type(x).__name__
-            raise ArgumentError(f"parameter {name!r} is passed by value: it expects a contiguous "
-                                f"bytes-like object of {size} bytes, got {got}")
+            what = "an opus.TensorMap or " if tensor_map is not None else ""
+            raise ArgumentError(f"parameter {name!r} is passed by value: it expects {what}a "
+                                f"contiguous bytes-like object of {size} bytes, got {got}")
         return m.tobytes()
     return check_bytes
 

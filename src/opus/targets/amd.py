@@ -61,6 +61,8 @@ class AmdTarget(Target):
                         "lane from a wave-uniform LDS base instead of any address per thread")
     s_waitcnt_missing = None
     async_waits_count_copies = True  # s_waitcnt vmcnt: wait_async(n) counts the groups' copies
+    tma_missing = ("AMD GPUs have no tensor memory accelerator (TMA) or mbarriers (they are "
+                   "NVIDIA sm_90 features)")
     printf_missing = ("device printf needs the ROCm device library's hostcall buffer (ockl), "
                       "which headerless device-only builds do not link")
 

@@ -114,6 +114,9 @@ class Target:
     hw_fp8: frozenset = frozenset()  # fp8 encodings the chip converts in hardware
     math_f64 = None                  # f64 math functions available (None: every one)
     printf_missing = None            # why device printf is not available here (None: it is)
+    # why TMA (cp.async.bulk.tensor), mbarriers and the async-proxy fences are not available
+    # here (None: they are)
+    tma_missing = "the tensor memory accelerator (TMA) and mbarriers are NVIDIA sm_90 features"
     limits = None                    # targets.limits.Limits
 
     @property
@@ -155,6 +158,12 @@ class Target:
             raise UnsupportedOnTarget(
                 f"opus.{fn} on f64 is not available on {self.name} (headerless builds link no "
                 f"device math library; f64 functions here: {have}); compute it in f32")
+
+    def require_tma(self, what):
+        """UnsupportedOnTarget naming ``what`` (an mbarrier or TMA operation) and the chip,
+        unless the chip has the tensor memory accelerator and mbarriers."""
+        if self.tma_missing is not None:
+            raise UnsupportedOnTarget(f"{what} is not available on {self.name}: {self.tma_missing}")
 
     def require_printf(self):
         if not self.has_printf:

@@ -70,3 +70,10 @@ class NvidiaTarget(Target):
         # (PTX ISA, cvt); other fp8 encodings and older chips convert in exact bit arithmetic
         self.hw_fp8 = (frozenset(("fp8_e4m3", "fp8_e5m2")) if self.arch.capability >= (8, 9)
                        else frozenset())
+        # cp.async.bulk.tensor, mbarrier expect_tx/try_wait and fence.proxy.async: sm_90 (PTX ISA)
+        if self.arch.capability >= (9, 0):
+            self.tma_missing = None
+        else:
+            major, minor = self.arch.capability
+            self.tma_missing = (f"TMA and mbarrier waits need compute capability 9.0 (sm_90, "
+                                f"sm_90a); {name} is {major}.{minor}")
