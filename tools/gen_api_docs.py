@@ -46,7 +46,7 @@ SECTIONS = [
     ("Math", ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "floor",
               "ceil", "trunc", "rint", "fma", "max", "min", "select", "tdiv", "tmod"]),
     ("Vectors", ["make_vector", "insert", "concat", "splat", "zeros"]),
-    ("Matrix atoms", ["make_mma"]),
+    ("Matrix atoms", ["make_mma", "make_tiled_mma"]),
     ("Warp-level shared loads and stores", ["ldmatrix", "stmatrix", "ds_read_tr"]),
     ("Kernels and launching", ["kernel", "func", "Ptr", "constexpr", "range", "static_ford"]),
     ("Targets", ["set_target", "current_target"]),

@@ -22,7 +22,7 @@ from .lang.threads import (thread_id_x, thread_id_y, thread_id_z, block_id_x, bl
                            block_id_z, block_size_x, block_size_y, block_size_z, num_blocks_x,
                            num_blocks_y, num_blocks_z, grid_size_x, grid_size_y, grid_size_z,
                            lane_id, warp_id, warp_size, sync_threads, printf)
-from .lang.mma import make_mma
+from .lang.mma import make_mma, make_tiled_mma
 from .lang.tma import (alloc_mbarriers, tma_load, tma_store, tma_commit, tma_wait,
                        fence_proxy_async, fence_mbarrier_init, TmaPipeline)
 from .runtime.tensor_map import TensorMap
@@ -58,7 +58,7 @@ __all__ = [
     "make_layout", "Layout", "zipped_divide", "Swizzle", "swizzle_bytes", "Y", "P", "Tile", "partition", "unfold_x_stride",
     "unfold_p_coord", "p_shape", "y_shape",
     # matrix atoms and warp-level shared accesses with lane layouts
-    "make_mma", "ldmatrix", "stmatrix", "ds_read_tr",
+    "make_mma", "make_tiled_mma", "ldmatrix", "stmatrix", "ds_read_tr",
     # the tensor memory accelerator and mbarriers (NVIDIA sm_90)
     "TensorMap", "TmaPipeline", "alloc_mbarriers", "tma_load", "tma_store", "tma_commit",
     "tma_wait", "fence_proxy_async", "fence_mbarrier_init",

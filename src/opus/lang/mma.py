@@ -6,7 +6,7 @@ from .context import ctx, TraceError
 from .values import emit1, cast, as_value
 from .vectors import zeros
 
-__all__ = ["make_mma", "MmaAtom"]
+__all__ = ["make_mma", "MmaAtom", "make_tiled_mma", "TiledMma"]
 
 
 class MmaAtom:
@@ -195,3 +195,156 @@ def make_mma(a, b, c, shape, swap_ab=False):
                              f"{e}") from None
         return MmaAtom(ins, swap_ab=True)
     return MmaAtom(t.mma_instruction(a, b, c, shape))
+
+
+# -- tiled MMA: several warps, each repeating the atom (the original's make_tiled_mma) ---------
+
+class TiledMma:
+    """A block-level MMA: ``tile`` = (T_M, T_N, T_K) warps, each issuing the atom ``expand`` =
+    (E_M, E_N, E_K) times per call (opus guide section 10; inventory 1.19). The block tile is
+    E * T * atom per dimension; the block has T_M * T_N * T_K warps, warp w at (wm, wn, wk) =
+    row-major over tile.
+
+    Operand layouts concatenate, per x-dim, the expansion (y), the warp grid (p) and the atom's
+    own sub-dims: A = [(E_M y, T_M p, atom m...), (E_K y, T_K p, atom k...)], B likewise over
+    (n, k), C over (m, n); registers run [E_M][E_K][atom's] for A, [E_N][E_K][...] for B and
+    [E_M][E_N][...] for C, so ``g.load(tmma.layout_a(...), vec=)`` gives the A registers the
+    call takes and ``tmma(a, b, c)`` issues every atom (K outermost, then m, then n).
+    """
+
+    def __init__(self, atom: MmaAtom, expand, tile):
+        for name, v in (("expand", expand), ("tile", tile)):
+            if (not isinstance(v, tuple) or len(v) != 3
+                    or not all(type(x) is int and x > 0 for x in v)):
+                raise TraceError(f"make_tiled_mma {name} must be (m, n, k) of positive ints, "
+                                 f"got {v!r}")
+        if not isinstance(atom, MmaAtom):
+            raise TraceError(f"make_tiled_mma needs an atom from opus.make_mma, got {atom!r}")
+        self.atom, self.expand, self.tile = atom, expand, tile
+        em, en, ek = expand
+        tm, tn, tk = tile
+        self.m, self.n, self.k = em * tm * atom.m, en * tn * atom.n, ek * tk * atom.k
+        self.num_warps = tm * tn * tk
+        self.elem_a = em * ek * atom.elem_a
+        self.elem_b = en * ek * atom.elem_b
+        self.elem_c = em * en * atom.elem_c
+
+    @property
+    def threads(self) -> int:
+        """Threads the block needs: num_warps * the target's warp size."""
+        return self.num_warps * ctx().target.warp_size
+
+    def warp_coords(self):
+        """(wm, wn, wk) of the calling thread's warp."""
+        from .threads import warp_id
+        tm, tn, tk = self.tile
+        w = warp_id()
+        return (w // (tn * tk)) % tm if tm > 1 else 0, (w // tk) % tn if tn > 1 else 0, \
+            w % tk if tk > 1 else 0
+
+    def _layout(self, which, x_stride, p_coord):
+        from .partition import P, Y, unfold_x_stride, unfold_p_coord
+        from .layout import Layout, packed_strides
+        op = self.atom._operand(which)
+        em, en, ek = self.expand
+        tm, tn, tk = self.tile
+        (e0, t0), (e1, t1) = {"a": ((em, tm), (ek, tk)), "b": ((en, tn), (ek, tk)),
+                              "c": ((em, tm), (en, tn))}[which]
+        n0 = len(op.dim[0])
+        shape = (e0, t0) + op.shape[:n0] + (e1, t1) + op.shape[n0:]
+        tags = ("y", "p") + op.dim[0] + ("y", "p") + op.dim[1]
+        dim = (tuple(P if t == "p" else Y for t in tags[:n0 + 2]),
+               tuple(P if t == "p" else Y for t in tags[n0 + 2:]))
+        moved = lambda i: i + 2 if i < n0 else i + 4  # atom sub-dim index -> tiled index
+        regs = [0, n0 + 2] + [moved(i) for i in op._slots]  # [E0][E1][atom's registers]
+        ys = [i for i, t in enumerate(tags) if t == "y"]
+        y_order = tuple(ys.index(i) for i in regs)
+        if x_stride is None:
+            x_shape = [1, 1]
+            for j, d in enumerate(dim):
+                for e in shape[(0 if j == 0 else n0 + 2):(n0 + 2 if j == 0 else len(shape))]:
+                    x_shape[j] *= e
+            x_stride = packed_strides(tuple(x_shape))
+        if p_coord is None:
+            from .threads import lane_id
+            wm, wn, wk = self.warp_coords()
+            w0, w1 = {"a": (wm, wk), "b": (wn, wk), "c": (wm, wn)}[which]
+            p = tuple(op.p_of_lane(lane_id()))
+            pa0 = sum(t == "p" for t in op.dim[0])
+            p_coord = (w0,) + p[:pa0] + (w1,) + p[pa0:]
+        return Layout(shape, unfold_x_stride(dim, shape, x_stride), unfold_p_coord(dim, p_coord),
+                      y_order=y_order)
+
+    def layout_a(self, x_stride=None, p_coord=None):
+        """The block tile's A (m x k) partition layout for this thread (x_stride: (lda, 1)
+        for row-major A)."""
+        return self._layout("a", x_stride, p_coord)
+
+    def layout_b(self, x_stride=None, p_coord=None):
+        """B's layout over x-dims (n, k) (B stored k x n row-major with ldb: ``(1, ldb)``)."""
+        return self._layout("b", x_stride, p_coord)
+
+    def layout_c(self, x_stride=None, p_coord=None):
+        """C/D's layout over (m, n)."""
+        return self._layout("c", x_stride, p_coord)
+
+    def zeros_c(self):
+        return zeros(self.elem_c, self.atom.dtype_c)
+
+    def _check(self, name, v, n, dtype):
+        if not isinstance(v, Value) or v.type != VectorType(dtype, n):
+            got = type_str(v.type) if isinstance(v, Value) else type(v).__name__
+            raise TraceError(f"tiled mma operand {name} must be a {type_str(VectorType(dtype, n))} "
+                             f"register vector (all of this thread's {name} registers), got {got}")
+
+    def _issue(self, a, b, c, ks):
+        at = self.atom
+        em, en, ek = self.expand
+        self._check("A", a, self.elem_a, at.dtype_a)
+        self._check("B", b, self.elem_b, at.dtype_b)
+        if c is None:
+            c = self.zeros_c()
+        self._check("C", c, self.elem_c, at.dtype_c)
+        piece = lambda v, i, n: v[i * n:(i + 1) * n] if n > 1 else v[i]
+        cs = [piece(c, i, at.elem_c) for i in range(em * en)]
+        for kk in ks:
+            for i in range(em):
+                for j in range(en):
+                    cs[i * en + j] = at(piece(a, i * ek + kk, at.elem_a),
+                                        piece(b, j * ek + kk, at.elem_b), cs[i * en + j])
+        from .vectors import concat
+        return cs[0] if len(cs) == 1 else concat(*cs)
+
+    def __call__(self, a, b, c=None):
+        """D = A @ B + C over the block tile: every atom, K outermost, then m, then n."""
+        return self._issue(a, b, c, range(self.expand[2]))
+
+    def step_k(self, s, a, b, c):
+        """Only K-slice ``s`` (0 <= s < E_K) of the call, for every (m, n): software pipelines
+        interleave loads between slices."""
+        if type(s) is not int or not 0 <= s < self.expand[2]:
+            raise TraceError(f"step_k slice must be a compile-time int in 0..{self.expand[2] - 1}, "
+                             f"got {s!r}")
+        return self._issue(a, b, c, [s])
+
+
+def make_tiled_mma(atom, expand=(1, 1, 1), tile=(1, 1, 1)):
+    """A block-level MMA from a warp-level atom: ``tile`` warps along (m, n, k), each repeating
+    the atom ``expand`` times (opus guide section 10). The block tile is
+    (E_M * T_M * m) x (E_N * T_N * n) x (E_K * T_K * k).
+
+    Example: ``tmma = opus.make_tiled_mma(opus.make_mma(f16, f16, f32, (16, 16, 16)),
+    expand=(2, 1, 1), tile=(2, 2, 1))`` is a 64 x 32 x 16 tile over 4 warps;
+    ``a = ga.load(tmma.layout_a((K, 1)), vec=4)``, ``acc = tmma(a, b, acc)``.
+
+    :param atom: the warp-level atom
+    :type atom: MmaAtom (from opus.make_mma)
+    :param expand: atom repeats per warp along (m, n, k)
+    :type expand: tuple of 3 ints
+    :param tile: warps along (m, n, k)
+    :type tile: tuple of 3 ints
+    :returns: the tiled MMA: ``layout_a/b/c``, ``zeros_c``, call, ``step_k``, ``num_warps``
+    :rtype: TiledMma
+    :targets: all targets (with the atoms each has)
+    """
+    return TiledMma(atom, tuple(expand), tuple(tile))
