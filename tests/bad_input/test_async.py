@@ -3,14 +3,14 @@ buffer_load ... lds on NVIDIA), sizes each chip has (naming the chip and its siz
 operators, destinations that are not shared memory, mismatched operands, waits with bad counts
 or on the wrong target, AMD waits whose group sizes are not static, and at run time misaligned,
 out-of-bounds and non-uniform copies. Each case checks the error type, that the message names
-the problem, and the kernel line (``# ERR: <tag>``); launches write nothing and cache nothing."""
+the problem, and the kernel line (``# ERR: <tag>``); a launch that faults writes nothing."""
 import numpy as np
 import pytest
 
 import opus
 from opus import f16, f32, f64, i32, u8
 from opus.interp import InterpError, MemoryFault
-from expect import no_new_cache_files, raises, unchanged
+from expect import raises, unchanged
 
 
 def trace(k, target="sm_90a", **constexprs):
@@ -306,44 +306,17 @@ def test_amd_wait_async_needs_static_group_sizes(k, tag, needles):
 
 # -- at run time (the interpreter) -----------------------------------------------------------------
 
-@opus.kernel
-def _misaligned_src(x: opus.Ptr[f32], out: opus.Ptr[f32]):
-    tile = opus.alloc_smem(f32, 256)
-    t = opus.thread_id_x()
-    opus.copy_async(tile, 4 * t, x, 4 * t + 1, vec=4)  # ERR: misaligned-src
-    opus.commit_async()
-    opus.wait_async(0)
-    out[t] = tile[t]
-
-
-@opus.kernel
-def _misaligned_dst(x: opus.Ptr[f32], out: opus.Ptr[f32]):
-    tile = opus.alloc_smem(f32, 256)
-    t = opus.thread_id_x()
-    opus.copy_async(tile, 4 * t + 2, x, 4 * t, vec=4)  # ERR: misaligned-dst
-    opus.commit_async()
-    opus.wait_async(0)
-    out[t] = tile[t]
-
-
-@opus.kernel
-def _past_the_array(x: opus.Ptr[f32], out: opus.Ptr[f32]):
-    tile = opus.alloc_smem(f32, 256)
-    t = opus.thread_id_x()
-    opus.copy_async(tile, 4 * t, x, 4 * t + 64, vec=4)  # ERR: oob
-    opus.commit_async()
-    opus.wait_async(0)
-    out[t] = tile[t]
-
-
-@opus.kernel
-def _past_the_tile(x: opus.Ptr[f32], out: opus.Ptr[f32]):
-    tile = opus.alloc_smem(f32, 64)
-    t = opus.thread_id_x()
-    opus.copy_async(tile, 4 * t + 4, x, 4 * t, vec=4)  # ERR: oob-dst
-    opus.commit_async()
-    opus.wait_async(0)
-    out[t] = tile[t]
+def _faulting_copy(dst_shift, src_shift, tile=256):
+    """A tile copy of 4 f32 per thread, shifted from 16-byte alignment or past an end."""
+    @opus.kernel
+    def k(x: opus.Ptr[f32], out: opus.Ptr[f32]):
+        smem = opus.alloc_smem(f32, tile)
+        t = opus.thread_id_x()
+        opus.copy_async(smem, 4 * t + dst_shift, x, 4 * t + src_shift, vec=4)  # ERR: copy-fault
+        opus.commit_async()
+        opus.wait_async(0)
+        out[t] = smem[t]
+    return k
 
 
 @opus.kernel
@@ -365,20 +338,20 @@ def _lds_misaligned_base(x: opus.Ptr[u8], out: opus.Ptr[u8]):
 
 
 @pytest.mark.parametrize("k,arch,dtype,tag,exc,needles", [
-    (_misaligned_src, "sm_90a", np.float32, "misaligned-src", MemoryFault,
+    (_faulting_copy(0, 1), "sm_90a", np.float32, "copy-fault", MemoryFault,
      ["misaligned async copy source", "16-byte aligned"]),
-    (_misaligned_dst, "sm_90a", np.float32, "misaligned-dst", MemoryFault,
+    (_faulting_copy(2, 0), "sm_90a", np.float32, "copy-fault", MemoryFault,
      ["misaligned async copy destination", "16-byte aligned"]),
-    (_past_the_array, "sm_90a", np.float32, "oob", MemoryFault,
+    (_faulting_copy(0, 64), "sm_90a", np.float32, "copy-fault", MemoryFault,
      ["out-of-bounds async copy read", "unchecked on the GPU"]),
-    (_past_the_tile, "sm_90a", np.float32, "oob-dst", MemoryFault,
+    (_faulting_copy(4, 0, tile=64), "sm_90a", np.float32, "copy-fault", MemoryFault,
      ["out-of-bounds async copy write", "smem0"]),
     (_lds_divergent, "gfx942", np.float32, "divergent", InterpError,
      ["wave_off must be the same in every lane of a wave", "M0"]),
     (_lds_misaligned_base, "gfx942", np.uint8, "lds-base", MemoryFault,
      ["misaligned async copy destination", "4-byte aligned"]),
 ], ids=["src-align", "dst-align", "src-oob", "dst-oob", "lds-divergent", "lds-base-align"])
-def test_run_time_faults_name_the_copy(k, arch, dtype, tag, exc, needles, cache_root):
+def test_run_time_faults_name_the_copy(k, arch, dtype, tag, exc, needles):
     x = np.arange(64, dtype=dtype)
     out = np.zeros(64, dtype)
     with opus.set_target(arch, interpret=True), unchanged(out), raises(exc, *needles, at=tag):

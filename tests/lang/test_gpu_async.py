@@ -7,25 +7,11 @@ import sys
 import numpy as np
 import pytest
 
-import opus
-
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import test_async_copy as A  # noqa: E402
+from test_gpu_layouts import _on_gpu, _run  # noqa: E402,F401  (the GPU fixture and runner)
 
 pytestmark = pytest.mark.gpu
-
-
-@pytest.fixture(autouse=True)
-def _on_gpu():
-    with opus.set_target(opus.current_target().target.name, interpret=False):
-        yield
-
-
-def _run(kernel, grid, block, arrays, *scalars, **constexprs):
-    from opus.runtime.device_array import DeviceArray
-    dev = [DeviceArray.from_numpy(a) for a in arrays]
-    kernel[grid, block](*dev, *scalars, **constexprs)
-    return [d.to_numpy() for d in dev]
 
 
 @pytest.mark.parametrize("dtype,vec", A.SIZES, ids=lambda v: getattr(v, "name", str(v)))

@@ -15,11 +15,11 @@ wait, then ``opus.sync_threads()`` where other threads read what this one copied
 """
 from __future__ import annotations
 
-from ..ir import Value, PointerType, scalar_of, lanes_of
+from ..ir import Value
 from .context import ctx, TraceError
 from .layout import is_layout, _add
 from .memory import (Gmem, Smem, _describe, _offset, _note_alignment, _layout_offsets,
-                     _issue_preds, _predicated, _is_pointer, ptr_add)
+                     _issue_preds, _predicated, _is_pointer)
 from .values import emit, is_static
 
 __all__ = ["copy_async", "copy_async_lds", "commit_async", "wait_async", "s_waitcnt"]
