@@ -25,8 +25,9 @@ from opus.errors import ArgumentError
 from opus.frontend import gpu_launch
 from opus.frontend.gpu_launch import GpuEntry, plan_of
 from opus.frontend.hip_launch import HipEntry
-from opus.runtime import hip_driver
-from opus.runtime.launch_plan import (LaunchPlan, by_value_param, pointer_param, scalar_param)
+from opus.runtime import cuda_driver, hip_driver
+from opus.runtime.launch_plan import (LaunchPlan, pointer_param, scalar_param, tensor_map_param)
+from opus.runtime.tensor_map import TensorMap, TensorMapNeed
 from opus.runtime.launcher import LaunchConfig
 from opus.targets import get_target
 
@@ -38,7 +39,8 @@ PLAN = LaunchPlan([
     pointer_param(0, "x", dt.f32, 16), pointer_param(1, "y", dt.f16), scalar_param(3, "k", dt.i8),
     scalar_param(4, "m", dt.u32), scalar_param(5, "big", dt.i64), scalar_param(6, "ubig", dt.u64),
     scalar_param(7, "a", dt.f32), scalar_param(8, "b", dt.f64), scalar_param(9, "flag", dt.bool_),
-    scalar_param(10, "h", dt.i16), by_value_param(11, "tmap", 128, 64),
+    scalar_param(10, "h", dt.i16),
+    tensor_map_param(11, "tmap", TensorMapNeed(dt.f32, (8, 32), 0, (1, 1))),
 ])
 # by hand: (offset, struct code) of each parameter; 8-byte pointers, natural alignment, the
 # 128-byte struct at the next multiple of 64
@@ -128,6 +130,30 @@ class OddStream:  # .cuda_stream is not an int: the rule goes on to .ptr
 
 
 TMAP = bytes(range(128))
+
+
+class Array2D:
+    """A 2-D GPU array (CUDA array interface) of f32 rows of 128 elements, 100 of them used."""
+
+    def __init__(self, address, np_dtype=np.float32):
+        self.dtype = np.dtype(np_dtype)
+        self.__cuda_array_interface__ = {
+            "data": (address, False), "shape": (64, 100), "typestr": self.dtype.str,
+            "strides": (128 * self.dtype.itemsize, self.dtype.itemsize), "version": 3}
+
+
+def fake_encode(code, address, dims, strides, box, element_strides, swizzle, l2, describe):
+    """cuTensorMapEncodeTiled: its arguments packed into the 128 bytes, to compare with by hand."""
+    out = struct.pack("=iQ2Q1Q2I2Iii", code, address, *dims, *strides, *box, *element_strides,
+                      swizzle, l2)
+    return out + bytes(128 - len(out))
+
+
+MAP = TensorMap(Array2D(0x100000), (8, 32))
+# by hand: FLOAT32 (7), innermost first: dims (100, 64), the row stride 512 bytes, box (32, 8),
+# element strides 1, no swizzle (0), L2 promotion 128 bytes (2)
+MAP_BYTES = struct.pack("=iQ2Q1Q2I2Iii", 7, 0x100000, 100, 64, 512, 32, 8, 1, 1, 0, 2)
+MAP_BYTES += bytes(128 - len(MAP_BYTES))
 GOOD = (0x1000, 0x2002, 0, -128, 0, -2 ** 63, 0, 1.5, -2.25, True, -32768, TMAP)
 GOOD_VALUES = (0x1000, 0x2002, -128, 0, -2 ** 63, 0, 1.5, -2.25, True, -32768, TMAP)
 
@@ -165,6 +191,7 @@ GOOD_CASES = [
      None, want(a0=0x4000, a1=0x5002), 0),
     ("struct as bytearray and numpy", case(a11=bytearray(TMAP)), 0, None, want(), 0),
     ("struct as numpy", case(a11=np.frombuffer(TMAP, np.uint8)), 0, None, want(), 0),
+    ("tensor map", case(a11=MAP), 0, None, want(a10=MAP_BYTES), 0),
     ("smem", GOOD, 4096, None, want(), 0),
     ("int stream", GOOD, 0, 7, want(), 7),
     ("zero stream", GOOD, 0, 0, want(), 0),
@@ -189,6 +216,10 @@ BAD_CASES = [
     ("struct too short", case(a11=TMAP[:127]), 0, None, ArgumentError,
      ["'tmap'", "128 bytes", "127 bytes"]),
     ("struct an int", case(a11=5), 0, None, ArgumentError, ["'tmap'", "bytes-like"]),
+    ("tensor map of another box", case(a11=TensorMap(Array2D(0x100000), (8, 16))), 0, None,
+     ArgumentError, ["'tmap'", "box (8, 32)", "(8, 16)"]),
+    ("tensor map of another dtype", case(a11=TensorMap(Array2D(0x100000, np.float16), (8, 32))),
+     0, None, ArgumentError, ["'tmap'", "element type f32", "f16"]),
     ("misaligned", case(a0=0x1008), 0, None, ArgumentError, ["'x'", "aligned to 16"]),
     ("negative address", case(a0=-16), 0, None, ArgumentError, ["'x'", "not a device address"]),
     ("address beyond 64 bits", case(a1=2 ** 64), 0, None, ArgumentError,
@@ -216,6 +247,7 @@ def _gpu_entry(recorder, fast, monkeypatch):
 def _paths(monkeypatch):
     """{path name: (launch(args, smem, stream), its list of recorded launches)}."""
     paths = {}
+    monkeypatch.setattr(cuda_driver, "tensor_map_encode_tiled", fake_encode)
     rec = Recorder()
     entry = _gpu_entry(rec, True, monkeypatch)
     if entry.fast is not None:
@@ -285,8 +317,8 @@ def test_the_c_path_launches_the_common_cases_itself(monkeypatch):
     fl = gpu_launch.fast_launch_module()
     if fl is None:
         pytest.skip("the C hot path (opus._fastlaunch) is not built")
-    rec, fallen = Recorder(), []
-    py = _gpu_entry(Recorder(), False, monkeypatch)
+    rec, fallen, py_rec = Recorder(), [], Recorder()
+    py = _gpu_entry(py_rec, False, monkeypatch)
 
     def fallback(*call):
         fallen.append(call)
@@ -303,7 +335,10 @@ def test_the_c_path_launches_the_common_cases_itself(monkeypatch):
     assert not fallen
     c(Launcher(), case(a6=2 ** 64 - 1), 0, None)  # u64 above i64: the Python path
     c(Launcher(), case(a11=bytearray(TMAP)), 0, None)  # not exact bytes: the Python path
-    assert len(fallen) == 2
+    monkeypatch.setattr(cuda_driver, "tensor_map_encode_tiled", fake_encode)
+    c(Launcher(), case(a11=MAP), 0, None)  # a TensorMap: checked and encoded by the Python path
+    assert py_rec.launches[-1]["data"] == packed(want(a10=MAP_BYTES))
+    assert len(fallen) == 3
 
 
 def test_a_plan_of_a_kind_the_c_module_lacks_launches_from_python(monkeypatch):

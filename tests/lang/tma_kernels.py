@@ -1,4 +1,4 @@
-"""TMA kernels and their numpy references, shared by the interpreter tests (test_tma.py) and
+"""TMA kernels and their numpy references, shared by the interpreter tests (test_tma_interp.py) and
 their GPU twins (test_gpu_tma.py). The references are written from the PTX rules (boxes
 outside the tensor read zeros and are not written), not from opus' code."""
 import numpy as np
@@ -144,8 +144,9 @@ def two_map_sums(a: opus.TensorMap, b: opus.TensorMap, out: opus.Ptr[f32], k_til
 
 @opus.kernel
 def barrier_phases(out: opus.Ptr[i32]):
-    """mbarrier phases and parity as PTX defines them, seen through try_wait by 4 threads:
-    BARRIER_PHASES[j] is the j-th result of every thread, written to out[t * 12 + j]."""
+    """mbarrier phases and parity as PTX defines them, seen through try_wait by 4 threads
+    (a block barrier after each step orders them on the GPU too): BARRIER_PHASES[j] is the j-th
+    result of every thread, written to out[t * 12 + j]."""
     bar = opus.alloc_mbarriers(1)[0]
     t = opus.thread_id_x()
     if t == 0:
@@ -153,20 +154,30 @@ def barrier_phases(out: opus.Ptr[i32]):
         opus.fence_mbarrier_init()
     opus.sync_threads()
     res = [bar.try_wait(0), bar.try_wait(1)]         # phase 0 runs; the one before counts done
+    opus.sync_threads()
     if t == 0:
         bar.arrive()                                 # 1 of 2
+    opus.sync_threads()
     res += [bar.try_wait(0)]
+    opus.sync_threads()
     if t == 1:
         bar.arrive()                                 # 2 of 2: phase 0 completes, phase 1 runs
+    opus.sync_threads()
     res += [bar.try_wait(0), bar.try_wait(1)]
+    opus.sync_threads()
     if t == 0:
         bar.arrive_expect_tx(0)                      # 1 of 2 (and no bytes)
+    opus.sync_threads()
     res += [bar.try_wait(1)]
+    opus.sync_threads()
     if t == 1:
         bar.arrive()                                 # phase 1 completes, phase 2 runs
+    opus.sync_threads()
     res += [bar.try_wait(1), bar.try_wait(0), bar.try_wait(2), bar.try_wait(3)]
+    opus.sync_threads()
     if t < 2:
-        bar.arrive()                                 # two arrivals in one op: phase 2 completes
+        bar.arrive()                                 # two arrivals: phase 2 completes
+    opus.sync_threads()
     res += [bar.try_wait(0), bar.try_wait(1)]
     for j in range(12):
         out[t * 12 + j] = opus.cast(res[j], i32)

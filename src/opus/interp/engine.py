@@ -1092,11 +1092,12 @@ class Program(TmaOps):  # TmaOps: the exec_ methods of mbarriers and TMA (interp
                 state.mask = None
                 state.alive = None
                 state.asyncq = None  # copies in flight die with their block
-                state.tma = None
+                state.tma = None  # mbarriers and TMA copies: made by new_tma_state below
                 if smem_arr is not None:
                     smem_arr.fill(POISON)
                     if state.shadow is not None:
                         state.shadow.new_block()
+                state.tma = self.new_tma_state(state)
                 try:
                     for f in body_f:
                         f(state)

@@ -63,6 +63,7 @@ class TmaState:
     def __init__(self, state):
         self.bars = {}
         self.loads = []
+        self.passed = set()  # op indices of loads a completed phase did not wait for
         self.open = {}       # thread -> its uncommitted stores
         self.groups = {}     # thread -> its committed groups (lists of stores), oldest first
         sh = state.shadow
@@ -90,6 +91,11 @@ class TmaState:
             if other.kind == "tma_load":
                 why = (f"the TMA load at {where(other.loc)} by {who} has not landed: wait on its "
                        f"mbarrier (bar.wait(parity)) first")
+                if self.busy[b[k]] in self.passed:
+                    why += (" (a wait on its mbarrier returned without it, for a phase that "
+                            "had completed already: check that wait's parity, the k-th phase "
+                            "of a barrier has parity k & 1, and that arrive_expect_tx announced "
+                            "the load's bytes before the phase's last arrival)")
             else:
                 why = (f"the TMA store at {where(other.loc)} by {who} may not have read it yet: "
                        f"opus.tma_commit() and opus.tma_wait(read=True) come first")
@@ -149,11 +155,19 @@ class TmaState:
                               f"before any thread initialised it (bar.init(count))")
         return bar
 
-    def land(self, state, bar):
-        """Every load in flight on ``bar`` lands, in issue order (complete_tx)."""
+    def observe(self, state, bar, parity):
+        """Whether the phase of ``parity`` has completed, landing the loads in flight on
+        ``bar`` (issue order: complete_tx) one by one until it does. Loads still in flight when
+        it has completed count towards a later phase: a phase that completed without them
+        (bytes not announced by expect_tx) leaves them unlanded, as the GPU may."""
+        if (bar.phase & 1) != (parity & 1):
+            for ld in self.loads:
+                if ld.bar is bar:
+                    self.passed.add(state.prog.op_index[ld.op])
+            return True
         keep = []
         for ld in self.loads:
-            if ld.bar is not bar:
+            if ld.bar is not bar or (bar.phase & 1) != (parity & 1):
                 keep.append(ld)
                 continue
             ld.buf.arr.view(np.uint8)[ld.rel] = ld.data
@@ -161,6 +175,7 @@ class TmaState:
             bar.tx -= ld.data.shape[0]
             bar.complete_if_done()
         self.loads = keep
+        return (bar.phase & 1) != (parity & 1)
 
     # -- stores ----------------------------------------------------------------------------------
     def complete_groups(self, state, t, keep):
@@ -186,8 +201,6 @@ class TmaState:
 
 
 def _tma(state) -> TmaState:
-    if state.tma is None:
-        state.tma = TmaState(state)
     return state.tma
 
 
@@ -274,9 +287,17 @@ def _write_box(tmap, coords, data, state, op):
 class TmaOps:
     """The Program's exec_ methods of the mbarrier and TMA ops (mixed into interp.Program)."""
 
+    has_tma = False  # set when compiling such an op: each block then gets a TmaState
+
+    def new_tma_state(self, state):
+        """The block's TmaState (made before its first op, so checking mode sees every shared
+        write a TMA store may read), or None for kernels without these ops."""
+        return TmaState(state) if self.has_tma else None
+
     def _bar_ops(self, op, each):
         """A closure running ``each(state, tma, t, buf, e, *scalars)`` per active lane, with
         the barrier pointer (first operand) and the scalar operands after it read per lane."""
+        self.has_tma = True
         sp = self.slot(op.operands[0])
         ss = [self.slot(v) for v in op.operands[1:]]
 
@@ -320,6 +341,7 @@ class TmaOps:
         return self._bar_ops(op, each)
 
     def exec_mbarrier_try_wait(self, op):
+        self.has_tma = True
         sr = self.slot(op.results[0])
         sp, spar = self.slot(op.operands[0]), self.slot(op.operands[1])
 
@@ -330,8 +352,7 @@ class TmaOps:
             out = np.zeros(T, bool)
             for t in _lanes_of(state):
                 bar = tma.barrier(state, _op, int(t), *_pointer(state, values[sp], t))
-                tma.land(state, bar)
-                out[t] = (bar.phase & 1) != (int(par[t]) & 1)
+                out[t] = tma.observe(state, bar, int(par[t]))
                 if not out[t]:
                     bar.polls += 1
                     if bar.polls > _POLL_LIMIT:
@@ -342,23 +363,23 @@ class TmaOps:
     def exec_mbarrier_wait(self, op):
         def each(state, op, tma, t, buf, e, parity):
             bar = tma.barrier(state, op, t, buf, e)
-            tma.land(state, bar)
-            if (bar.phase & 1) == (parity & 1):
+            if not tma.observe(state, bar, parity):
                 raise InterpError(_never(state, op, t, bar, parity, "waits"))
         return self._bar_ops(op, each)
 
     def exec_fence(self, op):
+        self.has_tma = True
         if op.attrs["kind"] != "proxy_async":
             return None  # mbarrier inits are visible at once here
 
         def run(state, _op=op):
-            if state.tma is not None:
-                mask = np.zeros(state.T, bool)
-                mask[_lanes_of(state)] = True
-                state.tma.fence(mask)
+            mask = np.zeros(state.T, bool)
+            mask[_lanes_of(state)] = True
+            state.tma.fence(mask)
         return run
 
     def _tma_ops(self, op, first_coord, each):
+        self.has_tma = True
         st = self.slot(op.operands[0])
         sp = self.slot(op.operands[1])
         sb = self.slot(op.operands[2]) if first_coord == 3 else None
@@ -397,6 +418,8 @@ class TmaOps:
         return self._tma_ops(op, 2, each)
 
     def exec_bulk_commit_group(self, op):
+        self.has_tma = True
+
         def run(state, _op=op):
             tma = _tma(state)
             for t in map(int, _lanes_of(state)):
@@ -404,12 +427,12 @@ class TmaOps:
         return run
 
     def exec_bulk_wait_group(self, op):
+        self.has_tma = True
         n = op.attrs["n"]
 
         def run(state, _op=op):
-            if state.tma is not None:
-                for t in map(int, _lanes_of(state)):
-                    state.tma.complete_groups(state, t, n)
+            for t in map(int, _lanes_of(state)):
+                state.tma.complete_groups(state, t, n)
         return run
 
 

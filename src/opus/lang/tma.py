@@ -275,7 +275,7 @@ def alloc_mbarriers(n=1):
     :rtype: MBarriers
     :targets: sm_90, sm_90a; not on sm_80, sm_86, sm_89, gfx942, gfx950
     """
-    _require("mbarriers")
+    _require("opus.alloc_mbarriers")
     n = _static_int(n, "alloc_mbarriers count")
     if n < 1:
         _err(f"alloc_mbarriers needs at least one barrier, got {n}")

@@ -175,7 +175,7 @@ def test_a_wait_on_the_running_phase_is_an_error_at_its_line_not_a_hang():
         bar.arrive()
         # phase 1 runs (parity 1) and nobody arrives: the wait below never completes
         bar.wait(1)
-    with pytest.raises(opus.interp.InterpError, match=r"test_tma.py:\d+ `bar.wait\(1\)`.*never "
+    with pytest.raises(opus.interp.InterpError, match=r"test_tma_interp.py:\d+ `bar.wait\(1\)`.*never "
                        r"completes.*phase 1 \(parity 1\)"):
         stuck[1, 1](np.zeros(1, np.float32))
 
