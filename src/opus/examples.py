@@ -68,26 +68,43 @@ def block_reduce(x: opus.Ptr[f32], out: opus.Ptr[f32], n: opus.i32):
 def _mma_gemm_for(dtype, shape):
     """D (M x N, f32) = A (M x K) @ B (K x N), both ``dtype`` and row-major, with the target's
     ``shape`` = (m, n, k) matrix instruction: one warp per m x n tile of D, a run-time K loop
-    carrying the accumulator. M, N, K are multiples of m, n, k; the launch has (M/m)*(N/n) warps."""
+    carrying the accumulator. The atom's operand layouts say which elements each lane loads
+    (bulk loads, as wide as the layouts allow) and stores. M, N, K are multiples of m, n, k;
+    the launch has (M/m)*(N/n) warps."""
     @opus.kernel
     def mma_gemm(a: opus.Ptr[dtype], b: opus.Ptr[dtype], d: opus.Ptr[f32],
                  M: opus.i32, N: opus.i32, K: opus.i32):
         mma = opus.make_mma(dtype, dtype, f32, shape)
-        lane = opus.lane_id()
         w = opus.block_id_x() * (opus.block_size_x() // opus.warp_size()) + opus.warp_id()
-        m0 = (w // (N // mma.n)) * mma.m
-        n0 = (w % (N // mma.n)) * mma.n
+        m0, n0 = (w // (N // mma.n)) * mma.m, (w % (N // mma.n)) * mma.n
+        ua = mma.layout_a((K, 1)) + m0 * K     # A (m, k), row-major
+        ub = mma.layout_b((1, N)) + n0         # B seen as (n, k): stored k x n, row-major
+        ga, gb = opus.make_gmem(a), opus.make_gmem(b)
         acc = mma.zeros_c()
         for k0 in range(0, K, mma.k):
-            av = opus.make_vector([a[(m0 + r) * K + k0 + k] for r, k in
-                                   (mma.coords_a(lane, i) for i in range(mma.elem_a))])
-            bv = opus.make_vector([b[(k0 + k) * N + n0 + c] for k, c in
-                                   (mma.coords_b(lane, i) for i in range(mma.elem_b))])
-            acc = mma(av, bv, acc)
-        for i in range(mma.elem_c):
-            r, c = mma.coords_c(lane, i)
-            d[(m0 + r) * N + n0 + c] = acc[i]
+            acc = mma(ga.load(ua + k0), gb.load(ub + k0 * N), acc)
+        opus.make_gmem(d).store(acc, mma.layout_c((N, 1)) + (m0 * N + n0))
     return mma_gemm
+
+
+def _tiled_gemm_for(dtype, shape, expand, tile):
+    """The same product over block tiles: ``tile`` warps, each repeating the atom ``expand``
+    times (opus.make_tiled_mma); block (i, j) computes D's tile at (i * tmma.m, j * tmma.n).
+    M, N, K are multiples of the block tile; the grid is (N / tmma.n, M / tmma.m) blocks of
+    tmma.num_warps warps."""
+    @opus.kernel
+    def tiled_gemm(a: opus.Ptr[dtype], b: opus.Ptr[dtype], d: opus.Ptr[f32],
+                   M: opus.i32, N: opus.i32, K: opus.i32):
+        tmma = opus.make_tiled_mma(opus.make_mma(dtype, dtype, f32, shape), expand, tile)
+        m0, n0 = opus.block_id_y() * tmma.m, opus.block_id_x() * tmma.n
+        ua = tmma.layout_a((K, 1)) + m0 * K
+        ub = tmma.layout_b((1, N)) + n0
+        ga, gb = opus.make_gmem(a), opus.make_gmem(b)
+        acc = tmma.zeros_c()
+        for k0 in range(0, K, tmma.k):
+            acc = tmma(ga.load(ua + k0), gb.load(ub + k0 * N), acc)
+        opus.make_gmem(d).store(acc, tmma.layout_c((N, 1)) + (m0 * N + n0))
+    return tiled_gemm
 
 
 # The matrix instruction of each vendor's GEMM example: A/B element type and (m, n, k).
@@ -95,6 +112,10 @@ MMA_ATOMS = {"nvidia": (bf16, (16, 8, 16)),  # mma.sync.m16n8k16 (sm_80+)
              "amd": (f16, (32, 32, 8))}      # v_mfma_f32_32x32x8_f16 (gfx942, gfx950)
 MMA_GEMM = {vendor: _mma_gemm_for(*atom) for vendor, atom in MMA_ATOMS.items()}
 mma_gemm_16x8, mfma_gemm_32x32 = MMA_GEMM["nvidia"], MMA_GEMM["amd"]
+# The demo's block-tiled GEMM: 2 x 2 warps, each repeating the atom to a 32 x 32 warp tile
+TILED = {"nvidia": ((2, 4, 1), (2, 2, 1)),   # 16x8 atom -> 64 x 64 x 16 per block
+         "amd": ((1, 1, 2), (2, 2, 1))}      # 32x32 atom -> 64 x 64 x 16 per block
+TILED_GEMM = {vendor: _tiled_gemm_for(*MMA_ATOMS[vendor], *TILED[vendor]) for vendor in TILED}
 
 
 # -- runners: build inputs, launch, compare with numpy ------------------------------------------
@@ -174,22 +195,27 @@ def run_saxpy(on_gpu, n=200_003, blocks=24, seed=3):
                 f"{'bit-exact' if ok else 'MISMATCH'}")
 
 
-def run_mma(on_gpu, M=64, N=64, K=64, seed=2):
-    """The GEMM example with the current target's matrix instruction (MMA_ATOMS)."""
+def run_mma(on_gpu, M=128, N=192, K=64, seed=2):
+    """The block-tiled GEMM example with the current target's matrix instruction (MMA_ATOMS,
+    TILED): 64 x 64 block tiles of 4 warps."""
     target = opus.current_target().target
     dtype, (m, n, k) = MMA_ATOMS[target.vendor]
+    (em, en, ek), (tm, tn, tk) = TILED[target.vendor]
+    bm, bn = em * tm * m, en * tn * n
     r = _rng(seed)
     a = r.standard_normal((M, K)).astype(dtype.np_dtype)
     b = r.standard_normal((K, N)).astype(dtype.np_dtype)
     d = np.full((M, N), np.nan, np.float32)
     (da, db, dd), host = _device([a, b, d], on_gpu)
-    MMA_GEMM[target.vendor][(M // m) * (N // n), target.warp_size](da, db, dd, M, N, K)
+    TILED_GEMM[target.vendor][(N // bn, M // bm), tm * tn * tk * target.warp_size](
+        da, db, dd, M, N, K)
     got = host(dd)
     want = a.astype(np.float64) @ b.astype(np.float64)
     err = np.linalg.norm(got - want) / np.linalg.norm(want)
     ok = bool(np.all(np.isfinite(got)) and err < 1e-5)
     ins = target.mma_instruction(dtype, dtype, f32, (m, n, k)).name
-    return ok, f"mma GEMM {M}x{N}x{K} {dtype.name}->f32 with {ins}: rel err {err:.2e}"
+    return ok, (f"tiled GEMM {M}x{N}x{K} {dtype.name}->f32, {bm}x{bn} blocks of {tm * tn * tk} "
+                f"warps, {ins}: rel err {err:.2e}")
 
 
 EXAMPLES = {

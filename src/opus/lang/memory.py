@@ -351,6 +351,24 @@ def store_layout(view, value, layout, vec=1, cache=None, pred=None, soffset=None
         done += n
 
 
+def _layout_vec(layout, vec, elem: DType):
+    """``vec`` as given, or the widest access a layout's last register dimension allows:
+    contiguous (stride 1), a power of two dividing its extent, at most 16 bytes, within a
+    swizzle's runs."""
+    if vec is not None:
+        return vec
+    ys, strides = layout.y_shape(), layout.y_strides()
+    if not ys or not (type(strides[-1]) is int and strides[-1] == 1) or type(ys[-1]) is not int:
+        return 1
+    most = max(1, 128 // elem.bits)
+    if layout.swizzle is not None:
+        most = min(most, 1 << layout.swizzle.base)
+    v = 1
+    while v * 2 <= most and ys[-1] % (v * 2) == 0:
+        v *= 2
+    return v
+
+
 def _predicated(view, pred, offset, vec, soffset=None):
     """(pointer, offset, bound) of an access done only where ``pred`` holds, as a bounded
     access: a false predicate bounds it to nothing (loads read 0, stores drop), which is the
@@ -376,27 +394,32 @@ class _View:
     def dtype(self) -> DType:
         return self.ptr.type.elem
 
-    def load(self, offset, vec=1, cache=None, soffset=None):
-        """``vec`` elements at ``offset``, or, given a Layout, all of its elements for this
-        thread ``vec`` at a time (one register vector, in the layout's y order). ``cache``:
-        an opus.Cache hint; ``soffset``: a warp-uniform scalar offset added to every access
-        (opus.load has the details)."""
+    def load(self, offset, vec=None, cache=None, soffset=None):
+        """``vec`` elements at ``offset`` (default 1), or, given a Layout, all of its elements
+        for this thread ``vec`` at a time (one register vector, in the layout's y order; default:
+        the widest access its contiguous last register dimension allows, up to 16 bytes).
+        ``cache``: an opus.Cache hint; ``soffset``: a warp-uniform scalar offset added to every
+        access (opus.load has the details)."""
         if is_layout(offset):
-            return load_layout(self, offset, vec, cache, soffset=soffset)
-        return load(self.ptr, offset, vec, self.size, cache, soffset)
+            return load_layout(self, offset, _layout_vec(offset, vec, self.dtype), cache,
+                               soffset=soffset)
+        return load(self.ptr, offset, 1 if vec is None else vec, self.size, cache, soffset)
 
     def store(self, value, offset, vec=None, cache=None, soffset=None):
         """Store at ``offset``, or, given a Layout, over all of its elements ``vec`` at a time."""
         if is_layout(offset):
-            return store_layout(self, value, offset, vec or 1, cache, soffset=soffset)
+            return store_layout(self, value, offset, _layout_vec(offset, vec, self.dtype), cache,
+                                soffset=soffset)
         store(self.ptr, value, offset, vec, self.size, cache, soffset)
 
-    def load_if(self, pred, offset, vec=1, cache=None, soffset=None):
+    def load_if(self, pred, offset, vec=None, cache=None, soffset=None):
         """``load`` where ``pred`` holds, zeros where it does not (no branch). ``pred`` is a bool
         (compile-time or run-time); with a Layout it may also be a function of an issue's static
         indices returning one."""
         if is_layout(offset):
-            return load_layout(self, offset, vec, cache, pred=pred, soffset=soffset)
+            return load_layout(self, offset, _layout_vec(offset, vec, self.dtype), cache,
+                               pred=pred, soffset=soffset)
+        vec = 1 if vec is None else vec
         if is_static(pred):
             return self.load(offset, vec, cache, soffset) if pred else _zeros_like_load(self, vec)
         ptr, off, bound = _predicated(self, pred, offset, vec, soffset)
@@ -405,7 +428,8 @@ class _View:
     def store_if(self, pred, value, offset, vec=None, cache=None, soffset=None):
         """``store`` where ``pred`` holds; nothing is written where it does not."""
         if is_layout(offset):
-            return store_layout(self, value, offset, vec or 1, cache, pred=pred, soffset=soffset)
+            return store_layout(self, value, offset, _layout_vec(offset, vec, self.dtype), cache,
+                                pred=pred, soffset=soffset)
         if is_static(pred):
             if pred:
                 self.store(value, offset, vec, cache, soffset)
