@@ -215,7 +215,7 @@ def run_mma(on_gpu, M=128, N=192, K=64, seed=2):
     ok = bool(np.all(np.isfinite(got)) and err < 1e-5)
     ins = target.mma_instruction(dtype, dtype, f32, (m, n, k)).name
     return ok, (f"tiled GEMM {M}x{N}x{K} {dtype.name}->f32, {bm}x{bn} blocks of {tm * tn * tk} "
-                f"warps, {ins}: rel err {err:.2e}")
+                f"warps, with {ins}: rel err {err:.2e}")
 
 
 EXAMPLES = {
