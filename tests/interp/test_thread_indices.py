@@ -52,7 +52,8 @@ def test_grid_stride_loop_visits_each_element_once():
 
 def test_rendered_sources():
     # CUDA multiplies gridDim by blockDim; AMD's grid size is already in threads (no division
-    # followed by a multiplication), and the block count divides it by the block size
+    # followed by a multiplication), and the block count is the implicit kernel argument
+    # hidden_block_count (code object v5), not a division of the grid size by the block size
     cuda = VK.grid_indices.source(target="sm_90a")
     for a in "xyz":
         assert f"(int)(gridDim.{a} * blockDim.{a})" in cuda
@@ -61,6 +62,7 @@ def test_rendered_sources():
         hip = VK.grid_indices.source(target=target)
         for a in "xyz":
             assert f"(int)__builtin_amdgcn_grid_size_{a}();" in hip
-            assert (f"(int)(__builtin_amdgcn_grid_size_{a}() / "
-                    f"(unsigned)__builtin_amdgcn_workgroup_size_{a}())") in hip
+            assert (f"(int)((const unsigned*)__builtin_amdgcn_implicitarg_ptr())"
+                    f"[{'xyz'.index(a)}]") in hip
+            assert f"__builtin_amdgcn_grid_size_{a}() / " not in hip
             assert f"__builtin_amdgcn_grid_size_{a}() * " not in hip

@@ -270,17 +270,19 @@ class HipEmitter(StorageConversions, CEmitter):
 
     def _soffset(self, soff, s):
         """C expression: the buffer soffset (bytes) of wave-uniform element offset ``soff``
-        (readfirstlane puts it in an SGPR), clamped as _voffset clamps: negative -> out of range."""
+        (readfirstlane puts it in an SGPR), clamped as _voffset clamps (negative -> out of
+        range) with 32-bit scalar min/compare, which stay branch-free."""
         if soff is None:
             return "0"
-        u = f"(unsigned long long)__builtin_amdgcn_readfirstlane((int){self.name(soff)})"
-        if scalar_of(soff.type).bits > 32:  # readfirstlane is 32-bit: clamp first
-            u = f"(unsigned long long){self.name(soff)}"
-            u = f"(unsigned long long)__builtin_amdgcn_readfirstlane((int)({u} < {_OOB}ull ? {u} : {_OOB}ull))"
-        elif scalar_of(soff.type).kind == "uint":
-            u = f"(unsigned long long)(unsigned)__builtin_amdgcn_readfirstlane((int){self.name(soff)})"
-        lim = _OOB // s
-        return f"(int)((unsigned)({u} < {lim}ull ? {u} : {lim}ull) * {s}u)"
+        t, lim = scalar_of(soff.type), _OOB // s
+        n = self.name(soff)
+        if t.bits > 32:  # readfirstlane is 32-bit: clamp to 32 bits first
+            n = f"((unsigned long long){n} < {lim}ull ? (unsigned){n} : {lim}u)"
+        u = f"(unsigned)__builtin_amdgcn_readfirstlane((int){n})"
+        clamped = f"__builtin_elementwise_min({u}, {lim}u)"  # s_min_u32 (a ?: becomes a branch)
+        if t.bits <= 32 and t.kind == "int" and lim >= 2 ** 31:  # bytes: catch negatives
+            clamped = f"(__builtin_amdgcn_readfirstlane((int){n}) < 0 ? {lim}u : {clamped})"
+        return f"(int)({clamped} * {s}u)"
 
     def _param_alignment(self):
         """{parameter value: bytes it is aligned to}: the launch checks each pointer

@@ -23,6 +23,10 @@
 #define __builtin_amdgcn_grid_size_x() (::opus_host.gdim.x * ::opus_host.bdim.x)
 #define __builtin_amdgcn_grid_size_y() (::opus_host.gdim.y * ::opus_host.bdim.y)
 #define __builtin_amdgcn_grid_size_z() (::opus_host.gdim.z * ::opus_host.bdim.z)
+// clang's elementwise min (codegen/hip.py clamps scalar buffer offsets with it: s_min_u32)
+#if !defined(__clang__)
+#define __builtin_elementwise_min(a, b) ((a) < (b) ? (a) : (b))
+#endif
 // the implicit kernel arguments (code object v5) begin with hidden_block_count_{x,y,z}: the
 // grid in blocks, three u32 (the shim's gdim has that layout)
 #define __builtin_amdgcn_implicitarg_ptr() ((const void*)&::opus_host.gdim)

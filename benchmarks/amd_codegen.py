@@ -1,0 +1,243 @@
+"""AMD code quality without an AMD GPU (issue 10, point 7): instructions in the inner loop,
+registers and scratch of three kernels compiled for gfx942 by the same clang the original
+opus is measured with, next to the original's figures.
+
+    python benchmarks/amd_codegen.py [--before COMMIT] [--out benchmarks/results] [--date D]
+
+Kernels: (a) a grid-stride vector add (f32 x 4 and f16 x 8 per access, bounded and unbounded
+views), (b) a one-wave MFMA GEMM (32x32x8 f16, a loop over K, one MFMA per step), (c) a
+four-wave MFMA GEMM with 4x4 repeats per wave (16 MFMAs per step). The GEMMs come in two
+styles: "index" (each access's offset computed in the loop, as opus.examples' GEMM) and
+"soffset" (loop-invariant per-lane offsets, the K step as the wave-uniform scalar offset:
+the original's s_os). With ``--before COMMIT`` the same kernels (except the soffset style,
+which that code lacks) are also measured at COMMIT, from its sources in a temporary folder.
+
+Counting: the assembly's loops are the ranges from a label to a backward branch to it; the
+*hot loop* is the smallest innermost loop holding the kernel's work (an MFMA, or the store of
+the vector add). Where opus versions a loop (bounded sub-dword accesses are exact per element
+when the bound's parity allows: codegen/hip.py), the hot loop is the version taken then, and
+``general loop`` is the size of the other version.
+"""
+import argparse
+import datetime
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+# The original opus.hpp's own test kernels, compiled for gfx942 with the same clang (issue 10)
+ORIGINAL = {"vadd": {"loop": 12}, "mfma_1wave": {"loop": 9},
+            "mfma_4wave_4x4": {"loop": 47, "registers": 298, "scratch_bytes": 0}}
+
+KERNELS_SOURCE = r'''
+import opus
+from opus import f16, f32, i32
+
+
+def vadd(T, VEC, bounded):
+    @opus.kernel
+    def vadd_grid_stride(x: opus.Ptr[T], y: opus.Ptr[T], out: opus.Ptr[T], n: i32):
+        gx, gy, go = (opus.make_gmem(p, n) if bounded else opus.make_gmem(p) for p in (x, y, out))
+        step = opus.grid_size_x() * VEC
+        for i in range((opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()) * VEC, n, step):
+            go.store(gx.load(i, vec=VEC) + gy.load(i, vec=VEC), i)
+    return vadd_grid_stride
+
+
+def mfma(WM, WN, RM, RN, bounded, soffset):
+    """C (M x N, f32) = A (M x K, f16) @ B^T (B: N x K, f16); WM x WN waves per block, each
+    RM x RN repeats of the 32x32x8 MFMA; one run-time loop over K."""
+    @opus.kernel(block=64 * WM * WN)
+    def mfma_gemm(a: opus.Ptr[f16], b: opus.Ptr[f16], c: opus.Ptr[f32], M: i32, N: i32, K: i32):
+        mma = opus.make_mma(f16, f16, f32, (32, 32, 8))
+        ga = opus.make_gmem(a, M * K) if bounded else opus.make_gmem(a)
+        gb = opus.make_gmem(b, N * K) if bounded else opus.make_gmem(b)
+        gc = opus.make_gmem(c, M * N) if bounded else opus.make_gmem(c)
+        lane = opus.lane_id()
+        w = opus.warp_id()
+        m0 = opus.block_id_x() * (32 * RM * WM) + (w // WN) * (32 * RM)
+        n0 = opus.block_id_y() * (32 * RN * WN) + (w % WN) * (32 * RN)
+        row, kk = lane % 32, (lane // 32) * 4
+        accs = [mma.zeros_c() for _ in range(RM * RN)]
+        a_off = [(m0 + r * 32 + row) * K + kk for r in range(RM)]
+        b_off = [(n0 + r * 32 + row) * K + kk for r in range(RN)]
+        for k0 in range(0, K, 8):
+            if soffset:
+                av = [ga.load(o, vec=4, soffset=k0) for o in a_off]
+                bv = [gb.load(o, vec=4, soffset=k0) for o in b_off]
+            else:
+                av = [ga.load(o + k0, vec=4) for o in a_off]
+                bv = [gb.load(o + k0, vec=4) for o in b_off]
+            accs = [mma(av[i], bv[j], accs[i * RN + j]) for i in range(RM) for j in range(RN)]
+        for i in range(RM):
+            for j in range(RN):
+                for e in range(16):
+                    r, cc = mma.coords_c(lane, e)
+                    gc[(m0 + i * 32 + r) * N + n0 + j * 32 + cc] = accs[i * RN + j][e]
+    return mfma_gemm
+
+
+CASES = {
+    "vadd f32x4 bounded": ("vadd", lambda: vadd(f32, 4, True)),
+    "vadd f32x4 unbounded": ("vadd", lambda: vadd(f32, 4, False)),
+    "vadd f16x8 bounded": ("vadd", lambda: vadd(f16, 8, True)),
+    "vadd f16x8 unbounded": ("vadd", lambda: vadd(f16, 8, False)),
+    "mfma 1 wave, index, bounded": ("mfma_1wave", lambda: mfma(1, 1, 1, 1, True, False)),
+    "mfma 1 wave, index, unbounded": ("mfma_1wave", lambda: mfma(1, 1, 1, 1, False, False)),
+    "mfma 1 wave, soffset, bounded": ("mfma_1wave", lambda: mfma(1, 1, 1, 1, True, True)),
+    "mfma 4 waves 4x4, index, bounded": ("mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, True, False)),
+    "mfma 4 waves 4x4, index, unbounded": ("mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, False, False)),
+    "mfma 4 waves 4x4, soffset, bounded": ("mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, True, True)),
+}
+'''
+
+MEASURE = r'''
+import json, os, runpy, sys, tempfile
+with tempfile.TemporaryDirectory() as d:  # opus reads a kernel's source from its file
+    path = os.path.join(d, "amd_codegen_kernels.py")
+    with open(path, "w") as f:
+        f.write(sys.stdin.read())
+    ns = runpy.run_path(path)
+    from opus.targets import get_target
+    from opus.runtime.amd_build import assemble_amd, resources_amd
+    out = {}
+    for name, (family, make) in ns["CASES"].items():
+        try:
+            k = make()
+            asm = assemble_amd(k.source(target="gfx942"), get_target("gfx942"))
+        except Exception as e:  # a style the measured code lacks (soffset before it existed)
+            out[name] = {"family": family, "error": f"{type(e).__name__}: {str(e).splitlines()[0]}"}
+            continue
+        (res,) = resources_amd(asm).values()
+        out[name] = {"family": family, "asm": asm, "resources": res}
+json.dump(out, sys.stdout)
+'''
+
+
+def _instructions(lines):
+    return [l.strip() for l in lines
+            if l.startswith("\t") and not l.strip().startswith((".", ";")) and l.strip()]
+
+
+def loops(asm):
+    """[(label, first line, last line)] of the kernel's loops: a label and the last backward
+    branch to it."""
+    lines = asm.splitlines()
+    labels = {m.group(1): i for i, l in enumerate(lines) if (m := re.match(r"^(\.LBB\w+):", l))}
+    found = {}
+    for i, l in enumerate(lines):
+        m = re.match(r"\s+s_(?:cbranch_\w+|branch)\s+(\.LBB\w+)", l)
+        if m and m.group(1) in labels and labels[m.group(1)] < i:
+            found[m.group(1)] = (m.group(1), labels[m.group(1)], i)
+    return lines, list(found.values())
+
+
+def hot_loop(asm, family):
+    """(hot loop instructions, general loop instructions or None): see the module docstring."""
+    lines, found = loops(asm)
+    inner = [f for f in found if not any(g is not f and f[1] <= g[1] and g[2] <= f[2] for g in found)]
+    work = "v_mfma" if family.startswith("mfma") else "_store_"
+    sized = sorted((len(_instructions(lines[a:b + 1])), lab) for lab, a, b in inner
+                   if any(work in x for x in _instructions(lines[a:b + 1])))
+    if not sized:
+        return None, None
+    return sized[0][0], (sized[-1][0] if len(sized) > 1 else None)
+
+
+def measure(src_dir):
+    """{case: figures} for the opus sources under ``src_dir``, in a fresh interpreter."""
+    env = dict(os.environ, PYTHONPATH=src_dir, OPUS_CACHE_DISABLE="1")
+    r = subprocess.run([sys.executable, "-c", MEASURE], input=KERNELS_SOURCE, env=env,
+                       capture_output=True, text=True, check=True)
+    out = {}
+    for name, m in json.loads(r.stdout).items():
+        if "error" in m:
+            out[name] = {"family": m["family"], "unavailable": m["error"]}
+            continue
+        loop, general = hot_loop(m["asm"], m["family"])
+        res = m["resources"]
+        out[name] = {"family": m["family"], "loop": loop, "general_loop": general,
+                     "vgprs": res["vgprs"], "agprs": res.get("agprs", 0),
+                     "registers": res["vgprs"] + res.get("agprs", 0), "sgprs": res["sgprs"],
+                     "scratch_bytes": res["scratch_bytes"]}
+    return out
+
+
+def sources_at(commit, folder):
+    """Extract ``src/`` of ``commit`` into ``folder``; returns the src path."""
+    data = subprocess.run(["git", "-C", REPO, "archive", commit, "src"], capture_output=True,
+                          check=True).stdout
+    subprocess.run(["tar", "-x", "-C", folder], input=data, check=True)
+    return os.path.join(folder, "src")
+
+
+def _commit():
+    return subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
+                          text=True).stdout.strip()
+
+
+def _clang():
+    sys.path.insert(0, os.path.join(REPO, "src"))
+    from opus.runtime.amd_build import hip_compiler
+    return hip_compiler().what
+
+
+def report(after, before, meta):
+    rows = ["| kernel | original loop | before: loop (general) | before: regs (v+a), sgprs, scratch "
+            "| after: loop (general) | after: regs (v+a), sgprs, scratch |",
+            "| --- | --- | --- | --- | --- | --- |"]
+
+    def loop(m):
+        if m is None or "unavailable" in m:
+            return "n/a"
+        return f"{m['loop']}" + (f" ({m['general_loop']})" if m["general_loop"] else "")
+
+    def regs(m):
+        if m is None or "unavailable" in m:
+            return "n/a"
+        return f"{m['registers']} ({m['vgprs']}+{m['agprs']}), {m['sgprs']}, {m['scratch_bytes']}"
+    for name, m in after.items():
+        orig = ORIGINAL[m["family"]]
+        o = f"{orig['loop']}" + (f", {orig['registers']} regs, {orig['scratch_bytes']} scratch"
+                                 if "registers" in orig else "")
+        b = (before or {}).get(name)
+        rows.append(f"| {name} | {o} | {loop(b)} | {regs(b)} | {loop(m)} | {regs(m)} |")
+    return "\n".join([
+        f"# opus AMD code quality (gfx942), {meta['date']}, CPU only (no AMD GPU)", "",
+        f"{meta['clang']}; opus `{meta['after']}`" + (f", before: `{meta['before']}`" if before else ""),
+        "", "Instructions in the hot inner loop (AMDGCN, the loop of a label and its backward branch; "
+        "in parentheses the other version where opus versions a loop on the bounds' parity), "
+        "registers (VGPRs + AGPRs), SGPRs and scratch bytes. Original: C++ opus's own test "
+        "kernels, same clang (issue 10). benchmarks/amd_codegen.py describes the kernels.", "",
+        *rows, ""])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--before", help="a commit to measure too (its src/ in a temporary folder)")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--date", default=datetime.date.today().isoformat())
+    args = ap.parse_args()
+    after = measure(os.path.join(REPO, "src"))
+    before = None
+    if args.before:
+        with tempfile.TemporaryDirectory() as d:
+            before = measure(sources_at(args.before, d))
+    meta = {"date": args.date, "clang": _clang(), "after": _commit(), "before": args.before,
+            "target": "gfx942", "original": ORIGINAL}
+    base = os.path.join(args.out, f"{args.date}-cpu-amd-codegen")
+    with open(base + ".json", "w") as f:
+        json.dump({"meta": meta, "after": after, "before": before}, f, indent=1)
+    text = report(after, before, meta)
+    with open(base + ".md", "w") as f:
+        f.write(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()
