@@ -7,8 +7,6 @@ buffer unit's free behaviour and on NVIDIA a predicated access.
 """
 from __future__ import annotations
 
-import enum
-
 from ..dtypes import DType
 from ..ir import Value, VectorType, PointerType, scalar_of, lanes_of, type_str
 from ..targets.limits import static_smem_error
@@ -88,7 +86,18 @@ def _note_alignment(p, nbytes):
         c.align_req[p] = max(c.align_req.get(p, 1), nbytes)
 
 
-class Cache(enum.Enum):
+class _Hint:
+    """One cache hint: ``name`` (as in opus.Cache) and ``value`` (the target tables' key)."""
+    __slots__ = ("name", "value")
+
+    def __init__(self, name, value):
+        self.name, self.value = name, value
+
+    def __repr__(self):
+        return f"opus.Cache.{self.name}"
+
+
+class Cache:
     """Cache hints for loads and stores (``cache=`` of ``load``/``store`` and of the views'
     methods): how an access uses the caches, never what it reads or writes. Each target's
     table spells them (docs/api.md lists the spellings); a hint a chip cannot express is an
@@ -103,17 +112,20 @@ class Cache(enum.Enum):
       ``.L1::evict_last``.
     - ``NO_ALLOCATE``: do not allocate in L1: PTX ``.L1::no_allocate``.
 
-    AMD (gfx942, gfx950) has NORMAL and STREAMING (the cache-policy bits of its buffer and
-    global instructions are coherence scopes and nt); NVIDIA has all of them for loads and
-    NORMAL, STREAMING, EVICT_FIRST, EVICT_LAST, NO_ALLOCATE for stores.
+    Example: ``y.store(x.load(i, vec=4, cache=opus.Cache.STREAMING), i)``.
+
+    :targets: all targets, with different hints: sm_80 .. sm_90a all of them for loads and
+        NORMAL, STREAMING, EVICT_FIRST, EVICT_LAST, NO_ALLOCATE for stores; gfx942, gfx950
+        NORMAL and STREAMING (the cache-policy bits of their buffer and global instructions
+        are coherence scopes and nt)
     """
-    NORMAL = "normal"
-    STREAMING = "streaming"
-    LAST_USE = "last_use"
-    READ_ONLY = "read_only"
-    EVICT_FIRST = "evict_first"
-    EVICT_LAST = "evict_last"
-    NO_ALLOCATE = "no_allocate"
+    NORMAL = _Hint("NORMAL", "normal")
+    STREAMING = _Hint("STREAMING", "streaming")
+    LAST_USE = _Hint("LAST_USE", "last_use")
+    READ_ONLY = _Hint("READ_ONLY", "read_only")
+    EVICT_FIRST = _Hint("EVICT_FIRST", "evict_first")
+    EVICT_LAST = _Hint("EVICT_LAST", "evict_last")
+    NO_ALLOCATE = _Hint("NO_ALLOCATE", "no_allocate")
 
 
 def _cache_attrs(cache, p, kind) -> dict:
@@ -122,11 +134,11 @@ def _cache_attrs(cache, p, kind) -> dict:
     hint for ``kind`` ('load' or 'store')."""
     if cache is None:
         return {}
-    if not isinstance(cache, Cache):
-        names = ", ".join(f"opus.Cache.{c.name}" for c in Cache)
+    if not isinstance(cache, _Hint):
+        names = ", ".join(repr(c) for c in vars(Cache).values() if isinstance(c, _Hint))
         _err(f"{kind}: cache must be an opus.Cache member ({names}), got {_describe(cache)}")
     if p.type.space == "shared" and cache is not Cache.NORMAL:
-        _err(f"{kind}: cache={cache} is a hint for global memory; shared memory has no caches")
+        _err(f"{kind}: cache={cache!r} is a hint for global memory; shared memory has no caches")
     ctx().target.cache_policy(cache.value, kind)  # a hint the chip lacks: an error here
     return {} if cache is Cache.NORMAL else {"cache": cache.value}
 
