@@ -4,6 +4,9 @@ in kernels (named at the user's line), and run-time faults the interpreter repor
 (waits that never complete, early reads, unfenced or unwaited stores). Each case checks the
 error type and that the message names the problem; kernel cases the line (``# ERR: <tag>``);
 launches that nothing was written or cached."""
+import os
+import sys
+
 import ml_dtypes
 import numpy as np
 import pytest
@@ -11,6 +14,10 @@ import pytest
 import opus
 from opus import f16, f32, i32
 from expect import no_new_cache_files, raises, unchanged
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                "lang"))
+from tma_kernels import land_box  # noqa: E402
 
 SM = "sm_90a"
 
@@ -79,18 +86,9 @@ def test_a_host_map_cannot_be_encoded_for_the_gpu():
 def _copy_box(a: opus.TensorMap, out: opus.Ptr[f32], SWZ: opus.constexpr = 0):
     a.declare(f32, (8, 16), swizzle=SWZ)
     tile = opus.alloc_smem(f32, 128, align=1024)
-    bar = opus.alloc_mbarriers(1)[0]
-    t = opus.thread_id_x()
-    if t == 0:
-        bar.init(1)
-        opus.fence_mbarrier_init()
-    opus.sync_threads()
-    if t == 0:
-        bar.arrive_expect_tx(a.copy_bytes)
-        opus.tma_load(a, tile, (0, 0), bar)
-    bar.wait(0)
+    land_box(a, tile, (0, 0))
     for i in range(8):
-        out[i * 16 + t] = tile[i * 16 + t]
+        out[i * 16 + opus.thread_id_x()] = tile[i * 16 + opus.thread_id_x()]
 
 
 LAUNCH_CASES = [
@@ -220,6 +218,14 @@ def _float_coordinate(a: opus.TensorMap):
 
 
 @opus.kernel
+def _wide_coordinate(a: opus.TensorMap, row: opus.i64):
+    a.declare(f32, (8, 16))
+    tile = opus.alloc_smem(f32, 128, align=128)
+    bar = opus.alloc_mbarriers(1)[0]
+    opus.tma_load(a, tile, (row, 0), bar)  # ERR: wide-coord
+
+
+@opus.kernel
 def _zero_count():
     bar = opus.alloc_mbarriers(1)[0]
     bar.init(0)  # ERR: count
@@ -266,6 +272,7 @@ KERNEL_CASES = [
     (_redeclared, "redeclared", ["contradicts its earlier declaration"]),
     (_bad_declaration, "declare-box", ["box[-1] = 6", "multiple of 16 bytes"]),
     (_float_coordinate, "float-coord", ["coordinate must be an integer", "1.5"]),
+    (_wide_coordinate, "wide-coord", ["i64 does not convert implicitly to i32", "opus.cast"]),
     (_zero_count, "count", ["mbarrier count must be 1 to"]),
     (_too_many_bytes, "tx", ["expect_tx bytes must be 0 to"]),
     (_no_barriers, "none", ["at least one barrier"]),
@@ -283,8 +290,9 @@ def test_kernel_misuse(kernel, tag, needles):
 
 # -- run-time faults the interpreter names at their line ---------------------------------------
 
-@opus.kernel
-def _wrong_parity(a: opus.TensorMap, out: opus.Ptr[f32]):
+def _tile_and_barrier(a):
+    """A helper: ``a`` declared as 8 x 16 f32, a tile for it, an initialised mbarrier, the
+    thread index."""
     a.declare(f32, (8, 16))
     tile = opus.alloc_smem(f32, 128, align=128)
     bar = opus.alloc_mbarriers(1)[0]
@@ -292,6 +300,12 @@ def _wrong_parity(a: opus.TensorMap, out: opus.Ptr[f32]):
     if t == 0:
         bar.init(1)
     opus.sync_threads()
+    return tile, bar, t
+
+
+@opus.kernel
+def _wrong_parity(a: opus.TensorMap, out: opus.Ptr[f32]):
+    tile, bar, t = _tile_and_barrier(a)
     if t == 0:
         bar.arrive_expect_tx(a.copy_bytes)
         opus.tma_load(a, tile, (0, 0), bar)
@@ -302,13 +316,7 @@ def _wrong_parity(a: opus.TensorMap, out: opus.Ptr[f32]):
 
 @opus.kernel
 def _stale_parity(a: opus.TensorMap, out: opus.Ptr[f32]):
-    a.declare(f32, (8, 16))
-    tile = opus.alloc_smem(f32, 128, align=128)
-    bar = opus.alloc_mbarriers(1)[0]
-    t = opus.thread_id_x()
-    if t == 0:
-        bar.init(1)
-    opus.sync_threads()
+    tile, bar, t = _tile_and_barrier(a)
     for k in range(2):
         if t == 0:
             bar.arrive_expect_tx(a.copy_bytes)
@@ -320,13 +328,7 @@ def _stale_parity(a: opus.TensorMap, out: opus.Ptr[f32]):
 
 @opus.kernel
 def _bytes_short(a: opus.TensorMap, out: opus.Ptr[f32]):
-    a.declare(f32, (8, 16))
-    tile = opus.alloc_smem(f32, 128, align=128)
-    bar = opus.alloc_mbarriers(1)[0]
-    t = opus.thread_id_x()
-    if t == 0:
-        bar.init(1)
-    opus.sync_threads()
+    tile, bar, t = _tile_and_barrier(a)
     if t == 0:
         bar.arrive_expect_tx(a.copy_bytes * 2)
         opus.tma_load(a, tile, (0, 0), bar)
@@ -336,13 +338,7 @@ def _bytes_short(a: opus.TensorMap, out: opus.Ptr[f32]):
 
 @opus.kernel
 def _no_expect(a: opus.TensorMap, out: opus.Ptr[f32]):
-    a.declare(f32, (8, 16))
-    tile = opus.alloc_smem(f32, 128, align=128)
-    bar = opus.alloc_mbarriers(1)[0]
-    t = opus.thread_id_x()
-    if t == 0:
-        bar.init(1)
-    opus.sync_threads()
+    tile, bar, t = _tile_and_barrier(a)
     if t == 0:
         opus.tma_load(a, tile, (0, 0), bar)
         bar.arrive()
@@ -368,13 +364,7 @@ def _spin(out: opus.Ptr[f32]):
 
 @opus.kernel
 def _early_read(a: opus.TensorMap, out: opus.Ptr[f32]):
-    a.declare(f32, (8, 16))
-    tile = opus.alloc_smem(f32, 128, align=128)
-    bar = opus.alloc_mbarriers(1)[0]
-    t = opus.thread_id_x()
-    if t == 0:
-        bar.init(1)
-    opus.sync_threads()
+    tile, bar, t = _tile_and_barrier(a)
     if t == 0:
         bar.arrive_expect_tx(a.copy_bytes)
         opus.tma_load(a, tile, (0, 0), bar)

@@ -66,16 +66,8 @@ def test_raw_128_byte_swizzle_with_half_rows():
     def raw(a: opus.TensorMap, out: opus.Ptr[opus.f32]):
         a.declare(opus.f32, (16, 16), swizzle=128)
         tile = opus.alloc_smem(opus.f32, 256, align=1024)
-        bar = opus.alloc_mbarriers(1)[0]
         t = opus.thread_id_x()
-        if t == 0:
-            bar.init(1)
-            opus.fence_mbarrier_init()
-        opus.sync_threads()
-        if t == 0:
-            bar.arrive_expect_tx(a.copy_bytes)
-            opus.tma_load(a, tile, (0, 0), bar)
-        bar.wait(0)
+        K.land_box(a, tile, (0, 0))
         for i in range(16):
             out[i * 16 + t] = tile[i * 16 + t]
     x = _grid(16, 16)

@@ -56,16 +56,8 @@ def test_the_128_byte_swizzle_moves_16_byte_chunks_by_row():
     def raw(a: opus.TensorMap, out: opus.Ptr[f32]):
         a.declare(f32, (8, 32), swizzle=128)
         tile = opus.alloc_smem(f32, 256, align=1024)
-        bar = opus.alloc_mbarriers(1)[0]
         t = opus.thread_id_x()
-        if t == 0:
-            bar.init(1)
-            opus.fence_mbarrier_init()
-        opus.sync_threads()
-        if t == 0:
-            bar.arrive_expect_tx(a.copy_bytes)
-            opus.tma_load(a, tile, (0, 0), bar)
-        bar.wait(0)
+        K.land_box(a, tile, (0, 0))
         for i in range(8):
             out[i * 32 + t] = tile[i * 32 + t]
     x = _grid(8, 32)
@@ -93,16 +85,8 @@ def test_element_strides_take_every_other_row():
     def strided(a: opus.TensorMap, out: opus.Ptr[f32]):
         a.declare(f32, (8, 4), element_strides=(2, 1))
         tile = opus.alloc_smem(f32, 16, align=128)
-        bar = opus.alloc_mbarriers(1)[0]
         t = opus.thread_id_x()
-        if t == 0:
-            bar.init(1)
-            opus.fence_mbarrier_init()
-        opus.sync_threads()
-        if t == 0:
-            bar.arrive_expect_tx(a.copy_bytes)   # 4 rows of 4 f32
-            opus.tma_load(a, tile, (1, 0), bar)
-        bar.wait(0)
+        K.land_box(a, tile, (1, 0))              # 4 rows of 4 f32
         for i in range(4):
             out[i * 4 + t] = tile[i * 4 + t]
     x = _grid(8, 4)

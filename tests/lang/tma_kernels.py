@@ -18,6 +18,20 @@ def box_reference(x, r0, c0, box):
     return out
 
 
+def land_box(a, tile, coords):
+    """A helper called from kernels: one box of ``a`` at ``coords`` into ``tile`` by TMA (one
+    thread issues it on a fresh mbarrier), waited for by every thread."""
+    bar = opus.alloc_mbarriers(1)[0]
+    if opus.thread_id_x() == 0:
+        bar.init(1)
+        opus.fence_mbarrier_init()
+    opus.sync_threads()
+    if opus.thread_id_x() == 0:
+        bar.arrive_expect_tx(a.copy_bytes)
+        opus.tma_load(a, tile, coords, bar)
+    bar.wait(0)
+
+
 @opus.kernel
 def load_box(a: opus.TensorMap, out: opus.Ptr[f32], r0: opus.i32, c0: opus.i32,
              BOX: opus.constexpr = (8, 16), SWZ: opus.constexpr = 0):
@@ -25,16 +39,8 @@ def load_box(a: opus.TensorMap, out: opus.Ptr[f32], r0: opus.i32, c0: opus.i32,
     thread t (read back through the map's layout, swizzle included)."""
     a.declare(f32, BOX, swizzle=SWZ)
     tile = opus.alloc_smem(f32, BOX[0] * BOX[1], align=1024)
-    bar = opus.alloc_mbarriers(1)[0]
     t = opus.thread_id_x()
-    if t == 0:
-        bar.init(1)
-        opus.fence_mbarrier_init()
-    opus.sync_threads()
-    if t == 0:
-        bar.arrive_expect_tx(a.copy_bytes)
-        opus.tma_load(a, tile, (r0, c0), bar)
-    bar.wait(0)
+    land_box(a, tile, (r0, c0))
     u = a.layout()
     for i in range(BOX[0]):
         out[i * BOX[1] + t] = tile[u(i, t)]
@@ -46,16 +52,8 @@ def load_box_3d(a: opus.TensorMap, out: opus.Ptr[f16], z0: opus.i32, r0: opus.i3
     """A 3-D f16 box (2, 4, 8) at (z0, r0, c0); thread t (of 8) copies column t out."""
     a.declare(f16, (2, 4, 8))
     tile = opus.alloc_smem(f16, 64, align=128)
-    bar = opus.alloc_mbarriers(1)[0]
     t = opus.thread_id_x()
-    if t == 0:
-        bar.init(1)
-        opus.fence_mbarrier_init()
-    opus.sync_threads()
-    if t == 0:
-        bar.arrive_expect_tx(a.copy_bytes)
-        opus.tma_load(a, tile, (z0, r0, c0), bar)
-    bar.wait(0)
+    land_box(a, tile, (z0, r0, c0))
     for i in range(8):
         out[i * 8 + t] = tile[i * 8 + t]
 

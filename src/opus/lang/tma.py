@@ -33,10 +33,10 @@ from __future__ import annotations
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..ir import PointerType, Value, scalar_of, lanes_of, TENSOR_MAP
-from ..runtime.tensor_map import TensorMapNeed, box_problem
+from ..runtime.tensor_map import CopyGeometry, TensorMapNeed, box_problem
 from .context import ctx, TraceError
 from .memory import Smem, alloc_smem, ptr_add, _describe
-from .values import emit, emit1, as_value, cast, is_static, to_bool
+from .values import emit, emit1, as_value, cast, convert_implicitly, is_static, to_bool
 
 __all__ = ["TensorMapArg", "MBarrier", "MBarriers", "alloc_mbarriers", "tma_load", "tma_store",
            "tma_commit", "tma_wait", "fence_proxy_async", "fence_mbarrier_init", "TmaPipeline"]
@@ -60,15 +60,27 @@ def _static_int(x, what):
 
 
 def _i32(x, what, lo=None, hi=None):
-    """``x`` (a Python int, range-checked, or a run-time integer) as an i32 value."""
+    """``x`` (a Python int, range-checked, or a run-time integer that widens to i32) as an i32
+    value."""
     if isinstance(x, int) and not isinstance(x, bool):
         if (lo is not None and x < lo) or (hi is not None and x > hi):
             _err(f"{what} must be {lo} to {hi}, got {x}")
         return as_value(x, dt.i32)
-    if (isinstance(x, Value) and not isinstance(x.type, PointerType) and x.type != TENSOR_MAP
-            and lanes_of(x.type) == 1 and scalar_of(x.type).is_int):
-        return x if scalar_of(x.type) is dt.i32 else cast(x, dt.i32)
-    _err(f"{what} must be an integer (compile-time or run-time), got {_describe(x)}")
+    if not _is_int_value(x):
+        _err(f"{what} must be an integer (compile-time or run-time), got {_describe(x)}")
+    return convert_implicitly(x, dt.i32, what)
+
+
+def _is_int_value(x):
+    return (isinstance(x, Value) and not isinstance(x.type, PointerType) and x.type != TENSOR_MAP
+            and lanes_of(x.type) == 1 and scalar_of(x.type).is_int)
+
+
+def _parity(p):
+    """A phase parity: any integer, of which only bit 0 counts (so any width is exact)."""
+    if _is_int_value(p) and scalar_of(p.type) is not dt.i32:
+        p = cast(p & 1, dt.i32)
+    return _i32(p, "parity")
 
 
 def _when(cond, body):
@@ -107,10 +119,10 @@ def _block_threads():
 
 # -- tensor map parameters -------------------------------------------------------------------
 
-class TensorMapArg:
+class TensorMapArg(CopyGeometry):
     """An ``opus.TensorMap`` kernel parameter, as the kernel sees it: opaque, used by
     ``opus.tma_load`` / ``opus.tma_store`` / ``opus.TmaPipeline`` once ``declare`` has said
-    what the kernel needs of it."""
+    what the kernel needs of it (then ``copy_shape``, ``copy_bytes``, ``layout()``)."""
 
     __slots__ = ("value", "name")
 
@@ -154,20 +166,6 @@ class TensorMapArg:
     @property
     def box(self) -> tuple:
         return self.need().box
-
-    @property
-    def copy_shape(self) -> tuple:
-        """Elements one copy lands per dimension (the box over the element strides)."""
-        n = self.need()
-        return tuple(-(-b // e) for b, e in zip(n.box, n.element_strides))
-
-    @property
-    def copy_bytes(self) -> int:
-        """Bytes one copy moves: what an mbarrier's expect_tx counts for it."""
-        out = self.dtype.itemsize
-        for d in self.copy_shape:
-            out *= d
-        return out
 
     def layout(self):
         """The layout of one landed box in shared memory (row-major over ``copy_shape``, with
@@ -232,13 +230,13 @@ class MBarrier:
     def try_wait(self, parity):
         """Whether the phase of parity ``parity & 1`` has completed (does not block)."""
         _require("mbarrier try_wait")
-        return emit1("mbarrier_try_wait", [self.ptr, _i32(parity, "parity")], dt.bool_)
+        return emit1("mbarrier_try_wait", [self.ptr, _parity(parity)], dt.bool_)
 
     def wait(self, parity):
         """Block until the phase of parity ``parity & 1`` has completed. A barrier's phases
         alternate parity, starting at 0: the k-th use of a barrier waits for parity k & 1."""
         _require("mbarrier wait")
-        emit("mbarrier_wait", [self.ptr, _i32(parity, "parity")])
+        emit("mbarrier_wait", [self.ptr, _parity(parity)])
 
     def __opus_flatten__(self):
         return [self.ptr], lambda leaves: MBarrier(*leaves)
@@ -479,7 +477,9 @@ class TmaPipeline:
             if k < 0:
                 _err(f"TmaPipeline tile index must be >= 0, got {k}")
             return k % self.stages, (k // self.stages) % 2
-        ku = cast(_i32(k, "TmaPipeline tile index"), dt.u32)
+        if not (_is_int_value(k) and scalar_of(k.type) is dt.u32):
+            k = _i32(k, "TmaPipeline tile index")
+        ku = cast(k, dt.u32)
         return (cast(ku % self.stages, dt.i32), cast((ku // self.stages) & 1, dt.i32))
 
     def _views(self, s):

@@ -20,7 +20,8 @@ from collections import namedtuple
 from opus import dtypes as _dt
 from opus.errors import ArgumentError
 
-__all__ = ["TensorMap", "TensorMapNeed", "check_tensor_map", "box_problem", "SWIZZLE_MODES"]
+__all__ = ["TensorMap", "TensorMapNeed", "CopyGeometry", "check_tensor_map", "box_problem",
+           "SWIZZLE_MODES"]
 
 # CUtensorMapDataType by element type: TMA copies bits, so the 1-byte types (fp8, e8m0, bool)
 # travel as UINT8 and i16 as UINT16
@@ -34,8 +35,24 @@ _L2_PROMOTION = {0: 0, 64: 1, 128: 2, 256: 3}  # bytes -> CUtensorMapL2promotion
 _MAX_BOX = 256
 _MAX_ELEMENT_STRIDE = 8
 
-# What a kernel needs of a TensorMap parameter (from tmap.declare; None: not declared, any map)
-TensorMapNeed = namedtuple("TensorMapNeed", "dtype box swizzle element_strides")
+class TensorMapNeed(namedtuple("TensorMapNeed", "dtype box swizzle element_strides")):
+    """What a kernel needs of a TensorMap parameter (from ``tmap.declare``; a field None: any),
+    and what a map offers (``TensorMap.need()``)."""
+
+    __slots__ = ()
+
+    @property
+    def copy_shape(self) -> tuple:
+        """Elements one copy moves per dimension: ``ceil(box / element_strides)``."""
+        return tuple(-(-b // e) for b, e in zip(self.box, self.element_strides))
+
+    @property
+    def copy_bytes(self) -> int:
+        """Bytes one copy moves (what an mbarrier's expect_tx counts for it)."""
+        n = self.dtype.itemsize
+        for d in self.copy_shape:
+            n *= d
+        return n
 
 
 def _err(msg):
@@ -175,7 +192,24 @@ def box_problem(dtype, box, swizzle, element_strides):
     return None
 
 
-class TensorMap:
+class CopyGeometry:
+    """``copy_shape`` and ``copy_bytes`` of whatever has a ``need()`` (a TensorMap, and the
+    kernel's view of a TensorMap parameter)."""
+
+    __slots__ = ()
+
+    @property
+    def copy_shape(self) -> tuple:
+        """Elements one copy moves per dimension: ``ceil(box / element_strides)``."""
+        return self.need().copy_shape
+
+    @property
+    def copy_bytes(self) -> int:
+        """Bytes one copy moves (what an mbarrier's expect_tx counts for it)."""
+        return self.need().copy_bytes
+
+
+class TensorMap(CopyGeometry):
     """A TMA tensor map (CUDA's CUtensorMap, through ``cuTensorMapEncodeTiled``): the tensor
     ``tensor`` seen as boxes of ``box`` elements, which a kernel copies between global and
     shared memory with ``opus.tma_load`` / ``opus.tma_store`` (or an ``opus.TmaPipeline``).
@@ -249,19 +283,6 @@ class TensorMap:
                      f"needs a positive multiple of 16 bytes below 2**40 (pad the rows)")
 
     # -- what copies move ---------------------------------------------------------------------
-    @property
-    def copy_shape(self):
-        """Elements one copy moves per dimension: ``ceil(box / element_strides)``."""
-        return tuple(-(-b // e) for b, e in zip(self.box, self.element_strides))
-
-    @property
-    def copy_bytes(self) -> int:
-        """Bytes one copy moves (what an mbarrier's expect_tx counts)."""
-        n = self.dtype.itemsize
-        for d in self.copy_shape:
-            n *= d
-        return n
-
     def need(self) -> TensorMapNeed:
         """What this map offers, in the form a kernel's declaration takes."""
         return TensorMapNeed(self.dtype, self.box, self.swizzle, self.element_strides)
