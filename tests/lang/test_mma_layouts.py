@@ -1,6 +1,9 @@
 """Matrix atoms' operands as partition layouts (the original's adaptors): for every atom of every
 target, bulk loads through mma.layout_a/b/c feed the instruction and D = A @ B + C matches numpy
 in the interpreter; p/y shapes by hand from the opus inventory (1.18) and the PTX ISA."""
+import pathlib
+import sys
+
 import numpy as np
 import pytest
 
@@ -8,17 +11,20 @@ import opus
 from opus import f32
 from opus.targets import get_target, known_targets
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "targets"))
+from isa_lanes import operand_values  # noqa: E402  (values every atom reads exactly)
+
 ATOMS = [(arch, atom) for arch in known_targets() for atom in get_target(arch).matrix_atoms()]
 
 
 def _kernel(atom, vec_a, vec_b, vec_c, b_transposed):
-    ab, cd = atom.a, atom.c
+    ab, bb, cd = atom.a, atom.b, atom.c
     M, N, K = atom.shape
     shape = atom.shape
 
     @opus.kernel
-    def tile(a: opus.Ptr[ab], b: opus.Ptr[ab], c: opus.Ptr[cd], d: opus.Ptr[cd]):
-        mma = opus.make_mma(ab, ab, cd, shape)
+    def tile(a: opus.Ptr[ab], b: opus.Ptr[bb], c: opus.Ptr[cd], d: opus.Ptr[cd]):
+        mma = opus.make_mma(ab, bb, cd, shape)
         ga, gb, gc = opus.make_gmem(a), opus.make_gmem(b), opus.make_gmem(c)
         ra = ga.load(mma.layout_a((K, 1)), vec=vec_a)
         # B as the adaptor sees it: x-dims (n, k); stored n x k (transposed) or k x n
@@ -53,15 +59,16 @@ def test_layouts_feed_the_atom(arch, atom, wide):
             va = _widest(m.y_shape_a(), atom.a.itemsize, ops[0])
             vb = _widest(m.y_shape_b(), atom.b.itemsize, ops[1])
             vc = _widest(m.y_shape_c(), atom.c.itemsize, ops[2])
-            assert va > 1 and vb > 1            # A and B load whole registers' worth at once
+            # A and B load whole registers' worth at once (where a lane holds more than one)
+            assert (va > 1 or atom.elem_a == 1) and (vb > 1 or atom.elem_b == 1)
         else:
             va = vb = vc = 1
         k = _kernel(atom, va, vb, vc, b_transposed=wide)
         rng = np.random.default_rng(3)
-        A = rng.standard_normal((M, K)).astype(atom.a.np_dtype)
-        B = rng.standard_normal((K, N)).astype(atom.b.np_dtype)
-        C = rng.standard_normal((M, N)).astype(atom.c.np_dtype)
-        D = np.full((M, N), np.nan, atom.c.np_dtype)
+        A = operand_values(atom.a, rng, (M, K))
+        B = operand_values(atom.b, rng, (K, N))
+        C = operand_values(atom.c, rng, (M, N))
+        D = np.full((M, N), -1, atom.c.np_dtype)
         Bstore = np.ascontiguousarray(B.T) if wide else B
         k[1, atom.warp](A, Bstore, C, D)
     ref = A.astype(np.float64) @ B.astype(np.float64) + C.astype(np.float64)
@@ -98,11 +105,11 @@ def test_swap_ab_holds_c_along_rows_and_computes_the_same_product(arch, atom):
     # inventory 1.18: swap_ab issues (b, a, c), the instruction computes C^T; lane l then holds
     # C[m = l mod 32][n = 8r + 4(l div 32) + j] on 32x32x8: a row's contiguous run, vector stores
     M, N, K = atom.shape
-    ab, cd, shape = atom.a, atom.c, atom.shape
+    ab, bb, cd, shape = atom.a, atom.b, atom.c, atom.shape
 
     @opus.kernel
-    def tile(a: opus.Ptr[ab], b: opus.Ptr[ab], c: opus.Ptr[cd], d: opus.Ptr[cd], VC: opus.constexpr):
-        mma = opus.make_mma(ab, ab, cd, shape, swap_ab=True)
+    def tile(a: opus.Ptr[ab], b: opus.Ptr[bb], c: opus.Ptr[cd], d: opus.Ptr[cd], VC: opus.constexpr):
+        mma = opus.make_mma(ab, bb, cd, shape, swap_ab=True)
         ga, gb, gc = opus.make_gmem(a), opus.make_gmem(b), opus.make_gmem(c)
         ra = ga.load(mma.layout_a((K, 1)))
         rb = gb.load(mma.layout_b((1, N)))
@@ -114,10 +121,10 @@ def test_swap_ab_holds_c_along_rows_and_computes_the_same_product(arch, atom):
     vc = swapped.y_shape_c()[-1]
     assert vc > 1   # C's registers now run along rows: a vector store per run
     rng = np.random.default_rng(5)
-    A = rng.standard_normal((M, K)).astype(ab.np_dtype)
-    B = rng.standard_normal((K, N)).astype(ab.np_dtype)
-    C = rng.standard_normal((M, N)).astype(cd.np_dtype)
-    D = np.full((M, N), np.nan, cd.np_dtype)
+    A = operand_values(ab, rng, (M, K))
+    B = operand_values(bb, rng, (K, N))
+    C = operand_values(cd, rng, (M, N))
+    D = np.full((M, N), -1, cd.np_dtype)
     with opus.set_target(arch, interpret=True):
         tile[1, atom.warp](A, B, C, D, VC=min(vc, 4))
     np.testing.assert_allclose(D, A.astype(np.float64) @ B.astype(np.float64) + C, rtol=1e-5, atol=1e-5)

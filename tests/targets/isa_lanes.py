@@ -193,6 +193,91 @@ M16N8K32_B8 = tuple(
     ))
 
 
+# -- 16-bit accumulators: the same C/D formula, two .f16 per .f16x2 register ("Elements (low to
+# high) c0, c1, c2, c3" of the .f16 row of each section's accumulator table) ----------------------
+def _c16(instruction, section):
+    return _ptx(instruction, "C", 16, 8, 16, section, _m16n8_c,
+                (((0, 0), (0, 0)), ((0, 1), (0, 1)), ((8, 1), (0, 3)), ((15, 7), (31, 3))))
+
+
+M16N8K16_F16_F16 = M16N8K16_F16[:2] + (_c16("mma.m16n8k16 .f16 -> .f16", "8"),)
+M16N8K8_F16_F16 = M16N8K8_F16[:2] + (_c16("mma.m16n8k8 .f16 -> .f16", "7"),)
+M16N8K32_B8_F16 = M16N8K32_B8[:2] + (_c16("mma.m16n8k32 .e4m3/.e5m2 -> .f16", "10"),)
+
+
+# -- 9.7.14.5.6 "Matrix Fragments for mma.m16n8k4", .tf32 (one .tf32 per .b32 register) ----------
+def _m16n8k4_tf32_a(lane, i):
+    # row = groupID for a0; groupID + 8 for a1. col = threadID_in_group
+    return (_gid(lane) if i == 0 else _gid(lane) + 8), _tig(lane)
+
+
+def _m16n8k4_tf32_b(lane, i):
+    # row = threadID_in_group; col = groupID
+    return _tig(lane), _gid(lane)
+
+
+# Spots hand-evaluated from the section's formulas (g = lane >> 2, t = lane % 4): lane 5 (g 1,
+# t 1) holds a0 at (1, 1), a1 at (9, 1); lane 31 a1 at (15, 3); B: lane 31's b0 at (3, 7).
+M16N8K4_TF32 = tuple(
+    _ptx("mma.m16n8k4 .tf32", op, r, c, bits, "6", fn, spots) for op, r, c, bits, fn, spots in (
+        ("A", 16, 4, 32, _m16n8k4_tf32_a,
+         (((0, 0), (0, 0)), ((8, 0), (0, 1)), ((1, 1), (5, 0)), ((9, 1), (5, 1)), ((15, 3), (31, 1)))),
+        ("B", 4, 8, 32, _m16n8k4_tf32_b, (((0, 0), (0, 0)), ((1, 1), (5, 0)), ((3, 7), (31, 0)))),
+        ("C", 16, 8, 32, _m16n8_c, (((0, 0), (0, 0)), ((8, 1), (0, 3)), ((15, 7), (31, 3)))),
+    ))
+
+
+# -- 9.7.14.5.7 "Matrix Fragments for mma.m16n8k8", .tf32 -----------------------------------------
+def _m16n8k8_tf32_a(lane, i):
+    # row = groupID for a0 and a2; groupID + 8 for a1 and a3
+    # col = threadID_in_group for a0 and a1; threadID_in_group + 4 for a2 and a3
+    row = _gid(lane) if i in (0, 2) else _gid(lane) + 8
+    col = _tig(lane) if i in (0, 1) else _tig(lane) + 4
+    return row, col
+
+
+def _m16n8k8_tf32_b(lane, i):
+    # row = threadID_in_group for b0; threadID_in_group + 4 for b1. col = groupID
+    return (_tig(lane) if i == 0 else _tig(lane) + 4), _gid(lane)
+
+
+# Spots hand-evaluated: lane 0 holds a0..a3 at (0,0), (8,0), (0,4), (8,4); lane 6 (g 1, t 2)
+# a2 at (1, 6); lane 31 a3 at (15, 7). B: lane 0 b1 at (4, 0); lane 9 (g 2, t 1) b0 at (1, 2).
+M16N8K8_TF32 = tuple(
+    _ptx("mma.m16n8k8 .tf32", op, r, c, bits, "7", fn, spots) for op, r, c, bits, fn, spots in (
+        ("A", 16, 8, 32, _m16n8k8_tf32_a,
+         (((0, 0), (0, 0)), ((8, 0), (0, 1)), ((0, 4), (0, 2)), ((8, 4), (0, 3)), ((1, 6), (6, 2)),
+          ((15, 7), (31, 3)))),
+        ("B", 8, 8, 32, _m16n8k8_tf32_b,
+         (((0, 0), (0, 0)), ((4, 0), (0, 1)), ((1, 2), (9, 0)), ((7, 7), (31, 1)))),
+        ("C", 16, 8, 32, _m16n8_c, (((0, 0), (0, 0)), ((8, 1), (0, 3)), ((15, 7), (31, 3)))),
+    ))
+
+
+# -- 9.7.14.5.9 "Matrix Fragments for mma.m16n8k16 with integer type", .u8/.s8 (4 per .b32) -------
+def _m16n8k16_b8_a(lane, i):
+    # row = groupID for ai where i < 4; groupID + 8 for ai where i >= 4
+    # col = (threadID_in_group * 4) + (i & 0x3) for ai where i = {0,..,7}
+    return (_gid(lane) if i < 4 else _gid(lane) + 8), (_tig(lane) * 4) + (i & 0x3)
+
+
+def _m16n8k16_b8_b(lane, i):
+    # row = (threadID_in_group * 4) + i for bi where i = {0,..,3}; col = groupID
+    return (_tig(lane) * 4) + i, _gid(lane)
+
+
+# Spots hand-evaluated: lane 0 holds a0..a3 at (0, 0..3), a4 at (8, 0); lane 5 (g 1, t 1) a2 at
+# (1, 6); lane 31 a7 at (15, 15). B: lane 0 b3 at (3, 0); lane 6 (g 1, t 2) b1 at (9, 1).
+M16N8K16_B8 = tuple(
+    _ptx("mma.m16n8k16 .u8/.s8", op, r, c, bits, "9", fn, spots) for op, r, c, bits, fn, spots in (
+        ("A", 16, 16, 8, _m16n8k16_b8_a,
+         (((0, 0), (0, 0)), ((0, 3), (0, 3)), ((8, 0), (0, 4)), ((1, 6), (5, 2)), ((15, 15), (31, 7)))),
+        ("B", 16, 8, 8, _m16n8k16_b8_b,
+         (((0, 0), (0, 0)), ((3, 0), (0, 3)), ((9, 1), (6, 1)), ((15, 7), (31, 3)))),
+        ("C", 16, 8, 32, _m16n8_c, (((0, 0), (0, 0)), ((8, 1), (0, 3)), ((15, 7), (31, 3)))),
+    ))
+
+
 # == AMD MFMA (wave64) ===========================================================================
 # The calculator's formulas for one block (blocks = 1), as it prints them for each instruction:
 #   A[i][k] GPR: <reg>.[hi:lo]     A[i][k] Lane: <lane>      (likewise B[k][j], C or D[i][j])
@@ -299,12 +384,210 @@ MFMA_16X16X32 = (
     _mfma("v_mfma_f32_16x16x32 (16-bit)", "C", 16, 16, 32, f"{CDNA4}", _mfma_16x16_c, _C16_SPOTS),
 )
 
+# -- f32 (CDNA3 v_mfma_f32_32x32x2f32, v_mfma_f32_16x16x4f32; CDNA4 the same): one element per lane
+#   A[i][k] GPR: 0                       Lane: 32 * k + i        (16x16x4: 16 * k + i)
+#   B[k][j] GPR: 0                       Lane: 32 * k + j        (16x16x4: 16 * k + j)
+#   C or D[i][j]: as for the 16-bit MFMAs of the same M x N
+def _mfma_32x32x2_a(i, k):
+    return 0, 0, 32 * k + i
+
+
+def _mfma_32x32x2_b(k, j):
+    return 0, 0, 32 * k + j
+
+
+def _mfma_16x16x4_a(i, k):
+    return 0, 0, 16 * k + i
+
+
+def _mfma_16x16x4_b(k, j):
+    return 0, 0, 16 * k + j
+
+
+# -- xf32 (CDNA3 only: v_mfma_f32_32x32x4_xf32, v_mfma_f32_16x16x8_xf32): two K-consecutive f32
+# elements per lane in two VGPRs, the K pair chosen by the lane group:
+#   A[i][k] GPR: k % 2                   Lane: 32 * floor(k / 2) + i   (16x16x8: 16 * floor(k / 2) + i)
+#   B[k][j] GPR: k % 2                   Lane: 32 * floor(k / 2) + j   (16x16x8: 16 * floor(k / 2) + j)
+def _mfma_32x32x4_a(i, k):
+    return k % 2, 0, 32 * _floor(k, 2) + i
+
+
+def _mfma_32x32x4_b(k, j):
+    return k % 2, 0, 32 * _floor(k, 2) + j
+
+
+def _mfma_16x16x8_a(i, k):
+    return k % 2, 0, 16 * _floor(k, 2) + i
+
+
+def _mfma_16x16x8_b(k, j):
+    return k % 2, 0, 16 * _floor(k, 2) + j
+
+
+# -- 8-bit inputs (CDNA3 v_mfma_f32_32x32x16_{fp8,bf8}_{fp8,bf8}, v_mfma_i32_32x32x16_i8 and the
+# 16x16x32 forms; CDNA4 the same): eight K-consecutive bytes per lane in two VGPRs:
+#   A[i][k] GPR: (floor(k / 4) % 2).[8*(k % 4)+7 : 8*(k % 4)]   Lane: 32 * floor(k / 8) + i
+#   (16x16x32: Lane 16 * floor(k / 8) + i); B likewise with j.
+def _mfma_32x32x16_b8_a(i, k):
+    return _floor(k, 4) % 2, 8 * (k % 4), 32 * _floor(k, 8) + i
+
+
+def _mfma_32x32x16_b8_b(k, j):
+    return _floor(k, 4) % 2, 8 * (k % 4), 32 * _floor(k, 8) + j
+
+
+def _mfma_16x16x32_b8_a(i, k):
+    return _floor(k, 4) % 2, 8 * (k % 4), 16 * _floor(k, 8) + i
+
+
+def _mfma_16x16x32_b8_b(k, j):
+    return _floor(k, 4) % 2, 8 * (k % 4), 16 * _floor(k, 8) + j
+
+
+# -- CDNA4's double-K int8 (v_mfma_i32_32x32x32_i8, v_mfma_i32_16x16x64_i8): sixteen
+# K-consecutive bytes per lane in four VGPRs:
+#   A[i][k] GPR: (floor(k / 4) % 4).[8*(k % 4)+7 : 8*(k % 4)]   Lane: 32 * floor(k / 16) + i
+#   (16x16x64: Lane 16 * floor(k / 16) + i); B likewise with j.
+def _mfma_32x32x32_b8_a(i, k):
+    return _floor(k, 4) % 4, 8 * (k % 4), 32 * _floor(k, 16) + i
+
+
+def _mfma_32x32x32_b8_b(k, j):
+    return _floor(k, 4) % 4, 8 * (k % 4), 32 * _floor(k, 16) + j
+
+
+def _mfma_16x16x64_b8_a(i, k):
+    return _floor(k, 4) % 4, 8 * (k % 4), 16 * _floor(k, 16) + i
+
+
+def _mfma_16x16x64_b8_b(k, j):
+    return _floor(k, 4) % 4, 8 * (k % 4), 16 * _floor(k, 16) + j
+
+
+MFMA_32X32X2_F32 = (
+    _mfma("v_mfma_f32_32x32x2_f32", "A", 32, 2, 32, f"{CALC} (CDNA3); {CDNA3}; {BLOG} 5.1",
+          _mfma_32x32x2_a, (((0, 0), (0, 0)), ((5, 1), (37, 0)), ((31, 1), (63, 0)))),
+    _mfma("v_mfma_f32_32x32x2_f32", "B", 2, 32, 32, f"{CALC} (CDNA3); {CDNA3}; {BLOG} 5.1",
+          _mfma_32x32x2_b, (((0, 7), (7, 0)), ((1, 2), (34, 0)))),
+    _mfma("v_mfma_f32_32x32x2_f32", "C", 32, 32, 32, f"{CALC} (CDNA3); {CDNA3}; {BLOG} 5.1",
+          _mfma_32x32_c, _C32_SPOTS),
+)
+MFMA_16X16X4_F32 = (
+    _mfma("v_mfma_f32_16x16x4_f32", "A", 16, 4, 32, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_16x16x4_a, (((0, 0), (0, 0)), ((3, 2), (35, 0)), ((15, 3), (63, 0)))),
+    _mfma("v_mfma_f32_16x16x4_f32", "B", 4, 16, 32, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_16x16x4_b, (((1, 4), (20, 0)), ((3, 15), (63, 0)))),
+    _mfma("v_mfma_f32_16x16x4_f32", "C", 16, 16, 32, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_16x16_c, _C16_SPOTS),
+)
+MFMA_32X32X4_XF32 = (
+    _mfma("v_mfma_f32_32x32x4_xf32", "A", 32, 4, 32, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_32x32x4_a, (((0, 1), (0, 1)), ((4, 2), (36, 0)), ((31, 3), (63, 1)))),
+    _mfma("v_mfma_f32_32x32x4_xf32", "B", 4, 32, 32, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_32x32x4_b, (((1, 0), (0, 1)), ((2, 5), (37, 0)))),
+    _mfma("v_mfma_f32_32x32x4_xf32", "C", 32, 32, 32, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_32x32_c, _C32_SPOTS),
+)
+MFMA_16X16X8_XF32 = (
+    _mfma("v_mfma_f32_16x16x8_xf32", "A", 16, 8, 32, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_16x16x8_a, (((0, 1), (0, 1)), ((2, 4), (34, 0)), ((15, 7), (63, 1)))),
+    _mfma("v_mfma_f32_16x16x8_xf32", "B", 8, 16, 32, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_16x16x8_b, (((3, 1), (17, 1)), ((7, 15), (63, 1)))),
+    _mfma("v_mfma_f32_16x16x8_xf32", "C", 16, 16, 32, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_16x16_c, _C16_SPOTS),
+)
+# Spots from the ROCm blog's section 5.3 (32x32x16 fp8: a_reg[j] = A[t % 32][8 * (t / 32) + j],
+# b_reg[i] = B[i + 8 * (t / 32)][t % 32], C as for every 32x32 MFMA).
+MFMA_32X32X16_B8 = (
+    _mfma("v_mfma_*_32x32x16 (8-bit)", "A", 32, 16, 8, f"{CALC} (CDNA3); {CDNA3}; {BLOG} 5.3",
+          _mfma_32x32x16_b8_a, (((0, 0), (0, 0)), ((3, 13), (35, 5)), ((31, 15), (63, 7)))),
+    _mfma("v_mfma_*_32x32x16 (8-bit)", "B", 16, 32, 8, f"{CALC} (CDNA3); {CDNA3}; {BLOG} 5.3",
+          _mfma_32x32x16_b8_b, (((9, 2), (34, 1)), ((7, 31), (31, 7)))),
+    _mfma("v_mfma_*_32x32x16 (8-bit)", "C", 32, 32, 32, f"{CALC} (CDNA3); {CDNA3}; {BLOG} 5.3",
+          _mfma_32x32_c, _C32_SPOTS),
+)
+MFMA_16X16X32_B8 = (
+    _mfma("v_mfma_*_16x16x32 (8-bit)", "A", 16, 32, 8, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_16x16x32_b8_a, (((0, 7), (0, 7)), ((1, 8), (17, 0)), ((15, 31), (63, 7)))),
+    _mfma("v_mfma_*_16x16x32 (8-bit)", "B", 32, 16, 8, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_16x16x32_b8_b, (((8, 2), (18, 0)), ((31, 15), (63, 7)))),
+    _mfma("v_mfma_*_16x16x32 (8-bit)", "C", 16, 16, 32, f"{CALC} (CDNA3); {CDNA3}",
+          _mfma_16x16_c, _C16_SPOTS),
+)
+MFMA_32X32X32_I8 = (
+    _mfma("v_mfma_i32_32x32x32_i8", "A", 32, 32, 8, f"{CDNA4}",
+          _mfma_32x32x32_b8_a, (((0, 15), (0, 15)), ((1, 16), (33, 0)), ((31, 31), (63, 15)))),
+    _mfma("v_mfma_i32_32x32x32_i8", "B", 32, 32, 8, f"{CDNA4}",
+          _mfma_32x32x32_b8_b, (((17, 3), (35, 1)), ((31, 31), (63, 15)))),
+    _mfma("v_mfma_i32_32x32x32_i8", "C", 32, 32, 32, f"{CDNA4}", _mfma_32x32_c, _C32_SPOTS),
+)
+MFMA_16X16X64_I8 = (
+    _mfma("v_mfma_i32_16x16x64_i8", "A", 16, 64, 8, f"{CDNA4}",
+          _mfma_16x16x64_b8_a, (((0, 15), (0, 15)), ((1, 16), (17, 0)), ((15, 63), (63, 15)))),
+    _mfma("v_mfma_i32_16x16x64_i8", "B", 64, 16, 8, f"{CDNA4}",
+          _mfma_16x16x64_b8_b, (((33, 2), (34, 1)), ((63, 15), (63, 15)))),
+    _mfma("v_mfma_i32_16x16x64_i8", "C", 16, 16, 32, f"{CDNA4}", _mfma_16x16_c, _C16_SPOTS),
+)
+
+
+# -- gfx942's STEP_K (opus.hpp's mfma for f16/bf16 32x32x16 and 16x16x32 on gfx942, inventory
+# 1.16/1.18): two of the K/2 instruction, the first half of each lane's A and B registers to the
+# first, the second half to the second, both accumulating into C. Lane group g's registers hold
+# K 8g .. 8g+7 of the large operand (the adaptor's load), so instruction h sees its own k' = 4g + e
+# at large-operand k = 8g + 4h + e. The table: the instruction's own table at k', its registers
+# shifted by the h-th half.
+def _chained(table, half_elems):
+    """The (gpr, lo_bit, lane) of a STEP_K operand cell from the half instruction's table."""
+    def register(row, col, a_side):
+        k = col if a_side else row
+        h, kk = (k // 4) % 2, 4 * (k // 8) + k % 4
+        gpr, lo, lane = table(row, kk) if a_side else table(kk, col)
+        return gpr + h * half_elems * 16 // 32, lo, lane
+    return register
+
+
+def _step_k(name, m, n, k, half_a, half_b, c_fn, c_spots, a_spots, b_spots, source):
+    ra, rb = _chained(half_a, 4), _chained(half_b, 4)
+    return (
+        _mfma(name, "A", m, k, 16, source, lambda i, kk: ra(i, kk, True), a_spots),
+        _mfma(name, "B", k, n, 16, source, lambda kk, j: rb(kk, j, False), b_spots),
+        _mfma(name, "C", m, n, 32, source, c_fn, c_spots),
+    )
+
+
+_STEP_K_SOURCE = (f"{CALC} (CDNA3) for each half; the chaining of the original opus.hpp mfma "
+                  f"(inventory 1.16, 1.18: first half of each lane's registers to the first)")
+# spots: lane 0 element 4 is the second instruction's element 0 of lane 0, i.e. k = 4; lane 32
+# element 0 is the first instruction's lane 32, i.e. k' = 4 -> k = 8
+MFMA_32X32X16_STEP_K = _step_k(
+    "v_mfma_f32_32x32x8 x2 (16-bit, STEP_K)", 32, 32, 16, _mfma_32x32x8_a, _mfma_32x32x8_b,
+    _mfma_32x32_c, _C32_SPOTS, (((0, 4), (0, 4)), ((0, 8), (32, 0)), ((31, 15), (63, 7))),
+    (((4, 0), (0, 4)), ((11, 1), (33, 3)), ((15, 31), (63, 7))), _STEP_K_SOURCE)
+MFMA_16X16X32_STEP_K = _step_k(
+    "v_mfma_f32_16x16x16 x2 (16-bit, STEP_K)", 16, 16, 32, _mfma_16x16x16_a, _mfma_16x16x16_b,
+    _mfma_16x16_c, _C16_SPOTS, (((0, 4), (0, 4)), ((0, 8), (16, 0)), ((15, 31), (63, 7))),
+    (((4, 0), (0, 4)), ((12, 2), (18, 4)), ((31, 15), (63, 7))), _STEP_K_SOURCE)
+
 # == every instruction, by the spelling the compiler prints (MatrixAtom.isa) =====================
 ISA_TABLES = {
     "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32": M16N8K16_F16,
     "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32": M16N8K16_F16,
     "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32": M16N8K8_F16,
-    "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32": M16N8K32_B8,
+    "mma.sync.aligned.m16n8k16.row.col.f16.f16.f16.f16": M16N8K16_F16_F16,
+    "mma.sync.aligned.m16n8k8.row.col.f32.bf16.bf16.f32": M16N8K8_F16,
+    "mma.sync.aligned.m16n8k8.row.col.f16.f16.f16.f16": M16N8K8_F16_F16,
+    "mma.sync.aligned.m16n8k4.row.col.f32.tf32.tf32.f32": M16N8K4_TF32,
+    "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32": M16N8K8_TF32,
+    # integer: .atype and .btype each .u8 or .s8 (one fragment table for both)
+    **{f"mma.sync.aligned.m16n8k16.row.col.s32.{a}.{b}.s32": M16N8K16_B8
+       for a in ("s8", "u8") for b in ("s8", "u8")},
+    **{f"mma.sync.aligned.m16n8k32.row.col.s32.{a}.{b}.s32": M16N8K32_B8
+       for a in ("s8", "u8") for b in ("s8", "u8")},
+    # fp8: .e4m3/.e5m2 each, .f32 or .f16 accumulators
+    **{f"mma.sync.aligned.m16n8k32.row.col.f32.{a}.{b}.f32": M16N8K32_B8
+       for a in ("e4m3", "e5m2") for b in ("e4m3", "e5m2")},
+    **{f"mma.sync.aligned.m16n8k32.row.col.f16.{a}.{b}.f16": M16N8K32_B8_F16
+       for a in ("e4m3", "e5m2") for b in ("e4m3", "e5m2")},
     "v_mfma_f32_32x32x8_f16": MFMA_32X32X8,
     "v_mfma_f32_32x32x8_bf16": MFMA_32X32X8,
     "v_mfma_f32_16x16x16_f16": MFMA_16X16X16,
@@ -313,16 +596,37 @@ ISA_TABLES = {
     "v_mfma_f32_32x32x16_bf16": MFMA_32X32X16,
     "v_mfma_f32_16x16x32_f16": MFMA_16X16X32,
     "v_mfma_f32_16x16x32_bf16": MFMA_16X16X32,
+    "v_mfma_f32_32x32x2_f32": MFMA_32X32X2_F32,
+    "v_mfma_f32_16x16x4_f32": MFMA_16X16X4_F32,
+    "v_mfma_f32_32x32x4_xf32": MFMA_32X32X4_XF32,
+    "v_mfma_f32_16x16x8_xf32": MFMA_16X16X8_XF32,
+    **{f"v_mfma_f32_32x32x16_{a}_{b}": MFMA_32X32X16_B8 for a in ("fp8", "bf8") for b in ("fp8", "bf8")},
+    **{f"v_mfma_f32_16x16x32_{a}_{b}": MFMA_16X16X32_B8 for a in ("fp8", "bf8") for b in ("fp8", "bf8")},
+    "v_mfma_i32_32x32x16_i8": MFMA_32X32X16_B8,
+    "v_mfma_i32_16x16x32_i8": MFMA_16X16X32_B8,
+    "v_mfma_i32_32x32x32_i8": MFMA_32X32X32_I8,
+    "v_mfma_i32_16x16x64_i8": MFMA_16X16X64_I8,
+    # chained instructions (a row whose numerics.k_steps is 2): keyed "<instruction> x2"
+    "v_mfma_f32_32x32x8_f16 x2": MFMA_32X32X16_STEP_K,
+    "v_mfma_f32_32x32x8_bf16 x2": MFMA_32X32X16_STEP_K,
+    "v_mfma_f32_16x16x16_f16 x2": MFMA_16X16X32_STEP_K,
+    "v_mfma_f32_16x16x16_bf16 x2": MFMA_16X16X32_STEP_K,
 }
+
+
+def isa_key(atom):
+    """The ISA_TABLES key of an atom: its instruction, with " x<n>" for a chain of n of it."""
+    steps = atom.numerics.k_steps
+    return atom.isa if steps == 1 else f"{atom.isa} x{steps}"
 
 
 def tables_for(atom):
     """(A, B, C) LaneTables of a MatrixAtom, checked against its shape, warp and element sizes;
     MissingIsaTable naming the instruction if none was transcribed."""
-    tables = ISA_TABLES.get(atom.isa)
+    tables = ISA_TABLES.get(isa_key(atom))
     if tables is None:
         raise MissingIsaTable(
-            f"no ISA lane table for {atom.isa!r} (matrix atom {atom.name!r}): transcribe its A, B "
+            f"no ISA lane table for {isa_key(atom)!r} (matrix atom {atom.name!r}): transcribe its A, B "
             f"and C/D layouts from the ISA document into ISA_TABLES in tests/targets/isa_lanes.py")
     m, n, k = atom.shape
     for t, operand, rows, cols, dtype in zip(tables, "ABC", (m, k, m), (k, n, n),
@@ -344,6 +648,31 @@ def assert_coordinates_match(atom):
             got = tuple(fn(lane, i))
             assert got == cell, (f"{atom.name}: {table.operand} of lane {lane} element {i} is "
                                  f"{got} in opus, {cell} in {table.source}")
+
+
+def operand_values(dtype, rng, shape):
+    """Random values an atom reads exactly, as ``dtype``'s numpy type: i8 over its whole range,
+    i32 small (no wrap-around), f32 with 10 mantissa bits (so the xf32/tf32 instructions, which
+    keep 10, read them unchanged), other floats standard normal rounded to the type."""
+    import numpy as np
+    if dtype.name in ("i8", "u8"):
+        lo, hi = dtype.int_range()
+        return rng.integers(lo, hi + 1, shape).astype(dtype.np_dtype)
+    if dtype.is_int:
+        return rng.integers(-1000, 1000, shape).astype(dtype.np_dtype)
+    x = rng.standard_normal(shape)
+    if dtype.name in ("f32", "tf32"):
+        m, e = np.frexp(x)
+        x = np.ldexp(np.round(m * 2.0 ** 11) / 2.0 ** 11, e)  # 11 significant bits
+    return x.astype(dtype.np_dtype)
+
+
+def tolerance(dtype):
+    """assert_allclose's rtol/atol for a result rounded once to ``dtype`` (C's type): none for
+    integers, a little over half an ulp for f16, 1e-5 for f32."""
+    if dtype.is_int:
+        return dict(rtol=0, atol=0)
+    return dict(rtol=1e-3, atol=1e-5) if dtype.bits == 16 else dict(rtol=1e-5, atol=1e-5)
 
 
 def to_lanes(mats, table):
@@ -373,17 +702,41 @@ def from_lanes(regs, table):
 # --detail-instruction prints it: "A matrix source field: Src0, B matrix source field: Src1,
 # C matrix source field: Src2, D matrix source field: Vdst"). The host shim implements each
 # builtin from that definition and the A/B/C tables above: it knows nothing of opus' code.
-MFMA_BUILTINS = {  # builtin: (instruction, A/B element type)
-    "__builtin_amdgcn_mfma_f32_32x32x8f16": ("v_mfma_f32_32x32x8_f16", "f16"),
-    "__builtin_amdgcn_mfma_f32_16x16x16f16": ("v_mfma_f32_16x16x16_f16", "f16"),
-    "__builtin_amdgcn_mfma_f32_32x32x8bf16_1k": ("v_mfma_f32_32x32x8_bf16", "bf16"),
-    "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k": ("v_mfma_f32_16x16x16_bf16", "bf16"),
-    "__builtin_amdgcn_mfma_f32_32x32x16_f16": ("v_mfma_f32_32x32x16_f16", "f16"),
-    "__builtin_amdgcn_mfma_f32_16x16x32_f16": ("v_mfma_f32_16x16x32_f16", "f16"),
-    "__builtin_amdgcn_mfma_f32_32x32x16_bf16": ("v_mfma_f32_32x32x16_bf16", "bf16"),
-    "__builtin_amdgcn_mfma_f32_16x16x32_bf16": ("v_mfma_f32_16x16x32_bf16", "bf16"),
+def _fp8_builtins():
+    out = {}
+    for m, n, k in ((32, 32, 16), (16, 16, 32)):
+        for a in ("fp8", "bf8"):
+            for b in ("fp8", "bf8"):
+                ins = f"v_mfma_f32_{m}x{n}x{k}_{a}_{b}"
+                out[f"__builtin_amdgcn_mfma_f32_{m}x{n}x{k}_{a}_{b}"] = (ins, a, b, "f32")
+    return out
+
+
+# builtin: (ISA_TABLES key of the instruction it issues, A, B and C element kinds). fp8/bf8 are
+# the chip's flavour (gfx942: FNUZ, gfx950: OCP; OPUS_HOST_FP8/BF8 of shim/hip.h); xf32: f32
+# inputs rounded to 10 mantissa bits (the CDNA3 ISA's XF32 format), to nearest even.
+MFMA_BUILTINS = {
+    "__builtin_amdgcn_mfma_f32_32x32x8f16": ("v_mfma_f32_32x32x8_f16", "f16", "f16", "f32"),
+    "__builtin_amdgcn_mfma_f32_16x16x16f16": ("v_mfma_f32_16x16x16_f16", "f16", "f16", "f32"),
+    "__builtin_amdgcn_mfma_f32_32x32x8bf16_1k": ("v_mfma_f32_32x32x8_bf16", "bf16", "bf16", "f32"),
+    "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k": ("v_mfma_f32_16x16x16_bf16", "bf16", "bf16", "f32"),
+    "__builtin_amdgcn_mfma_f32_32x32x16_f16": ("v_mfma_f32_32x32x16_f16", "f16", "f16", "f32"),
+    "__builtin_amdgcn_mfma_f32_16x16x32_f16": ("v_mfma_f32_16x16x32_f16", "f16", "f16", "f32"),
+    "__builtin_amdgcn_mfma_f32_32x32x16_bf16": ("v_mfma_f32_32x32x16_bf16", "bf16", "bf16", "f32"),
+    "__builtin_amdgcn_mfma_f32_16x16x32_bf16": ("v_mfma_f32_16x16x32_bf16", "bf16", "bf16", "f32"),
+    "__builtin_amdgcn_mfma_f32_32x32x2f32": ("v_mfma_f32_32x32x2_f32", "f32", "f32", "f32"),
+    "__builtin_amdgcn_mfma_f32_16x16x4f32": ("v_mfma_f32_16x16x4_f32", "f32", "f32", "f32"),
+    "__builtin_amdgcn_mfma_f32_32x32x4_xf32": ("v_mfma_f32_32x32x4_xf32", "xf32", "xf32", "f32"),
+    "__builtin_amdgcn_mfma_f32_16x16x8_xf32": ("v_mfma_f32_16x16x8_xf32", "xf32", "xf32", "f32"),
+    **_fp8_builtins(),
+    "__builtin_amdgcn_mfma_i32_32x32x16_i8": ("v_mfma_i32_32x32x16_i8", "i8", "i8", "i32"),
+    "__builtin_amdgcn_mfma_i32_16x16x32_i8": ("v_mfma_i32_16x16x32_i8", "i8", "i8", "i32"),
+    "__builtin_amdgcn_mfma_i32_32x32x32_i8": ("v_mfma_i32_32x32x32_i8", "i8", "i8", "i32"),
+    "__builtin_amdgcn_mfma_i32_16x16x64_i8": ("v_mfma_i32_16x16x64_i8", "i8", "i8", "i32"),
 }
 MFMA_SHIM = "tests/hostexec/shim/mfma.h"
+_KIND = {"f16": "F16", "bf16": "BF16", "f32": "F32", "xf32": "XF32", "fp8": "FP8", "bf8": "BF8",
+         "i8": "I8"}
 
 _SHIM_HEAD = """\
 // GENERATED from tests/targets/isa_lanes.py (`python tests/targets/isa_lanes.py` rewrites it;
@@ -395,9 +748,11 @@ _SHIM_HEAD = """\
 // A wave-wide instruction: every lane of the wave must call it (the runtime's warp rendezvous,
 // host.h). Each lane puts its operand registers in its exchange slot; after the rendezvous each
 // lane computes its own D elements from every lane's slots (A, B and C widened to double, the
-// K products summed exactly enough, rounded once to f32); a second rendezvous keeps the slots
-// alive until every lane has read them. The cbsz/abid/blgp modifiers are not modelled (opus
-// passes 0): a non-zero one fails the launch.
+// K products summed exactly enough, rounded once to f32; an i32 D keeps the low 32 bits of the
+// exact sum); a second rendezvous keeps the slots alive until every lane has read them. Element
+// kinds: f16, bf16, f32 exact; xf32 = f32 rounded to 10 mantissa bits (to nearest even); fp8/bf8
+// in the chip's flavour (shim/hip.h's OPUS_HOST_FP8/BF8: gfx942 FNUZ, gfx950 OCP); i8 signed.
+// The cbsz/abid/blgp modifiers are not modelled (opus passes 0): a non-zero one fails the launch.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -419,6 +774,30 @@ static inline double from_bf16(uint16_t h) {
   return f;
 }
 
+enum Kind { F16, BF16, F32, XF32, FP8, BF8, I8 };
+static inline unsigned size_of(Kind k) { return k == F32 || k == XF32 ? 4 : k == F16 || k == BF16 ? 2 : 1; }
+
+// one element of kind k at p, exactly as the instruction reads it
+static inline double value(Kind k, const unsigned char* p) {
+  uint16_t h;
+  uint32_t u;
+  float f;
+  switch (k) {
+    case F16: memcpy(&h, p, 2); return from_f16(h);
+    case BF16: memcpy(&h, p, 2); return from_bf16(h);
+    case F32: memcpy(&f, p, 4); return f;
+    case XF32:  // 1 sign, 8 exponent, 10 mantissa bits: round the low 13 bits away, ties to even
+      memcpy(&u, p, 4);
+      if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
+      memcpy(&f, &u, 4);
+      return f;
+    case FP8: return opus_host_float::decode(*p, OPUS_HOST_FP8);
+    case BF8: return opus_host_float::decode(*p, OPUS_HOST_BF8);
+    case I8: return (double)(int8_t)*p;
+  }
+  return NAN;
+}
+
 // cell tables: [row][col] -> (lane, register element); d_cells: [lane][element] -> (row, col)
 struct Layout {
   int m, n, k, ea, eb, ec;
@@ -427,35 +806,42 @@ struct Layout {
 
 const unsigned SLOT_B = 64, SLOT_C = 128;  // byte offsets in a lane's exchange slot
 
-static inline void run(const Layout& L, bool bf16, const void* a, const void* b, const void* c,
-                       void* d, int cbsz, int abid, int blgp) {
+static inline void run(const Layout& L, Kind ka, Kind kb, bool int_acc, const void* a, const void* b,
+                       const void* c, void* d, int cbsz, int abid, int blgp) {
   if (cbsz || abid || blgp) opus_host_fail("MFMA cbsz/abid/blgp modifiers are not modelled");
   if (opus_host_warp_live_mask() != ~0ull)
     opus_host_fail("an MFMA needs every lane of the wave (some returned before it)");
-  unsigned me = opus_host_lane();
+  unsigned me = opus_host_lane(), sa = size_of(ka), sb = size_of(kb);
   unsigned char* slot = (unsigned char*)opus_host_xchg(me);
-  memcpy(slot, a, 2 * L.ea);
-  memcpy(slot + SLOT_B, b, 2 * L.eb);
+  memcpy(slot, a, sa * L.ea);
+  memcpy(slot + SLOT_B, b, sb * L.eb);
   memcpy(slot + SLOT_C, c, 4 * L.ec);
   opus_host_warp_rendezvous();
-  auto in16 = [&](unsigned lane, unsigned off, unsigned elem) {
-    uint16_t h;
-    memcpy(&h, (unsigned char*)opus_host_xchg(lane) + off + 2 * elem, 2);
-    return bf16 ? from_bf16(h) : from_f16(h);
+  auto in = [&](Kind kind, unsigned size, unsigned lane, unsigned off, unsigned elem) {
+    return value(kind, (unsigned char*)opus_host_xchg(lane) + off + size * elem);
   };
-  float out[64];
+  unsigned char out[4 * 64];
   for (int e = 0; e < L.ec; e++) {
     int row = L.d_cells[2 * (me * L.ec + e)], col = L.d_cells[2 * (me * L.ec + e) + 1];
     const unsigned char* ch = L.c + 2 * (row * L.n + col);
-    float cv;
-    memcpy(&cv, (unsigned char*)opus_host_xchg(ch[0]) + SLOT_C + 4 * ch[1], 4);
-    double acc = cv;
+    const unsigned char* cp = (unsigned char*)opus_host_xchg(ch[0]) + SLOT_C + 4 * ch[1];
+    int32_t ci;
+    float cf;
+    memcpy(&ci, cp, 4);
+    memcpy(&cf, cp, 4);
+    double acc = int_acc ? (double)ci : (double)cf;
     for (int kk = 0; kk < L.k; kk++) {
       const unsigned char* ah = L.a + 2 * (row * L.k + kk);   // A[row][kk], from src0
       const unsigned char* bh = L.b + 2 * (kk * L.n + col);   // B[kk][col], from src1
-      acc += in16(ah[0], 0, ah[1]) * in16(bh[0], SLOT_B, bh[1]);
+      acc += in(ka, sa, ah[0], 0, ah[1]) * in(kb, sb, bh[0], SLOT_B, bh[1]);
     }
-    out[e] = (float)acc;
+    if (int_acc) {  // exact in double (|sum| < 2^53); keep the low 32 bits
+      int32_t r = (int32_t)(uint32_t)(uint64_t)(int64_t)acc;
+      memcpy(out + 4 * e, &r, 4);
+    } else {
+      float r = (float)acc;
+      memcpy(out + 4 * e, &r, 4);
+    }
   }
   opus_host_warp_rendezvous();
   memcpy(d, out, 4 * L.ec);
@@ -469,7 +855,7 @@ static inline VC {fn}(VA a, VB b, VC c, int cbsz, int abid, int blgp) {{
   static_assert(sizeof(VA) == {abytes} && sizeof(VB) == {bbytes} && sizeof(VC) == {cbytes},
                 "{builtin}: operands of {abytes}, {bbytes} and {cbytes} bytes");
   VC d;
-  run({layout}, {bf16}, &a, &b, &c, &d, cbsz, abid, blgp);
+  run({layout}, {ka}, {kb}, {int_acc}, &a, &b, &c, &d, cbsz, abid, blgp);
   return d;
 }}
 """
@@ -479,21 +865,25 @@ def _c_bytes(pairs):
     return ", ".join(f"{x}" for p in pairs for x in p)
 
 
+def _layout_name(table):
+    """A C name for an instruction's layout (several instructions share one)."""
+    import re
+    return "L_" + re.sub(r"\W+", "_", table.instruction).strip("_")
+
+
 def mfma_shim_source() -> str:
     """The text of tests/hostexec/shim/mfma.h, from MFMA_BUILTINS and the lane tables."""
     out = [_SHIM_HEAD]
-    layouts = {}
-    for builtin, (instruction, _) in MFMA_BUILTINS.items():
+    done = set()
+    for builtin, (instruction, *_) in MFMA_BUILTINS.items():
         a, b, c = ISA_TABLES[instruction]
-        key = instruction.rsplit("_", 1)[0].replace("v_mfma_f32_", "")  # e.g. 32x32x8
-        if key in layouts:
-            assert layouts[key] == (a, b, c), f"{instruction}: two layouts named {key}"
+        name = _layout_name(a)
+        if name in done:
             continue
-        layouts[key] = (a, b, c)
+        done.add(name)
         pa, pb, pc = a.placement(), b.placement(), c.placement()
         d_cells = {holder: cell for cell, holder in pc.items()}
-        name = f"L_{key}"
-        out.append(f"// {instruction}: A {a.rows}x{a.cols}, B {b.rows}x{b.cols}, C/D {c.rows}x{c.cols}"
+        out.append(f"// {a.instruction}: A {a.rows}x{a.cols}, B {b.rows}x{b.cols}, C/D {c.rows}x{c.cols}"
                    f" ({a.source})\n")
         for op, placed, rows, cols in (("a", pa, a.rows, a.cols), ("b", pb, b.rows, b.cols),
                                        ("c", pc, c.rows, c.cols)):
@@ -503,12 +893,12 @@ def mfma_shim_source() -> str:
         out.append(f"static const unsigned char {name}_d[] = {{{_c_bytes(cells)}}};\n")
         out.append(f"static const Layout {name} = {{{a.rows}, {c.cols}, {a.cols}, {a.per_lane}, "
                    f"{b.per_lane}, {c.per_lane}, {name}_a, {name}_b, {name}_c, {name}_d}};\n\n")
-    for builtin, (instruction, ab) in MFMA_BUILTINS.items():
+    for builtin, (instruction, ka, kb, kc) in MFMA_BUILTINS.items():
         a, b, c = ISA_TABLES[instruction]
-        key = instruction.rsplit("_", 1)[0].replace("v_mfma_f32_", "")
         fn = builtin.replace("__builtin_amdgcn_", "opus_host_")
-        out.append(_SHIM_BUILTIN.format(fn=fn, builtin=builtin, layout=f"L_{key}",
-                                        bf16="true" if ab == "bf16" else "false",
+        out.append(_SHIM_BUILTIN.format(fn=fn, builtin=builtin, layout=_layout_name(a),
+                                        ka=_KIND[ka], kb=_KIND[kb],
+                                        int_acc="true" if kc == "i32" else "false",
                                         abytes=a.per_lane * a.bits // 8,
                                         bbytes=b.per_lane * b.bits // 8,
                                         cbytes=c.per_lane * c.bits // 8))

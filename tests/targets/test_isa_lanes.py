@@ -18,7 +18,8 @@ import pytest
 from opus.targets import get_target, known_targets
 
 from isa_lanes import (ISA_TABLES, MFMA_BUILTINS, MFMA_SHIM, MissingIsaTable,
-                       assert_coordinates_match, from_lanes, mfma_shim_source, tables_for, to_lanes)
+                       assert_coordinates_match, from_lanes, mfma_shim_source, operand_values,
+                       tables_for, to_lanes, tolerance)
 
 ATOMS = [(arch, atom) for arch in known_targets() for atom in get_target(arch).matrix_atoms()]
 IDS = [f"{arch}-{atom.name}" for arch, atom in ATOMS]
@@ -36,18 +37,18 @@ def test_every_atom_of_the_target_has_its_isa_tables(arch):
 
 
 def test_a_row_without_isa_tables_is_named(monkeypatch):
-    """A new row in a target's table (here an f32 MFMA nobody transcribed) fails the coverage
-    test with the instruction and the file to edit."""
+    """A new row in a target's table (here CDNA2's i8 32x32x8, which nobody transcribed) fails
+    the coverage test with the instruction and the file to edit."""
     from opus import dtypes as dt
     from opus.targets.amd_mfma import mfma
     from opus.targets.base import OnlyOn
-    row = mfma(dt.f32, (32, 32, 2), "__builtin_amdgcn_mfma_f32_32x32x2f32", "float",
-               OnlyOn("gfx942"))
+    row = mfma(dt.i8, (32, 32, 8), "__builtin_amdgcn_mfma_i32_32x32x8i8", "int", OnlyOn("gfx942"),
+               c=dt.i32)
     t = get_target("gfx942")
     monkeypatch.setitem(t.instructions, row.name, row)
     monkeypatch.setitem(t.mma_atoms, row.key, (row.name,))
-    with pytest.raises(MissingIsaTable, match=r"no ISA lane table for 'v_mfma_f32_32x32x2_f32' "
-                                              r"\(matrix atom 'amd.mfma.f32.32x32x2.f32'\).*isa_lanes.py"):
+    with pytest.raises(MissingIsaTable, match=r"no ISA lane table for 'v_mfma_i32_32x32x8_i8' "
+                                              r"\(matrix atom 'amd.mfma.i32.32x32x8.i8'\).*isa_lanes.py"):
         covered("gfx942")
 
 
@@ -71,13 +72,13 @@ def test_emulation_through_the_isa_tables_is_a_times_b_plus_c(arch, atom):
     rng = np.random.default_rng(17)
     warps = 2
     m, n, k = atom.shape
-    A = rng.standard_normal((warps, m, k)).astype(atom.a.np_dtype)
-    B = rng.standard_normal((warps, k, n)).astype(atom.b.np_dtype)
-    C = rng.standard_normal((warps, m, n)).astype(atom.c.np_dtype)
+    A = operand_values(atom.a, rng, (warps, m, k))
+    B = operand_values(atom.b, rng, (warps, k, n))
+    C = operand_values(atom.c, rng, (warps, m, n))
     ta, tb, tc = tables_for(atom)
     (d,) = atom.emulate([to_lanes(A, ta), to_lanes(B, tb), to_lanes(C, tc)], {}, atom.warp)
     ref = np.einsum("wmk,wkn->wmn", A.astype(np.float64), B.astype(np.float64)) + C
-    np.testing.assert_allclose(from_lanes(d, tc), ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(from_lanes(d, tc), ref, **tolerance(atom.c))
 
 
 AMD_ATOMS = {atom.name: atom for arch, atom in ATOMS if "hip" in atom.lowering}

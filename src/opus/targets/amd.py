@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import dtypes as dt
-from .base import Target
+from .base import Target, UnsupportedOnTarget
 from .limits import Limits
 
 __all__ = ["AmdTarget", "AMD_ARCHS"]
@@ -65,6 +65,18 @@ class AmdTarget(Target):
                    "NVIDIA sm_90 features)")
     printf_missing = ("device printf needs the ROCm device library's hostcall buffer (ockl), "
                       "which headerless device-only builds do not link")
+
+    def mma_instruction(self, a, b, c, shape):
+        """The base's lookup; for the f8f6f4 family's element types (fp4, fp6, e8m0) the error
+        also says what opus lacks to issue them (amd_mfma.missing_reason)."""
+        from . import amd_mfma
+        try:
+            return super().mma_instruction(a, b, c, shape)
+        except UnsupportedOnTarget as e:
+            why = amd_mfma.missing_reason(self.name, a, b, c, shape)
+            if why is None:
+                raise
+            raise UnsupportedOnTarget(f"{e}. {why}") from None
 
     def __init__(self, name):
         super().__init__(name)

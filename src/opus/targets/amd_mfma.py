@@ -15,6 +15,34 @@ for every atom), ``coords_c`` returns (m, n).
 
 Concretely for v_mfma_f32_32x32x8_f16: A[l%32][4*(l//32)+j], B[4*(l//32)+j][l%32],
 C[8r + 4*(l//32) + j][l%32] (c register 4r + j).
+
+The table (``ROWS``) holds every dense single-block MFMA of CDNA3 (gfx942) and CDNA4 (gfx950):
+  f32      32x32x2, 16x16x4                        both chips
+  f16/bf16 32x32x8, 16x16x16 (bf16: the _1k forms)  both chips
+  f16/bf16 32x32x16, 16x16x32                       gfx950 native; gfx942 two chained halves
+  fp8/bf8  32x32x16, 16x16x32, all four pairings    gfx942 FNUZ encodings, gfx950 OCP
+  i8 -> i32 32x32x16, 16x16x32                      both; gfx950 also 32x32x32, 16x16x64
+  xf32     32x32x4, 16x16x8 (f32 inputs kept to 10  gfx942 only (CDNA4 removed them)
+           mantissa bits)
+Left out: the multi-block forms (32x32x1/x4 2-block, 16x16x1/x4 4-block, 4x4 16-block f32,
+f16, bf16 and i8): each block is an independent small product over a subset of the lanes
+selected by cbsz/abid/blgp broadcasts, which the (m, n, k) adaptor model (one operand tile per
+wave, inventory 1.18) does not describe; f64 (not in this issue's list); the sparse SMFMAC
+forms; gfx950's f8f6f4 family (32x32x64, 16x16x128 with fp4/fp6/fp8 operands and e8m0
+scales): opus has no fp6 type and no fp4/fp6 register packing yet, so ``make_mma`` names what
+is missing instead of compiling something else (``missing_reason``).
+
+gfx942's STEP_K rows (f16/bf16 32x32x16 and 16x16x32, as the original's ``mfma``): the lane
+layout is the adaptor's for the large K (8 elements per lane, k = 8*(l//m) + j), and the
+lowering issues the smaller instruction twice, the first half of each lane's A and B registers
+to the first, the second half to the second, accumulating into the same C: step 0 covers
+k = 8g + 0..3 and step 1 k = 8g + 4..7 of lane group g. D is rounded to f32 after each step
+(``Numerics(k_steps=2)``).
+
+Operand encodings of the builtins (clang's BuiltinsAMDGPU.def; opus.hpp DISPATCH_MFMA_8BIT):
+f16 as _Float16 vectors, bf16_1k as short vectors, gfx950's bf16 as __bf16, fp8/bf8 and i8 as one
+``long`` (8 x 8 bits) per lane, gfx950's 16-element i8 forms as 4 x int, f32 as scalar floats,
+xf32 as 2 x float.
 """
 from __future__ import annotations
 
@@ -22,14 +50,17 @@ from dataclasses import dataclass
 
 from .. import dtypes as dt
 from .base import OnlyOn
-from .matrix import MatrixAtom, LaneLayout, OperandLayout, instruction_table, atom_index, require_accumulator
+from .matrix import (MatrixAtom, LaneLayout, OperandLayout, Numerics, EXACT, instruction_table,
+                     atom_index, require_accumulator, round_mantissa)
 
-__all__ = ["ROWS", "INSTRUCTIONS", "ATOMS", "WAVE", "mfma", "mfma_layout"]
+__all__ = ["ROWS", "INSTRUCTIONS", "ATOMS", "WAVE", "mfma", "mfma_layout", "MfmaBuiltin",
+           "missing_reason"]
 
 WAVE = 64
 
-# the element type as the MFMA mnemonic spells it (v_mfma_f32_32x32x8_f16)
-_ISA_TYPE = {"f16": "f16", "bf16": "bf16", "f32": "f32", "i32": "i32"}
+# the element type as the MFMA mnemonic spells it (v_mfma_f32_32x32x8_f16, ..._fp8_bf8)
+_ISA_TYPE = {"f16": "f16", "bf16": "bf16", "f32": "f32", "i32": "i32", "i8": "i8",
+             "fp8_e4m3fnuz": "fp8", "fp8_e5m2fnuz": "bf8", "fp8_e4m3": "fp8", "fp8_e5m2": "bf8"}
 # the C type of one element of the builtin's operand vectors, by size in bytes
 _CTYPE_SIZE = {"_Float16": 2, "__bf16": 2, "short": 2, "float": 4, "int": 4, "long": 8}
 _ACC_CTYPE = {"f32": "float", "i32": "int"}
@@ -59,33 +90,49 @@ def mfma_layout(m, n, k, a, b, c, warp=WAVE) -> LaneLayout:
 
 @dataclass(frozen=True)
 class MfmaBuiltin:
-    """One ``__builtin_amdgcn_mfma_*`` call; operands are bit-cast from opus' register structs
-    to the builtin's ext-vector types (no data movement). ``operand``: the C element type of the
-    builtin's A/B vectors ('_Float16', 'short' for bf16_1k, '__bf16', 'long' for 8 fp8 values
-    in one 64-bit operand); the vector length follows from the row's register size."""
+    """One ``__builtin_amdgcn_mfma_*`` call (``steps`` > 1: that many chained calls, step s
+    taking the s-th slice of each lane's A and B registers, the C of one the D of the last);
+    operands are bit-cast from opus' register structs to the builtin's types (no data
+    movement). ``operand``: the C element type of the builtin's A/B operand ('_Float16',
+    'short' for bf16_1k, '__bf16', 'float', 'int', 'long' for 8 x 8 bits in one 64-bit
+    operand); the vector length follows from the row's register size."""
     builtin: str
     operand: str
+    steps: int = 1
 
     def check(self, atom):
         for what, d, elems in (("A", atom.a, atom.elem_a), ("B", atom.b, atom.elem_b)):
-            if (elems * d.itemsize) % _CTYPE_SIZE[self.operand]:
+            if (elems * d.itemsize) % (_CTYPE_SIZE[self.operand] * self.steps):
                 raise ValueError(f"matrix atom {atom.name!r}: {what}'s {elems} x {d.name} do not "
-                                 f"fill whole {self.operand} elements of {self.builtin}")
+                                 f"fill whole {self.operand} elements of {self.steps} "
+                                 f"{self.builtin}")
+        if self.steps != atom.numerics.k_steps:
+            raise ValueError(f"matrix atom {atom.name!r}: the lowering chains {self.steps} "
+                             f"instructions, the numerics {atom.numerics.k_steps}")
         require_accumulator(atom, _ACC_CTYPE, "MFMA")
 
     def __call__(self, atom, ops, res, attrs):
         a, b, c = ops
         (d,) = res
-        size = _CTYPE_SIZE[self.operand]
-        return [
-            "{",
-            _typedef(self.operand, "opus_mfma_a", atom.elem_a * atom.a.itemsize // size),
-            _typedef(self.operand, "opus_mfma_b", atom.elem_b * atom.b.itemsize // size),
-            _typedef(_ACC_CTYPE[atom.c.name], "opus_mfma_c", atom.elem_c),
-            f"  {d} = __builtin_bit_cast(decltype({d}), {self.builtin}(__builtin_bit_cast(opus_mfma_a, {a}), "
-            f"__builtin_bit_cast(opus_mfma_b, {b}), __builtin_bit_cast(opus_mfma_c, {c}), 0, 0, 0));",
-            "}",
-        ]
+        size, s = _CTYPE_SIZE[self.operand], self.steps
+        lines = ["{",
+                 _typedef(self.operand, "opus_mfma_a", atom.elem_a * atom.a.itemsize // size // s),
+                 _typedef(self.operand, "opus_mfma_b", atom.elem_b * atom.b.itemsize // size // s),
+                 _typedef(_ACC_CTYPE[atom.c.name], "opus_mfma_c", atom.elem_c)]
+        if s == 1:
+            lines.append(f"  {d} = __builtin_bit_cast(decltype({d}), {self.builtin}("
+                         f"__builtin_bit_cast(opus_mfma_a, {a}), __builtin_bit_cast(opus_mfma_b, "
+                         f"{b}), __builtin_bit_cast(opus_mfma_c, {c}), 0, 0, 0));")
+        else:  # the registers as `s` consecutive operands of the smaller instruction
+            lines += [f"  struct opus_mfma_as {{ opus_mfma_a h[{s}]; }};",
+                      f"  struct opus_mfma_bs {{ opus_mfma_b h[{s}]; }};",
+                      f"  opus_mfma_as a_ = __builtin_bit_cast(opus_mfma_as, {a});",
+                      f"  opus_mfma_bs b_ = __builtin_bit_cast(opus_mfma_bs, {b});",
+                      f"  opus_mfma_c acc_ = __builtin_bit_cast(opus_mfma_c, {c});"]
+            lines += [f"  acc_ = {self.builtin}(a_.h[{h}], b_.h[{h}], acc_, 0, 0, 0);" for h in range(s)]
+            lines.append(f"  {d} = __builtin_bit_cast(decltype({d}), acc_);")
+        lines.append("}")
+        return lines
 
 
 def _typedef(ctype, name, n):
@@ -94,21 +141,57 @@ def _typedef(ctype, name, n):
     return f"  typedef {ctype} {name} __attribute__((ext_vector_type({n})));"
 
 
-def mfma(ab, shape, builtin, operand, available, c=dt.f32) -> MatrixAtom:
-    """One MFMA row: A and B of type ``ab``, shape (m, n, k), the builtin and its operand type."""
+def mfma(ab, shape, builtin, operand, available, c=dt.f32, b=None, kind=None, steps=1,
+         numerics=None) -> MatrixAtom:
+    """One MFMA row: A of type ``ab`` (B of type ``b``, default ``ab``), shape (m, n, k), the
+    builtin and its operand C type. ``kind`` overrides the mnemonic's input spelling ('xf32');
+    ``steps`` > 1 chains that many of the builtin (STEP_K); ``numerics`` as matrix.Numerics."""
     m, n, k = shape
+    b = ab if b is None else b
+    if kind is not None:
+        ins = kind
+    elif ab.bits == 8 and ab.is_float:  # v_mfma_f32_32x32x16_fp8_bf8: both types spelled
+        ins = f"{_ISA_TYPE[ab.name]}_{_ISA_TYPE[b.name]}"
+    else:
+        ins = _ISA_TYPE[ab.name]
+    types = ab.name if b is ab else f"{ab.name}_{b.name}"
+    if kind is not None:
+        types = kind
+    numerics = numerics or (Numerics(k_steps=steps, note=f"{steps} chained instructions, D rounded "
+                                     "to f32 after each") if steps > 1 else EXACT)
+    if steps > 1:  # the instruction issued: the smaller K, `steps` times
+        isa_shape = f"{m}x{n}x{k // steps}"
+    else:
+        isa_shape = f"{m}x{n}x{k}"
     return MatrixAtom(
-        name=f"amd.mfma.{c.name}.{m}x{n}x{k}.{ab.name}", shape=(m, n, k), a=ab, b=ab, c=c,
-        warp=WAVE, layout=mfma_layout(m, n, k, ab, ab, c), available=available,
-        lowering={"hip": MfmaBuiltin(builtin, operand)},
-        isa=f"v_mfma_{_ISA_TYPE[c.name]}_{m}x{n}x{k}_{_ISA_TYPE[ab.name]}")
+        name=f"amd.mfma.{c.name}.{m}x{n}x{k}.{types}" + (".step_k" if steps > 1 else ""),
+        shape=(m, n, k), a=ab, b=b, c=c, warp=WAVE, layout=mfma_layout(m, n, k, ab, b, c),
+        available=available, lowering={"hip": MfmaBuiltin(builtin, operand, steps)},
+        isa=f"v_mfma_{_ISA_TYPE[c.name]}_{isa_shape}_{ins}", numerics=numerics)
+
+
+def _fp8_rows(shapes, fp8, bf8, available):
+    """The 8-bit float MFMAs in all four pairings (A fp8/bf8 x B fp8/bf8) of each shape; the
+    builtin takes each lane's 8 values as one long (opus.hpp DISPATCH_MFMA_8BIT)."""
+    names = {fp8: "fp8", bf8: "bf8"}
+    return tuple(
+        mfma(a, (m, n, k), f"__builtin_amdgcn_mfma_f32_{m}x{n}x{k}_{names[a]}_{names[b]}", "long",
+             available, b=b)
+        for m, n, k in shapes for a in (fp8, bf8) for b in (fp8, bf8))
 
 
 _BOTH = OnlyOn("gfx942", "gfx950")
+_GFX942 = OnlyOn("gfx942")
 _GFX950 = OnlyOn("gfx950")
+# xf32: f32 inputs rounded to 10 mantissa bits (the XF32 format of the CDNA3 ISA: 1 sign, 8
+# exponent, 10 mantissa bits), products and sums as wide as the other MFMAs
+_XF32 = Numerics(inputs=round_mantissa(10), note="A and B rounded to 10 mantissa bits (XF32), "
+                 "to nearest even")
 
 # One row per instruction, as opus.hpp's: A/B type, (m, n, k), builtin, its operand C type, chips.
 ROWS = (
+    mfma(dt.f32, (32, 32, 2), "__builtin_amdgcn_mfma_f32_32x32x2f32", "float", _BOTH),
+    mfma(dt.f32, (16, 16, 4), "__builtin_amdgcn_mfma_f32_16x16x4f32", "float", _BOTH),
     mfma(dt.f16, (32, 32, 8), "__builtin_amdgcn_mfma_f32_32x32x8f16", "_Float16", _BOTH),
     mfma(dt.f16, (16, 16, 16), "__builtin_amdgcn_mfma_f32_16x16x16f16", "_Float16", _BOTH),
     mfma(dt.bf16, (32, 32, 8), "__builtin_amdgcn_mfma_f32_32x32x8bf16_1k", "short", _BOTH),
@@ -117,6 +200,38 @@ ROWS = (
     mfma(dt.f16, (16, 16, 32), "__builtin_amdgcn_mfma_f32_16x16x32_f16", "_Float16", _GFX950),
     mfma(dt.bf16, (32, 32, 16), "__builtin_amdgcn_mfma_f32_32x32x16_bf16", "__bf16", _GFX950),
     mfma(dt.bf16, (16, 16, 32), "__builtin_amdgcn_mfma_f32_16x16x32_bf16", "__bf16", _GFX950),
+    # gfx942's STEP_K: the larger K as two chained instructions (opus.hpp's mfma)
+    mfma(dt.f16, (32, 32, 16), "__builtin_amdgcn_mfma_f32_32x32x8f16", "_Float16", _GFX942, steps=2),
+    mfma(dt.f16, (16, 16, 32), "__builtin_amdgcn_mfma_f32_16x16x16f16", "_Float16", _GFX942, steps=2),
+    mfma(dt.bf16, (32, 32, 16), "__builtin_amdgcn_mfma_f32_32x32x8bf16_1k", "short", _GFX942, steps=2),
+    mfma(dt.bf16, (16, 16, 32), "__builtin_amdgcn_mfma_f32_16x16x16bf16_1k", "short", _GFX942, steps=2),
+    *_fp8_rows(((32, 32, 16), (16, 16, 32)), dt.fp8_e4m3fnuz, dt.fp8_e5m2fnuz, _GFX942),
+    *_fp8_rows(((32, 32, 16), (16, 16, 32)), dt.fp8_e4m3, dt.fp8_e5m2, _GFX950),
+    mfma(dt.i8, (32, 32, 16), "__builtin_amdgcn_mfma_i32_32x32x16_i8", "long", _BOTH, c=dt.i32),
+    mfma(dt.i8, (16, 16, 32), "__builtin_amdgcn_mfma_i32_16x16x32_i8", "long", _BOTH, c=dt.i32),
+    mfma(dt.i8, (32, 32, 32), "__builtin_amdgcn_mfma_i32_32x32x32_i8", "int", _GFX950, c=dt.i32),
+    mfma(dt.i8, (16, 16, 64), "__builtin_amdgcn_mfma_i32_16x16x64_i8", "int", _GFX950, c=dt.i32),
+    mfma(dt.f32, (32, 32, 4), "__builtin_amdgcn_mfma_f32_32x32x4_xf32", "float", _GFX942,
+         kind="xf32", numerics=_XF32),
+    mfma(dt.f32, (16, 16, 8), "__builtin_amdgcn_mfma_f32_16x16x8_xf32", "float", _GFX942,
+         kind="xf32", numerics=_XF32),
 )
 INSTRUCTIONS = instruction_table(ROWS)
 ATOMS = atom_index(ROWS)
+
+# Element types of gfx950's f8f6f4 MFMAs that opus cannot hold yet (inventory 1.16: scaled
+# 32x32x64 / 16x16x128 with e8m0 scales and fp4/fp6/fp8 operands).
+_LOW_PRECISION = ("fp4_e2m1", "fp6_e2m3", "fp6_e3m2", "e8m0")
+
+
+def missing_reason(chip, a, b, c, shape):
+    """Why (a, b, c, shape) has no row on ``chip`` when it is a known instruction opus cannot
+    issue yet (gfx950's f8f6f4 family), else None (then the chip simply lacks it)."""
+    names = {a.name, b.name}
+    if not names & set(_LOW_PRECISION):
+        return None
+    return (f"{a.name} x {b.name} operands belong to the block-scaled f8f6f4 MFMAs "
+            f"(v_mfma_scale_f32_32x32x64_f8f6f4, v_mfma_scale_f32_16x16x128_f8f6f4, gfx950 only, "
+            f"fp4/fp6/fp8 operands with e8m0 scales), which need fp4/fp6 register packing and "
+            f"scale operands that opus does not have yet (the low-precision types issue); "
+            f"{'gfx950 has them in hardware' if chip == 'gfx950' else f'{chip} has no such instruction'}")

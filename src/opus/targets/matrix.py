@@ -22,8 +22,18 @@ spelling.
     isa         the instruction as the compiler prints it (PTX     a non-empty string
                 for NVIDIA, the AMDGPU mnemonic for AMD)
 
-Numerics of the emulation: A, B and C are widened to float64, D = A @ B + C in float64, then
-rounded once to C's type (f32), the hardware's fused-accumulate result within float rounding.
+    numerics    Numerics: where the hardware differs from one      k_steps divides every lane's
+                exact dot product (input rounding, chained steps)  A and B registers
+
+Numerics of the emulation: A, B and C are widened to float64 (integers to int64), the row's
+``numerics.inputs`` rounds A and B as the hardware does before multiplying (tf32/xf32 keep 10
+mantissa bits; fp8, f16, bf16 and int8 are exact in the wider type, so they need none), then
+D = A @ B + C exactly and is rounded once to C's type: the hardware's fused-accumulate result
+within float rounding. An integer C (i32) keeps the low 32 bits of the exact sum (two's
+complement wrap-around, as the instructions without saturation do). A row that is a chain of
+``numerics.k_steps`` instructions (gfx942's STEP_K emulation of a larger K) accumulates step by
+step, rounding to C's type after each, exactly as the chained instructions do; step s takes the
+s-th slice of each lane's A and B registers.
 """
 from __future__ import annotations
 
@@ -34,9 +44,24 @@ from .. import dtypes as dt
 from ..ir import VectorType
 from .base import Instruction
 
-__all__ = ["MatrixAtom", "LaneLayout", "OperandLayout", "instruction_table", "atom_index", "require_accumulator"]
+__all__ = ["MatrixAtom", "LaneLayout", "OperandLayout", "Numerics", "EXACT", "instruction_table",
+           "atom_index", "require_accumulator", "round_mantissa", "register_type", "operand_type"]
 
 _BACKENDS = ("cuda", "hip")
+# input formats of the matrix units that travel in the registers of another type
+_CARRIED_IN = {"tf32": dt.f32}
+
+
+def register_type(d: dt.DType) -> dt.DType:
+    """The element type of the registers that hold a matrix operand of type ``d``: f32 for tf32
+    (an input format of the matrix units, opus.tf32), ``d`` itself otherwise."""
+    return _CARRIED_IN.get(d.name, d)
+
+
+def operand_type(d: dt.DType, n: int):
+    """The IR type of an operand of ``n`` registers of type ``d``: a vector, or the scalar itself
+    for one register (B of mma.sync m16n8k4 tf32), as the language makes one-lane vectors."""
+    return d if n == 1 else VectorType(d, n)
 
 
 class OperandLayout:
@@ -131,6 +156,40 @@ class LaneLayout:
         return cls(a.coords, coords_b, c.coords, (a, b, c))
 
 
+@dataclass(frozen=True)
+class Numerics:
+    """Where one instruction's result differs from the exact A @ B + C rounded once.
+
+    inputs:  None, or float64 array -> float64 array: the rounding the hardware applies to A
+             and B before multiplying (``round_mantissa(10)`` for tf32/xf32)
+    k_steps: the row is a chain of this many instructions, step s taking the s-th equal slice
+             of every lane's A and B registers and rounding its D to C's type
+    note:    one line for the row's docstring/docs: what the hardware does"""
+    inputs: Callable = None
+    k_steps: int = 1
+    note: str = "exact products, one rounding to C's type"
+
+
+EXACT = Numerics()
+
+
+def round_mantissa(bits):
+    """float64 -> float64 rounding f32 values to ``bits`` mantissa bits, to nearest, ties to
+    even (what tf32/xf32 inputs keep of an f32); NaN and infinities pass through."""
+    def rnd(x):
+        import numpy as np
+        u = np.asarray(x, np.float32).view(np.uint32).astype(np.uint64)
+        drop = 23 - bits
+        half, low = np.uint64(1 << (drop - 1)), np.uint64((1 << drop) - 1)
+        odd = (u >> np.uint64(drop)) & np.uint64(1)
+        r = (u + half - np.uint64(1) + odd) & ~low
+        finite = (u & np.uint64(0x7f800000)) != np.uint64(0x7f800000)
+        out = np.where(finite, r, u).astype(np.uint32).view(np.float32)
+        return out.astype(np.float64)
+    rnd.__name__ = f"round_mantissa_{bits}"
+    return rnd
+
+
 @dataclass(frozen=True, eq=False)
 class MatrixAtom(Instruction):
     """One warp-level matrix instruction as a row (the field table is the module docstring)."""
@@ -144,6 +203,7 @@ class MatrixAtom(Instruction):
     available: Callable
     lowering: dict
     isa: str
+    numerics: Numerics = EXACT
 
     def __post_init__(self):
         self._check_fields()
@@ -181,6 +241,10 @@ class MatrixAtom(Instruction):
             bad(f"lowering must map backends among {_BACKENDS}, got {sorted(self.lowering)}")
         if not isinstance(self.isa, str) or not self.isa:
             bad("isa must name the instruction as the compiler prints it")
+        steps = self.numerics.k_steps if isinstance(self.numerics, Numerics) else None
+        if not isinstance(steps, int) or steps < 1 or self.elem_a % steps or self.elem_b % steps:
+            bad(f"numerics must be a Numerics whose k_steps divides A's {self.elem_a} and B's "
+                f"{self.elem_b} registers per lane, got {self.numerics!r}")
 
     # -- shape and register counts ---------------------------------------------------------
     @property
@@ -208,6 +272,16 @@ class MatrixAtom(Instruction):
         return self.m * self.n // self.warp
 
     @property
+    def reg_a(self):
+        """The element type of A's register vector: ``register_type(a)`` (f32 for tf32)."""
+        return register_type(self.a)
+
+    @property
+    def reg_b(self):
+        """The element type of B's register vector: ``register_type(b)``."""
+        return register_type(self.b)
+
+    @property
     def key(self):
         """What ``make_mma`` asks for: (a, b, c, (m, n, k)) by type name."""
         return self.a.name, self.b.name, self.c.name, self.shape
@@ -224,8 +298,8 @@ class MatrixAtom(Instruction):
     # -- the Instruction interface -----------------------------------------------------------
     def result_types(self, operand_types, attrs):
         """[D's type]; a TypeError naming what the operands should have been otherwise."""
-        want = [VectorType(self.a, self.elem_a), VectorType(self.b, self.elem_b),
-                VectorType(self.c, self.elem_c)]
+        want = [operand_type(self.reg_a, self.elem_a), operand_type(self.reg_b, self.elem_b),
+                operand_type(self.c, self.elem_c)]
         if list(operand_types) != want:
             got = ", ".join(map(repr, operand_types))
             raise TypeError(f"mma {self.m}x{self.n}x{self.k} takes ({', '.join(map(repr, want))}), "
@@ -242,9 +316,26 @@ class MatrixAtom(Instruction):
                  (self.coords_c, self.elem_c))))
         return self._maps
 
+    def k_slices(self):
+        """The K indices each of the ``numerics.k_steps`` chained instructions covers (from
+        the lane maps: step s takes the s-th slice of every lane's A and B registers)."""
+        import numpy as np
+        (_, ac), (br, _), _ = self.index_maps()
+        s = self.numerics.k_steps
+        out = []
+        for h in range(s):
+            ka = np.unique(ac[:, h * self.elem_a // s:(h + 1) * self.elem_a // s])
+            kb = np.unique(br[:, h * self.elem_b // s:(h + 1) * self.elem_b // s])
+            if not np.array_equal(ka, kb):
+                raise ValueError(f"{self.name}: step {h} takes K {ka.tolist()} of A but "
+                                 f"{kb.tolist()} of B")
+            out.append(ka)
+        return out
+
     def emulate(self, operands, attrs, warp_size):
         """The interpreter's semantics, per whole warp: gather A, B, C into matrices by the lane
-        maps, D = A @ B + C in float64, round to C's type, scatter D back to the lanes."""
+        maps, D = A @ B + C exactly (after the row's input rounding; step by step for chained
+        rows), round to C's type, scatter D back to the lanes (module docstring: Numerics)."""
         import numpy as np
         (ar, ac), (br, bc), (cr, cc) = self.index_maps()
         a, b, c = operands  # [threads, elems]
@@ -254,14 +345,27 @@ class MatrixAtom(Instruction):
                              f"{self.warp}")
         W = T // self.warp
         w = np.arange(W)[:, None, None]
-        A = np.zeros((W, self.m, self.k), np.float64)
-        B = np.zeros((W, self.k, self.n), np.float64)
-        C = np.zeros((W, self.m, self.n), np.float64)
-        A[w, ar[None], ac[None]] = np.asarray(a).astype(np.float64).reshape(W, self.warp, -1)
-        B[w, br[None], bc[None]] = np.asarray(b).astype(np.float64).reshape(W, self.warp, -1)
-        C[w, cr[None], cc[None]] = np.asarray(c).astype(np.float64).reshape(W, self.warp, -1)
-        D = (A @ B + C).astype(self.c.np_dtype)
+        exact = np.int64 if self.c.is_int else np.float64
+        A = np.zeros((W, self.m, self.k), exact)
+        B = np.zeros((W, self.k, self.n), exact)
+        C = np.zeros((W, self.m, self.n), exact)
+        A[w, ar[None], ac[None]] = np.asarray(a).astype(exact).reshape(W, self.warp, -1)
+        B[w, br[None], bc[None]] = np.asarray(b).astype(exact).reshape(W, self.warp, -1)
+        C[w, cr[None], cc[None]] = np.asarray(c).astype(exact).reshape(W, self.warp, -1)
+        if self.numerics.inputs is not None:
+            A, B = self.numerics.inputs(A), self.numerics.inputs(B)
+        D = C
+        for ks in (self.k_slices() if self.numerics.k_steps > 1 else [slice(None)]):
+            D = self._round_to_c(A[:, :, ks] @ B[:, ks, :] + D)
         return [D[w, cr[None], cc[None]].reshape(T, -1)]
+
+    def _round_to_c(self, x):
+        """An exact sum as C's type: an integer keeps its low bits (two's complement wrap)."""
+        import numpy as np
+        if self.c.is_int:
+            lo, hi = self.c.int_range()
+            return ((x - lo) % (hi - lo + 1) + lo).astype(self.c.np_dtype)
+        return x.astype(self.c.np_dtype)
 
     def __repr__(self):
         return f"<MatrixAtom {self.name}: {self.isa}>"
