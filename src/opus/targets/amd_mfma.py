@@ -225,13 +225,28 @@ _LOW_PRECISION = ("fp4_e2m1", "fp6_e2m3", "fp6_e3m2", "e8m0")
 
 
 def missing_reason(chip, a, b, c, shape):
-    """Why (a, b, c, shape) has no row on ``chip`` when it is a known instruction opus cannot
-    issue yet (gfx950's f8f6f4 family), else None (then the chip simply lacks it)."""
-    names = {a.name, b.name}
-    if not names & set(_LOW_PRECISION):
+    """Why (a, b, c, shape) has no row on ``chip`` beyond "the chip lacks it": the f8f6f4
+    family's element types (opus cannot issue them yet), a row another CDNA chip has (xf32 is
+    gfx942's only, the double-K int8 gfx950's), or None."""
+    if {a.name, b.name} & set(_LOW_PRECISION):
+        return (f"{a.name} x {b.name} operands belong to the block-scaled f8f6f4 MFMAs "
+                f"(v_mfma_scale_f32_32x32x64_f8f6f4, v_mfma_scale_f32_16x16x128_f8f6f4, gfx950 "
+                f"only, fp4/fp6/fp8 operands with e8m0 scales), which need fp4/fp6 register "
+                f"packing and scale operands that opus does not have yet (the low-precision "
+                f"types issue); " + ("gfx950 has them in hardware" if chip == "gfx950" else
+                                     f"{chip} has no such instruction"))
+    key = (a.name, b.name, c.name, tuple(shape))
+    elsewhere = [(sorted(r.available.names), r.isa) for r in ROWS if r.key == key]
+    if not elsewhere:
         return None
-    return (f"{a.name} x {b.name} operands belong to the block-scaled f8f6f4 MFMAs "
-            f"(v_mfma_scale_f32_32x32x64_f8f6f4, v_mfma_scale_f32_16x16x128_f8f6f4, gfx950 only, "
-            f"fp4/fp6/fp8 operands with e8m0 scales), which need fp4/fp6 register packing and "
-            f"scale operands that opus does not have yet (the low-precision types issue); "
-            f"{'gfx950 has them in hardware' if chip == 'gfx950' else f'{chip} has no such instruction'}")
+    chips, isa = elsewhere[0]
+    why = f"{isa} is an instruction of {' and '.join(chips)} only"
+    if "xf32" in isa:
+        why += " (CDNA4 removed the xf32 MFMAs: use f32 32x32x2 / 16x16x4 or bf16 inputs)"
+    if a.bits == 8 and a.is_float:
+        why += (f"; {chip}'s 8-bit float MFMAs read {_FP8_ENCODING[chip]} encodings "
+                "(opus.fp8 / opus.bf8 name them on each chip)")
+    return why
+
+
+_FP8_ENCODING = {"gfx942": "FNUZ (fp8_e4m3fnuz, fp8_e5m2fnuz)", "gfx950": "OCP (fp8_e4m3, fp8_e5m2)"}
