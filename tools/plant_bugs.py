@@ -63,10 +63,10 @@ BUGS = {
         "mma.sync C/D: rows g and g + 8 become 2g and 2g + 1"),
     "mfma_operand_swap": (
         "src/opus/targets/amd_mfma.py",
-        'f"  {d} = __builtin_bit_cast(decltype({d}), {self.builtin}(__builtin_bit_cast(opus_mfma_a, {a}), "\n'
-        '            f"__builtin_bit_cast(opus_mfma_b, {b}),',
-        'f"  {d} = __builtin_bit_cast(decltype({d}), {self.builtin}(__builtin_bit_cast(opus_mfma_a, {b}), "\n'
-        '            f"__builtin_bit_cast(opus_mfma_b, {a}),',
+        'f"__builtin_bit_cast(opus_mfma_a, {a}), __builtin_bit_cast(opus_mfma_b, "\n'
+        '                         f"{b}), __builtin_bit_cast(opus_mfma_c, {c}), 0, 0, 0));")',
+        'f"__builtin_bit_cast(opus_mfma_a, {b}), __builtin_bit_cast(opus_mfma_b, "\n'
+        '                         f"{a}), __builtin_bit_cast(opus_mfma_c, {c}), 0, 0, 0));")',
         "MFMA: A and B swapped in the builtin call (src0 must be A)"),
     "buffer_offset_width": (
         "src/opus/codegen/hip.py",
