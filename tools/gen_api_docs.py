@@ -26,7 +26,7 @@ SECTIONS = [
     ("Types and conversions", [
         "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16",
         "f32", "f64", "fp16", "fp32", "fp64", "fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2",
-        "fp8_e5m2fnuz", "fp4_e2m1", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "cast",
+        "fp8_e5m2fnuz", "fp4_e2m1", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "tf32", "cast",
         "bitcast"]),
     ("Memory", ["make_gmem", "make_smem", "alloc_smem", "dynamic_smem", "load", "store", "Cache"]),
     ("Asynchronous copies", ["copy_async", "copy_async_lds", "commit_async", "wait_async",

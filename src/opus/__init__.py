@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 
 from .dtypes import (DType, bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64,
                      fp16, fp32, fp64, fp8_e4m3, fp8_e4m3fnuz, fp8_e5m2, fp8_e5m2fnuz, fp4_e2m1,
-                     e8m0, int4, uint4, fp8, bf8, fp4)
+                     e8m0, int4, uint4, fp8, bf8, fp4, tf32)
 from .errors import OpusError, CompileError, ArgumentError, OpusRuntimeError
 from . import lang as _lang  # installs dtype conversion
 from .lang.context import TraceError
@@ -23,6 +23,8 @@ from .lang.threads import (thread_id_x, thread_id_y, thread_id_z, block_id_x, bl
                            num_blocks_y, num_blocks_z, grid_size_x, grid_size_y, grid_size_z,
                            lane_id, warp_id, warp_size, sync_threads, printf)
 from .lang.mma import make_mma, make_tiled_mma
+from .lang.wgmma import (make_wgmma, wgmma_fence, wgmma_commit, wgmma_wait, setmaxnreg_inc,
+                         setmaxnreg_dec)
 from .lang.tma import (alloc_mbarriers, tma_load, tma_store, tma_commit, tma_wait,
                        fence_proxy_async, fence_mbarrier_init, TmaPipeline)
 from .runtime.tensor_map import TensorMap
@@ -39,7 +41,7 @@ __all__ = [
     # types and conversions
     "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32",
     "f64", "fp16", "fp32", "fp64", "fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz",
-    "fp4_e2m1", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "cast", "bitcast",
+    "fp4_e2m1", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "tf32", "cast", "bitcast",
     # memory
     "make_gmem", "make_smem", "alloc_smem", "dynamic_smem", "load", "store", "Cache",
     # asynchronous global -> shared copies
@@ -59,6 +61,8 @@ __all__ = [
     "unfold_p_coord", "p_shape", "y_shape",
     # matrix atoms and warp-level shared accesses with lane layouts
     "make_mma", "make_tiled_mma", "ldmatrix", "stmatrix", "ds_read_tr",
+    # warpgroup matrix multiply-accumulate (NVIDIA sm_90a)
+    "make_wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "setmaxnreg_inc", "setmaxnreg_dec",
     # the tensor memory accelerator and mbarriers (NVIDIA sm_90)
     "TensorMap", "TmaPipeline", "alloc_mbarriers", "tma_load", "tma_store", "tma_commit",
     "tma_wait", "fence_proxy_async", "fence_mbarrier_init",

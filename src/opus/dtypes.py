@@ -15,7 +15,7 @@ __all__ = [
     "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
     "f16", "bf16", "f32", "f64", "fp16", "fp32", "fp64",
     "fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz", "fp4_e2m1", "e8m0",
-    "int4", "uint4", "fp8", "bf8", "fp4", "ALL_DTYPES", "dtype_from_name", "dtype_of_numpy",
+    "int4", "uint4", "fp8", "bf8", "fp4", "tf32", "ALL_DTYPES", "dtype_from_name", "dtype_of_numpy",
 ]
 
 
@@ -137,6 +137,11 @@ _FORMATS = {
                     "value 57344; no infinity, no -0, one NaN 0x80",
     "fp4_e2m1": "OCP MX FP4 E2M1: 2 exponent and 1 mantissa bits, largest finite value 6 "
                 "(values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives); no infinity or NaN",
+    "tf32": "TensorFloat-32, the tensor cores' input format, held in f32 registers (8 exponent and "
+            "23 mantissa bits, largest finite value 3.4028e38) of which the instruction reads the "
+            "sign, the exponent and the top 10 mantissa bits. It names a matrix atom's operands "
+            "(make_mma(opus.tf32, opus.tf32, opus.f32, shape) takes f32 register vectors), never "
+            "a register or memory type",
     "e8m0": "OCP MX scale E8M0: 8 exponent and 0 mantissa bits, 2^(k-127), largest finite value "
             "1.7014e38 (2^127); no sign, no zero, NaN 0xFF",
     "fp8": "the target's 8-bit float with 4 exponent and 3 mantissa bits",
@@ -218,7 +223,12 @@ fp4 = fp4_e2m1
 
 ALL_DTYPES = (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64,
               fp8_e4m3, fp8_e4m3fnuz, fp8_e5m2, fp8_e5m2fnuz, fp4_e2m1, e8m0, int4, uint4)
-_BY_NAME = {d.name: d for d in ALL_DTYPES + (fp8, bf8)}
+# An input format of the matrix units, not a register type: matrix atoms take it (carried in f32
+# registers, targets.matrix.register_type); every target refuses it elsewhere. Not in
+# ALL_DTYPES (its host twin is float32, which names f32).
+tf32 = DType("tf32", 32, "float", "numpy.float32", storage_only=True)
+
+_BY_NAME = {d.name: d for d in ALL_DTYPES + (fp8, bf8, tf32)}
 _BY_NAME.update({"fp16": f16, "fp32": f32, "fp64": f64, "fp4": fp4_e2m1})
 _by_numpy = None  # numpy dtype -> DType, built on first use (see DType.np_dtype)
 

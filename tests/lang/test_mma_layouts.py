@@ -12,18 +12,19 @@ from opus import f32
 from opus.targets import get_target, known_targets
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "targets"))
-from isa_lanes import operand_values  # noqa: E402  (values every atom reads exactly)
+from isa_lanes import operand_values, tolerance  # noqa: E402  (values every atom reads exactly)
 
 ATOMS = [(arch, atom) for arch in known_targets() for atom in get_target(arch).matrix_atoms()]
 
 
 def _kernel(atom, vec_a, vec_b, vec_c, b_transposed):
     ab, bb, cd = atom.a, atom.b, atom.c
+    ra, rb = atom.reg_a, atom.reg_b  # the registers' types (f32 for tf32)
     M, N, K = atom.shape
     shape = atom.shape
 
     @opus.kernel
-    def tile(a: opus.Ptr[ab], b: opus.Ptr[bb], c: opus.Ptr[cd], d: opus.Ptr[cd]):
+    def tile(a: opus.Ptr[ra], b: opus.Ptr[rb], c: opus.Ptr[cd], d: opus.Ptr[cd]):
         mma = opus.make_mma(ab, bb, cd, shape)
         ga, gb, gc = opus.make_gmem(a), opus.make_gmem(b), opus.make_gmem(c)
         ra = ga.load(mma.layout_a((K, 1)), vec=vec_a)
@@ -59,8 +60,10 @@ def test_layouts_feed_the_atom(arch, atom, wide):
             va = _widest(m.y_shape_a(), atom.a.itemsize, ops[0])
             vb = _widest(m.y_shape_b(), atom.b.itemsize, ops[1])
             vc = _widest(m.y_shape_c(), atom.c.itemsize, ops[2])
-            # A and B load whole registers' worth at once (where a lane holds more than one)
-            assert (va > 1 or atom.elem_a == 1) and (vb > 1 or atom.elem_b == 1)
+            # A and B load a whole 32-bit register's worth at once (tf32: one element; or the
+            # lane's only element)
+            assert (va * atom.a.itemsize >= 4 or atom.elem_a == 1)
+            assert (vb * atom.b.itemsize >= 4 or atom.elem_b == 1)
         else:
             va = vb = vc = 1
         k = _kernel(atom, va, vb, vc, b_transposed=wide)
@@ -72,7 +75,7 @@ def test_layouts_feed_the_atom(arch, atom, wide):
         Bstore = np.ascontiguousarray(B.T) if wide else B
         k[1, atom.warp](A, Bstore, C, D)
     ref = A.astype(np.float64) @ B.astype(np.float64) + C.astype(np.float64)
-    np.testing.assert_allclose(D, ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(D, ref, **tolerance(atom.c))
 
 
 def test_mfma_32x32x8_shapes_as_the_original():
@@ -106,9 +109,10 @@ def test_swap_ab_holds_c_along_rows_and_computes_the_same_product(arch, atom):
     # C[m = l mod 32][n = 8r + 4(l div 32) + j] on 32x32x8: a row's contiguous run, vector stores
     M, N, K = atom.shape
     ab, bb, cd, shape = atom.a, atom.b, atom.c, atom.shape
+    ra, rb = atom.reg_a, atom.reg_b
 
     @opus.kernel
-    def tile(a: opus.Ptr[ab], b: opus.Ptr[bb], c: opus.Ptr[cd], d: opus.Ptr[cd], VC: opus.constexpr):
+    def tile(a: opus.Ptr[ra], b: opus.Ptr[rb], c: opus.Ptr[cd], d: opus.Ptr[cd], VC: opus.constexpr):
         mma = opus.make_mma(ab, bb, cd, shape, swap_ab=True)
         ga, gb, gc = opus.make_gmem(a), opus.make_gmem(b), opus.make_gmem(c)
         ra = ga.load(mma.layout_a((K, 1)))
@@ -127,7 +131,7 @@ def test_swap_ab_holds_c_along_rows_and_computes_the_same_product(arch, atom):
     D = np.full((M, N), -1, cd.np_dtype)
     with opus.set_target(arch, interpret=True):
         tile[1, atom.warp](A, B, C, D, VC=min(vc, 4))
-    np.testing.assert_allclose(D, A.astype(np.float64) @ B.astype(np.float64) + C, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(D, A.astype(np.float64) @ B.astype(np.float64) + C, **tolerance(cd))
     if (M, K) == (32, 8) and arch.startswith("gfx"):
         for lane in (0, 33, 63):
             for i in range(16):

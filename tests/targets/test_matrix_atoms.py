@@ -10,7 +10,8 @@ import pytest
 import opus
 from opus.targets import get_target, known_targets
 
-from isa_lanes import assert_coordinates_match, from_lanes, operand_values, tables_for, to_lanes
+from isa_lanes import (assert_coordinates_match, from_lanes, operand_values, tables_for, to_lanes,
+                       tolerance)
 
 ATOMS = [(arch, atom) for arch in known_targets() for atom in get_target(arch).matrix_atoms()]
 IDS = [f"{arch}-{atom.name}" for arch, atom in ATOMS]
@@ -22,9 +23,10 @@ def lane_kernel(atom):
     """Each lane loads its registers from a[lane * elem_a + i] (likewise b, c) and stores D's
     the same way: the test lays the matrices out per the ISA document (isa_lanes.py)."""
     ta, tb, tc, shape = atom.a, atom.b, atom.c, atom.shape
+    ra, rb = atom.reg_a, atom.reg_b  # the registers' types (f32 for tf32)
 
     @opus.kernel
-    def k(a: opus.Ptr[ta], b: opus.Ptr[tb], c: opus.Ptr[tc], d: opus.Ptr[tc]):
+    def k(a: opus.Ptr[ra], b: opus.Ptr[rb], c: opus.Ptr[tc], d: opus.Ptr[tc]):
         mma = opus.make_mma(ta, tb, tc, shape)
         t = opus.thread_id_x()
         av = opus.make_vector([a[t * mma.elem_a + i] for i in range(mma.elem_a)])
@@ -56,7 +58,7 @@ def test_interpreter_computes_a_times_b_plus_c(arch, atom):
     C = operand_values(atom.c, rng, (W, atom.m, atom.n))
     D = run_interpreted(arch, atom, A, B, C)
     ref = np.einsum("wmk,wkn->wmn", A.astype(np.float64), B.astype(np.float64)) + C
-    np.testing.assert_allclose(D, ref, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(D, ref, **tolerance(atom.c))
 
 
 # one rounding: float accumulators of one instruction (fp8 inputs cannot hold 2^-20; integer and

@@ -1,10 +1,11 @@
 """Warp-level matrix multiply-accumulate atoms, chosen from the target's instruction table."""
 from __future__ import annotations
 
-from ..ir import Value, VectorType, type_str
+from ..ir import Value, type_str
 from .context import ctx, TraceError
 from .values import emit1, cast, as_value
 from .vectors import zeros
+from ..targets.matrix import operand_type
 
 __all__ = ["make_mma", "MmaAtom", "make_tiled_mma", "TiledMma"]
 
@@ -22,7 +23,7 @@ class MmaAtom:
         self.swap_ab = swap_ab
         m, n, k = instruction.shape
         ea, eb, ec = instruction.elem_a, instruction.elem_b, instruction.elem_c
-        ta, tb = instruction.a, instruction.b
+        ta, tb = instruction.reg_a, instruction.reg_b  # register types (tf32 -> f32)
         if swap_ab:  # the instruction computes C^T = B^T A^T: our A is its B and vice versa
             m, n, ea, eb, ta, tb = n, m, eb, ea, tb, ta
         self.m, self.n, self.k = m, n, k
@@ -125,15 +126,15 @@ class MmaAtom:
 
     @property
     def vtype_a(self):
-        return VectorType(self.dtype_a, self.elem_a)
+        return operand_type(self.dtype_a, self.elem_a)
 
     @property
     def vtype_b(self):
-        return VectorType(self.dtype_b, self.elem_b)
+        return operand_type(self.dtype_b, self.elem_b)
 
     @property
     def vtype_c(self):
-        return VectorType(self.dtype_c, self.elem_c)
+        return operand_type(self.dtype_c, self.elem_c)
 
     def zeros_c(self):
         return zeros(self.elem_c, self.dtype_c)
@@ -160,7 +161,11 @@ def make_mma(a, b, c, shape, swap_ab=False):
     Example: ``mma = opus.make_mma(opus.f16, opus.f16, opus.f32, (32, 32, 8))`` (an AMD shape;
     NVIDIA's is (16, 8, 16)); then
     ``mma.coords_a(lane, i)`` is the (row, col) of A that a lane's element i holds, and
-    ``d = mma(a, b, c)`` issues it on register vectors of ``mma.elem_a/b/c`` lanes.
+    ``d = mma(a, b, c)`` issues it on register vectors of ``mma.elem_a/b/c`` lanes (a scalar
+    where a lane holds one element). A and B may differ where the instruction allows
+    (``make_mma(opus.i8, opus.u8, opus.i32, (16, 8, 32))``, fp8 e4m3 x e5m2); ``opus.tf32``
+    asks for the tensor cores' tf32 inputs, whose registers are f32 (``mma.dtype_a``) of which
+    the instruction reads the top 10 mantissa bits. Integer accumulators wrap modulo 2^32.
 
     :param a: element type of A (m x k)
     :type a: DType
@@ -292,9 +297,9 @@ class TiledMma:
         return zeros(self.elem_c, self.atom.dtype_c)
 
     def _check(self, name, v, n, dtype):
-        if not isinstance(v, Value) or v.type != VectorType(dtype, n):
+        if not isinstance(v, Value) or v.type != operand_type(dtype, n):
             got = type_str(v.type) if isinstance(v, Value) else type(v).__name__
-            raise TraceError(f"tiled mma operand {name} must be a {type_str(VectorType(dtype, n))} "
+            raise TraceError(f"tiled mma operand {name} must be a {type_str(operand_type(dtype, n))} "
                              f"register vector (all of this thread's {name} registers), got {got}")
 
     def _issue(self, a, b, c, ks):

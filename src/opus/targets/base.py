@@ -24,6 +24,9 @@ class UnsupportedOnTarget(OpusError):
 # (numpy, the interpreter's semantics) but cannot be loaded, stored or converted in kernels.
 _NO_REGISTER_FORM = {n: "4-bit types have no register representation in generated code yet"
                      for n in ("fp4_e2m1", "int4", "uint4")}
+_NO_REGISTER_FORM["tf32"] = ("tf32 is the tensor cores' input format, not a register type: keep "
+                             "the values in f32 and ask make_mma(opus.tf32, opus.tf32, opus.f32, "
+                             "shape), whose operands are f32 registers")
 # conversions that may truncate (rounding='rz'); every other one rounds to nearest even
 RZ_CONVERSIONS = ("f16", "bf16", "e8m0")
 
