@@ -69,3 +69,24 @@ def test_hints_do_not_change_results(target):
     np.testing.assert_array_equal(plain, want)
     np.testing.assert_array_equal(hinted, want)
 
+
+
+# -- on the GPU: every hint copies exactly, tails included --------------------------------------
+@pytest.mark.gpu
+@pytest.mark.parametrize("hint", sorted(LOAD_SASS) + ["NORMAL"])
+@pytest.mark.parametrize("T,VEC", [(f32, 4), (f16, 8), (opus.u8, 2)])
+@pytest.mark.parametrize("bounded", [False, True])
+def test_gpu_hinted_copy(hint, T, VEC, bounded):
+    from opus.runtime.device_array import DeviceArray
+    from opus.runtime import cuda_driver
+    store_hint = getattr(opus.Cache, hint) if hint in STORE_SASS else None
+    k = _copy(T, VEC, getattr(opus.Cache, hint), store_hint, bounded)
+    n = 256 * VEC * 3 - (VEC - 1 if bounded else 0)  # a ragged tail where bounded
+    x = (np.arange(256 * VEC * 3) % 251 + 1).astype(T.np_dtype)
+    d_x, d_y = DeviceArray.from_numpy(x), DeviceArray.zeros(len(x), T.np_dtype)
+    with opus.set_target(opus.current_target().target.name, interpret=False):
+        k[3, 256](d_x, d_y, n)
+    cuda_driver.synchronize()
+    want = np.zeros(len(x), T.np_dtype)
+    want[:n] = x[:n]
+    np.testing.assert_array_equal(d_y.to_numpy(), want)
