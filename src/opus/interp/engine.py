@@ -55,7 +55,7 @@ class Buf:
 
 class State:
     __slots__ = ("values", "mask", "alive", "T", "nthreads", "block", "grid", "block_base", "bufs",
-                 "shadow", "prog", "asyncq", "tma")
+                 "shadow", "prog", "asyncq", "tma", "wgmma")
 
     def who(self, t):
         """'block (x, y, z) thread (x, y, z)' of batch lane t."""
@@ -814,6 +814,9 @@ class Program(TmaOps):  # TmaOps: the exec_ methods of mbarriers and TMA (interp
         ins = self.target.instruction(op.attrs["name"])
         if getattr(ins, "kind", None) in ("load", "store"):
             return self._warp_access(op, ins)
+        if getattr(ins, "kind", None) == "wgmma":  # warpgroup MMA and its protocol
+            from .wgmma import compile_wgmma
+            return compile_wgmma(self, op, ins)
         ss = [(self.slot(v), lanes_of(v.type)) for v in op.operands]
         rs = [(self.slot(r), isinstance(r.type, VectorType)) for r in op.results]
         attrs = op.attrs
@@ -1093,6 +1096,7 @@ class Program(TmaOps):  # TmaOps: the exec_ methods of mbarriers and TMA (interp
                 state.alive = None
                 state.asyncq = None  # copies in flight die with their block
                 state.tma = None  # mbarriers and TMA copies: made by new_tma_state below
+                state.wgmma = None  # wgmma counters (interp/wgmma.py), made at need
                 if smem_arr is not None:
                     smem_arr.fill(POISON)
                     if state.shadow is not None:

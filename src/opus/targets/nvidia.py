@@ -48,8 +48,9 @@ class NvidiaTarget(Target):
 
     @classmethod
     def _load_instruction_tables(cls):
-        from . import nv_mma, nv_ldmatrix
-        return {**nv_mma.INSTRUCTIONS, **nv_ldmatrix.INSTRUCTIONS}, nv_mma.ATOMS
+        from . import nv_mma, nv_ldmatrix, nv_wgmma
+        return ({**nv_mma.INSTRUCTIONS, **nv_ldmatrix.INSTRUCTIONS, **nv_wgmma.INSTRUCTIONS},
+                nv_mma.ATOMS)
 
     names = NVIDIA_ARCHS
     cache_hints = _CACHE_HINTS
