@@ -189,9 +189,15 @@ def _table_missing(name):
                            for i in t.instructions.values())}
     if name in TMA_NAMES:
         return {t.name for t in TARGETS if t.tma_missing is not None}
+    if name in WGMMA_NAMES:  # the rows of the wgmma family (targets/nv_wgmma.py)
+        return {t.name for t in TARGETS
+                if not any(getattr(i, "kind", None) == "wgmma" and i.available_on(t)
+                           for i in t.instructions.values())}
     return set()
 
 
+WGMMA_NAMES = ("make_wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "setmaxnreg_inc",
+               "setmaxnreg_dec")
 TMA_NAMES = ("TensorMap", "TmaPipeline", "alloc_mbarriers", "tma_load", "tma_store", "tma_commit",
              "tma_wait", "fence_proxy_async", "fence_mbarrier_init")
 
