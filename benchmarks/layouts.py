@@ -111,12 +111,50 @@ def run(gib=1.0, reps=30):
     return out
 
 
+GOALS = [("layout copy / torch copy_", "layout_copy_vs_torch_copy", 0.95),
+         ("swizzled transpose / torch copy_", "transpose_swizzled_vs_torch_copy", 0.90),
+         ("swizzled transpose / layout copy", "transpose_swizzled_vs_layout_copy", 0.90)]
+
+
+def markdown(res, note=""):
+    """The report: environment, goals, every kernel's bandwidth."""
+    env, r = res["environment"], res["layouts"]
+    lines = [f"# opus layout kernels, {res.get('date', '')}, {env.get('device')}", "",
+             f"driver {env.get('driver')}, NVRTC {env.get('nvrtc')}, torch {env.get('torch')}, "
+             f"opus commit `{env.get('git_commit')}`", ""]
+    if note:
+        lines += [note, ""]
+    lines += ["| goal | measured | target | result |", "| --- | --- | --- | --- |"]
+    for label, key, goal in GOALS:
+        v = r["ratio"][key]
+        lines.append(f"| {label} | {v:.3f} x | >= {goal} x | {'PASS' if v >= goal else '**MISS**'} |")
+    lines += ["", f"{r['gib']} GiB bf16 ({r['rows']} x {r['cols']} for the transposes); bytes = "
+              "one read + one write; median of CUDA-event times, two passes", "",
+              "| kernel | ms | GB/s | correct |", "| --- | --- | --- | --- |"]
+    for k, v in r.items():
+        if isinstance(v, dict) and "gbps" in v:
+            lines.append(f"| {k} | {v['ms']['median']:.3f} | {v['gbps']:.0f} | {v['correct']} |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out")
     ap.add_argument("--gib", type=float, default=1.0)
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--report", metavar="JSON", help="write STEM.md from an earlier --out JSON "
+                    "(STEM = the JSON's path without .json); --note adds a paragraph")
+    ap.add_argument("--note", default="")
+    ap.add_argument("--date", default="")
     a = ap.parse_args()
+    if a.report:
+        import json
+        with open(a.report) as f:
+            res = json.load(f)
+        res["date"] = a.date
+        with open(a.report[:-5] + ".md", "w") as f:
+            f.write(markdown(res, a.note))
+        return
     res = {"environment": common.environment(), "layouts": run(a.gib, a.reps)}
     if a.out:
         common.write_json(res, a.out)
