@@ -8,7 +8,8 @@ test command (no GPU) fails for each (issue 17: "tests that catch wrong generate
 
 Each bug is an exact text replacement in one source file (the run fails loudly if the text is
 no longer there, so the list cannot rot silently). The copy is a `git worktree` of HEAD with the
-working tree's uncommitted changes left out; the suite runs with `-x` (the first failure is
+working tree's uncommitted changes left out; the suite first runs once without a bug (it must
+pass, or every bug would look caught), then once per bug with `-x` (the first failure is
 enough) and -p no:cacheprovider, with bytecode writing off so no stale .pyc hides the bug.
 Exit status: 0 when every planted bug was caught, 1 otherwise.
 """
@@ -99,7 +100,7 @@ def _restore(tree, name):
     subprocess.run(["git", "-C", tree, "checkout", "-q", "--", BUGS[name][0]], check=True)
 
 
-def run(names, tests, python, base):
+def run(names, tests, python, base, check_baseline=True):
     tree = _worktree(base)
     env = dict(os.environ, PYTHONDONTWRITEBYTECODE="1", PYTHONPATH=os.path.join(tree, "src"))
     env.pop("OPUS_CACHE_DIR", None)
@@ -109,6 +110,15 @@ def run(names, tests, python, base):
         for so in os.listdir(os.path.join(ROOT, "src", "opus")):
             if so.startswith("_fastlaunch") and so.endswith(".so"):
                 shutil.copy(os.path.join(ROOT, "src", "opus", so), os.path.join(tree, "src", "opus"))
+        if check_baseline:  # a suite that already fails would "catch" every bug
+            p = subprocess.run([python, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider",
+                                *tests], cwd=tree, capture_output=True, text=True,
+                               env=dict(env, OPUS_CACHE_DIR=tempfile.mkdtemp(prefix="opus-plant-cache-")))
+            if p.returncode != 0:
+                first = next((l for l in p.stdout.splitlines() if l.startswith(("FAILED", "ERROR"))), "")
+                raise SystemExit(f"the suite fails without any planted bug ({first or p.stdout[-500:]}): "
+                                 f"make it pass first (or --no-baseline)")
+            print("baseline passes", flush=True)
         for name in names:
             _plant(tree, name)
             cache = tempfile.mkdtemp(prefix="opus-plant-cache-")
@@ -134,6 +144,8 @@ def main():
     ap.add_argument("--tests", nargs="*", default=["tests"], help="pytest arguments (default: tests)")
     ap.add_argument("--base", default="HEAD", help="commit to plant into (default HEAD)")
     ap.add_argument("--list", action="store_true")
+    ap.add_argument("--no-baseline", action="store_true",
+                    help="skip the first run without a bug (it must pass for the verdicts to mean anything)")
     a = ap.parse_args()
     if a.list:
         for name, (rel, _, _, what) in BUGS.items():
@@ -143,7 +155,7 @@ def main():
     unknown = [n for n in names if n not in BUGS]
     if unknown:
         raise SystemExit(f"unknown bug(s) {unknown}; --list shows them")
-    results = run(names, a.tests, sys.executable, a.base)
+    results = run(names, a.tests, sys.executable, a.base, not a.no_baseline)
     missed = [n for n, (caught, _, _) in results.items() if not caught]
     print(f"{len(results) - len(missed)} of {len(results)} planted bugs caught"
           + (f"; missed: {', '.join(missed)}" if missed else ""))
