@@ -1,6 +1,7 @@
 """Warp-level matrix multiply-accumulate atoms, chosen from the target's instruction table."""
 from __future__ import annotations
 
+from ..dtypes import DType
 from ..ir import Value, type_str
 from .context import ctx, TraceError
 from .values import emit1, cast, as_value
@@ -185,9 +186,15 @@ def make_mma(a, b, c, shape, swap_ab=False):
     :targets: all targets, each with its own atoms (its instruction table, ``mma_atoms``)
     """
     t = ctx().target
+    for name, x in (("a", a), ("b", b), ("c", c)):
+        if not isinstance(x, DType):
+            raise TraceError(f"make_mma {name} must be an element type such as opus.f16, got {x!r}")
     a, b, c = (t.resolve_dtype(x) for x in (a, b, c))
     if not isinstance(swap_ab, bool):
         raise TraceError(f"swap_ab must be a bool, got {swap_ab!r}")
+    if (not isinstance(shape, (tuple, list)) or len(shape) != 3
+            or not all(type(x) is int and x > 0 for x in shape)):
+        raise TraceError(f"make_mma shape must be (m, n, k) of positive ints, got {shape!r}")
     shape = tuple(shape)
     if swap_ab:
         if len(shape) != 3:

@@ -160,6 +160,10 @@ def mma_sync(m, n, k, ab, c, available, b=None) -> MatrixAtom:
         raise ValueError(f"mma.sync m{m}n{n}k{k}: the lane layout here is the m16n8k* family's; "
                          "another family needs its own layout rule in nv_mma.py")
     a, b = ab, (ab if b is None else b)
+    for x in (a, b, c):
+        if x.name not in _PTX_TYPE:
+            raise ValueError(f"mma.sync m{m}n{n}k{k}: no PTX type for {x.name} (mma.sync types "
+                             f"here: {', '.join(sorted(_PTX_TYPE.values()))})")
     types = ".".join(_PTX_TYPE[x.name] for x in (c, a, b, c))
     name = f"nv.mma.m{m}n{n}k{k}.{a.name}." + (f"{b.name}." if b is not a else "") + c.name
     return MatrixAtom(
