@@ -11,18 +11,7 @@ import pytest
 import opus
 from opus import bf16, f16, f32, i8, i32
 from expect import raises, unchanged
-
-
-@opus.kernel(block=64)
-def _make(out: opus.Ptr[f32], A: opus.constexpr, B: opus.constexpr, C: opus.constexpr,
-          S: opus.constexpr):
-    opus.make_mma(A, B, C, S)  # ERR: make
-
-
-def _no_row(arch, a, b, c, shape, *needles):
-    with raises(opus.TraceError, "no matrix instruction", f"on {arch}", "available:", *needles,
-                at="make"):
-        _make.source(target=arch, A=a, B=b, C=c, S=shape)
+from mma_cases import MAKE_FILE, make_kernel as _make, no_row as _no_row
 
 
 # -- types or shapes no CDNA chip has: the message lists the chip's atoms ---------------------------
@@ -85,14 +74,15 @@ def test_fnuz_fp8_on_gfx950_names_the_ocp_encodings(a):
 def test_scaled_f8f6f4_is_a_trace_error_naming_what_is_missing(arch, a, b, shape):
     want = "gfx950 has them in hardware" if arch == "gfx950" else f"{arch} has no such instruction"
     with raises(opus.TraceError, "f8f6f4", "fp4/fp6 register", "e8m0 scales",
-                "low-precision types issue", want, at="make"):
+                "low-precision types issue", want, at="make", file=MAKE_FILE):
         _make.source(target=arch, A=a, B=b, C=f32, S=shape)
 
 
 def test_scaled_f8f6f4_in_the_interpreter_writes_nothing():
     out = np.zeros(4, np.float32)
     with opus.set_target("gfx950", interpret=True):
-        with unchanged(out), raises(opus.TraceError, "f8f6f4", "not have yet", at="make"):
+        with unchanged(out), raises(opus.TraceError, "f8f6f4", "not have yet", at="make",
+                                    file=MAKE_FILE):
             _make[1, 64](out, A=opus.fp4, B=opus.fp4, C=f32, S=(32, 32, 64))
 
 

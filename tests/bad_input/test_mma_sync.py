@@ -14,18 +14,7 @@ from opus import fp8_e4m3 as e4m3, fp8_e5m2 as e5m2
 from opus.targets import get_target
 from opus.targets.base import Since, UnsupportedOnTarget
 from expect import raises, unchanged
-
-
-@opus.kernel
-def _make(out: opus.Ptr[f32], A: opus.constexpr, B: opus.constexpr, C: opus.constexpr,
-          S: opus.constexpr):
-    opus.make_mma(A, B, C, S)  # ERR: make
-
-
-def _no_row(arch, a, b, c, shape, *needles):
-    with raises(opus.TraceError, "no matrix instruction", f"on {arch}", "available:", *needles,
-                at="make"):
-        _make.source(target=arch, A=a, B=b, C=c, S=shape)
+from mma_cases import MAKE_FILE, make_kernel as _make, no_row as _no_row
 
 
 # -- fp8 mma.sync needs sm_89 (PTX ISA 8.4): the sm_80/sm_86 list has no fp8 row ----------------
@@ -86,7 +75,7 @@ def test_a_combination_ptx_lacks(a, b, c, shape, hint):
     (f16, f16, f32, (16.0, 8, 16), ("positive ints", "16.0")),
 ], ids=["a-str", "b-numpy", "c-none", "shape-2", "shape-int", "shape-zero", "shape-float"])
 def test_make_mma_arguments(a, b, c, shape, needles):
-    with raises(opus.TraceError, *needles, at="make"):
+    with raises(opus.TraceError, *needles, at="make", file=MAKE_FILE):
         _make.source(target="sm_90a", A=a, B=b, C=c, S=shape)
 
 
