@@ -120,10 +120,14 @@ def test_other_fp8_flavour_and_e8m0_convert_in_software(arch, t):
     assert f"opus_f32_to_{t.name}" in k.source(target=arch)
 
 
-def test_gfx950_only_mfma_on_gfx942_names_the_chip():
-    with pytest.raises(opus.TraceError, match="32x32x16 on gfx942"):
-        mfma_smoke.specialize(target="gfx942", SHAPE=(32, 32, 16))
+def test_f16_32x32x16_is_native_on_gfx950_and_two_chained_mfmas_on_gfx942():
+    # gfx942 has no v_mfma_f32_32x32x16_f16: the original's STEP_K issues 32x32x8 twice
+    src942 = mfma_smoke.source(target="gfx942", SHAPE=(32, 32, 16))
+    assert src942.count("__builtin_amdgcn_mfma_f32_32x32x8f16(") == 2
+    assert "mfma_f32_32x32x16_f16" not in src942
     assert "mfma_f32_32x32x16_f16" in mfma_smoke.source(target="gfx950", SHAPE=(32, 32, 16))
+    with pytest.raises(opus.TraceError, match="16x16x64 on gfx942"):   # no such f16 shape at all
+        mfma_smoke.specialize(target="gfx942", SHAPE=(16, 16, 16 * 4))
 
 
 def test_printf_is_a_clear_error():
