@@ -149,17 +149,25 @@ def reference(A, B, C, at, ct, scale_d, neg_a=False, neg_b=False):
     return D
 
 
-def run_gemm(at, bt, ct, n, kt, seed=0, scale_d=True, **kw):
-    """(D from the kernel, the numpy reference)."""
+def launch_here(kernel, arrays, sd, constexprs):
+    """Launch on numpy arrays (the interpreter); the output array, filled."""
+    kernel[1, 128](*arrays, sd, **constexprs)
+    return arrays[3]
+
+
+def run_gemm(at, bt, ct, n, kt, seed=0, scale_d=True, launch=launch_here, **kw):
+    """(D from the kernel, the numpy reference); ``launch(kernel, arrays, sd, constexprs)``
+    runs it and returns the output (the GPU twins pass device arrays)."""
     rng = np.random.default_rng(seed)
     A = random_operand(rng, (64, kt), at)
     B = random_operand(rng, (n, kt), bt)
     C = random_operand(rng, (64, n), ct if ct.kind == "int" else f32).astype(ct.np_dtype)
     out = np.zeros((64, n), ct.np_dtype)
     kernel = wg_gemm_for(memory_type(at), memory_type(bt), ct)
-    kernel[1, 128](A.reshape(-1), B.reshape(-1), C.reshape(-1), out.reshape(-1),
-                    int(scale_d), AT=at, BT=bt, CT=ct, N=n, KT=kt, **kw)
-    return out, reference(A, B, C, at, ct, scale_d, kw.get("NEG_A", False), kw.get("NEG_B", False))
+    arrays = [A.reshape(-1), B.reshape(-1), C.reshape(-1), out.reshape(-1)]
+    got = launch(kernel, arrays, int(scale_d), dict(AT=at, BT=bt, CT=ct, N=n, KT=kt, **kw))
+    return (np.asarray(got).reshape(64, n),
+            reference(A, B, C, at, ct, scale_d, kw.get("NEG_A", False), kw.get("NEG_B", False)))
 
 
 def assert_close(got, want, ct, ulps=1):
