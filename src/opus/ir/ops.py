@@ -162,6 +162,12 @@ Threads
              unchecked bounds, vec*itemsize alignment); other lanes' p+off are not used. A load
              returns the register vector element i of lane l = element e of lane s's row,
              (s, e) = the row's source(l, i); a store writes the inverse. Whole warps only.
+             wgmma rows (targets/nv_wgmma.py, sm_90a) are issued by whole warpgroups of 128
+             threads: mma_async takes A (shared pointer + element offset, or registers), B
+             (pointer + offset), C, scale-d, with the descriptors' static bits in attrs, and
+             returns D and an i32 token; fence returns its operands, commit closes a group,
+             wait n returns its accumulator operands once their wgmmas completed (the
+             interpreter's model: interp/wgmma.py).
   printf     operands; attrs fmt (printf-style, one conversion per operand)
 
 Control flow (structured)
