@@ -48,7 +48,7 @@ from typing import Callable
 from .. import dtypes as dt
 from ..ir import VectorType
 from .base import Instruction, OnlyOn
-from .matrix import OperandLayout
+from .matrix import OperandLayout, register_type
 from .nv_mma import tf32_operand_values
 
 __all__ = ["WgmmaAtom", "WgmmaControl", "ROWS", "INSTRUCTIONS", "WARPGROUP", "legal_n", "k_of",
@@ -82,7 +82,7 @@ def legal_n(a: dt.DType) -> tuple:
 
 
 def _reg_bytes(a: dt.DType) -> int:
-    return 4 if a.name == "tf32" else a.itemsize
+    return register_type(a).itemsize
 
 
 def _warpgroup_p(t):
@@ -283,11 +283,11 @@ class WgmmaAtom(Instruction):
     @property
     def reg_a(self) -> dt.DType:
         """The register type of A's elements (f32 for tf32)."""
-        return dt.f32 if self.a.name == "tf32" else self.a
+        return register_type(self.a)
 
     @property
     def reg_b(self) -> dt.DType:
-        return dt.f32 if self.b.name == "tf32" else self.b
+        return register_type(self.b)
 
     @property
     def elem_a(self) -> int:
