@@ -365,7 +365,7 @@ def _alloc_smem(x: opus.Ptr[f32], n: opus.i32, DT: opus.constexpr, COUNT: opus.c
     (f32, "n", 16, ("count must be a positive compile-time int",)),
     (f32, 2.5, 16, ("count must be a positive compile-time int", "2.5")),
     (f32, 64, 3, ("align must be a power of two", "3")),
-    (f32, 64, 256, ("align must be a power of two", "256")),
+    (f32, 64, 2048, ("align must be a power of two up to 1024", "2048")),
     (np.float32, 64, 16, ("alloc_smem needs an opus dtype",)),
     ("f32", 64, 16, ("alloc_smem needs an opus dtype", "'f32'")),
 ], ids=str)
