@@ -6,9 +6,15 @@ from ..ir import Value, type_str
 from .context import ctx, TraceError
 from .values import emit1, cast, as_value
 from .vectors import zeros
-from ..targets.matrix import operand_type
 
 __all__ = ["make_mma", "MmaAtom", "make_tiled_mma", "TiledMma"]
+
+
+def operand_type(d, n):
+    """targets.matrix.operand_type, imported when an atom is in use (the matrix module comes
+    with the instruction table, which a kernel without matrix atoms never loads)."""
+    from ..targets.matrix import operand_type as of_registers
+    return of_registers(d, n)
 
 
 class MmaAtom:
