@@ -39,7 +39,13 @@ def test_a_combination_no_chip_has_lists_the_chips_atoms(arch, a, b, c, shape):
 
 @pytest.mark.parametrize("shape", [(32, 32, 4), (16, 16, 8)])
 def test_xf32_on_gfx950(shape):
-    _no_row("gfx950", f32, f32, f32, shape, "xf32", "gfx942 only", "CDNA4 removed")
+    _no_row("gfx950", opus.tf32, opus.tf32, f32, shape, "xf32", "gfx942 only", "CDNA4 removed")
+
+
+@pytest.mark.parametrize("arch,shape", [("gfx942", (32, 32, 4)), ("gfx942", (16, 16, 8)),
+                                        ("sm_90a", (16, 8, 8)), ("sm_80", (16, 8, 4))])
+def test_f32_inputs_never_get_the_tf32_instruction_silently(arch, shape):
+    _no_row(arch, f32, f32, f32, shape, "reads f32 inputs as tf32", "make_mma(opus.tf32")
 
 
 @pytest.mark.parametrize("shape", [(32, 32, 32), (16, 16, 64)])

@@ -28,10 +28,12 @@ M, N, K = 64, 32, 128  # every row's m, n and k divide these; M != N
 def gemm_for(atom):
     """D (M x N) = A (M x K) @ B (K x N) with one row: one wave per m x n tile of D, a K loop
     carrying the accumulator (opus.examples' mma_gemm, with the row's A, B and C types)."""
+    from opus.targets.matrix import register_type
     ta, tb, tc, shape = atom.a, atom.b, atom.c, atom.shape
+    ra, rb = register_type(ta), register_type(tb)  # xf32: f32 arrays and registers
 
     @opus.kernel
-    def mma_gemm(a: opus.Ptr[ta], b: opus.Ptr[tb], d: opus.Ptr[tc], M: opus.i32, N: opus.i32,
+    def mma_gemm(a: opus.Ptr[ra], b: opus.Ptr[rb], d: opus.Ptr[tc], M: opus.i32, N: opus.i32,
                  K: opus.i32):
         mma = opus.make_mma(ta, tb, tc, shape)
         w = opus.block_id_x() * (opus.block_size_x() // opus.warp_size()) + opus.warp_id()

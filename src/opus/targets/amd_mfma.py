@@ -211,9 +211,9 @@ ROWS = (
     mfma(dt.i8, (16, 16, 32), "__builtin_amdgcn_mfma_i32_16x16x32_i8", "long", _BOTH, c=dt.i32),
     mfma(dt.i8, (32, 32, 32), "__builtin_amdgcn_mfma_i32_32x32x32_i8", "int", _GFX950, c=dt.i32),
     mfma(dt.i8, (16, 16, 64), "__builtin_amdgcn_mfma_i32_16x16x64_i8", "int", _GFX950, c=dt.i32),
-    mfma(dt.f32, (32, 32, 4), "__builtin_amdgcn_mfma_f32_32x32x4_xf32", "float", _GFX942,
+    mfma(dt.tf32, (32, 32, 4), "__builtin_amdgcn_mfma_f32_32x32x4_xf32", "float", _GFX942,
          kind="xf32", numerics=_XF32),
-    mfma(dt.f32, (16, 16, 8), "__builtin_amdgcn_mfma_f32_16x16x8_xf32", "float", _GFX942,
+    mfma(dt.tf32, (16, 16, 8), "__builtin_amdgcn_mfma_f32_16x16x8_xf32", "float", _GFX942,
          kind="xf32", numerics=_XF32),
 )
 INSTRUCTIONS = instruction_table(ROWS)

@@ -280,9 +280,17 @@ class Target:
                 return self.instructions[name]
         have = sorted({f"{x.a.name}x{x.b.name}->{x.c.name} {x.m}x{x.n}x{x.k}"
                        for x in self.matrix_atoms()})
+        hint = ""
+        if a.name == b.name == "f32" and any(
+                self.instructions[n].available_on(self)
+                for n in self.mma_atoms.get(("tf32", "tf32", c.name, tuple(shape)), ())):
+            # the reduced-precision f32 inputs are asked for by name, never given silently
+            hint = (f" (the {'x'.join(map(str, shape))} instruction reads f32 inputs as tf32, 10 "
+                    f"mantissa bits: ask make_mma(opus.tf32, opus.tf32, {c.name}, shape) for it)")
         raise UnsupportedOnTarget(
             f"no matrix instruction for {a.name} x {b.name} -> {c.name} with shape "
-            f"{'x'.join(map(str, shape))} on {self.name}; available: {', '.join(have) or 'none'}")
+            f"{'x'.join(map(str, shape))} on {self.name}{hint}; available: "
+            f"{', '.join(have) or 'none'}")
 
     def __repr__(self):
         return f"<Target {self.name}>"
