@@ -1,0 +1,294 @@
+"""Mutation testing per core module with mutmut 3 (issue 17.4; docs/testing.md says how to read it).
+
+    .venv/bin/python tools/mutation.py --list                 # the modules and their test selection
+    .venv/bin/python tools/mutation.py cache                  # run one module, print its score
+    .venv/bin/python tools/mutation.py cache --score          # the score of the last run, no run
+    .venv/bin/python tools/mutation.py cache --survivors      # each surviving mutant's diff
+    .venv/bin/python tools/mutation.py cache --retest         # re-run the survivors (new tests)
+    .venv/bin/python tools/mutation.py semantics --only 'opus.interp.semantics.x_fma*'   # re-run some
+
+mutmut mutates a copy (`mutants/`) and runs pytest there, but its configuration holds one test
+selection; each module here has its own (the tests that exercise it and finish in minutes on two
+cores), so the module runs in its own scratch folder `.mutation/<module>/`: a fresh copy of src/,
+tests/, benchmarks/ and pyproject.toml whose [tool.mutmut] section is the repository's (the shared settings)
+plus this module's files and tests. Nothing under src/ is ever written: `mutmut apply` is not
+offered (run it by hand in the scratch folder only, where it edits the copy). Results stay in the
+scratch folder, so a later run only re-tests functions whose code changed and mutants not yet
+checked (``--only`` re-runs the matching mutants whatever their last result; changing a module's
+files or exclusions starts it afresh).
+
+A surviving mutant is killed by a test or argued away: `EQUIVALENT` maps a mutant's name to the
+mutated line's text (checked against the mutant's diff, so an entry goes stale loudly when the
+code moves) and the argument why no test can tell it apart. The score counts those apart.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from dataclasses import dataclass, field
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRATCH = os.path.join(ROOT, ".mutation")
+
+
+@dataclass(frozen=True)
+class Module:
+    files: tuple[str, ...]            # paths under src/ that mutmut mutates
+    tests: tuple[str, ...]            # the pytest selection that exercises them
+    why: str                          # why these tests (docs/testing.md repeats it)
+    exclude: tuple[str, ...] = ()     # regexes of `def`/`class` lines left unmutated (their
+                                      # whole statement: mutmut's do_not_mutate_patterns)
+    env: dict = field(default_factory=dict)
+
+
+# engine.py beyond its memory and bounds parts (Shadow, faults, alignment and bound checks,
+# loads, stores, addresses): op dispatch, control flow, launch
+_ENGINE_NOT_MEMORY = (
+    r"^class (Buf|State)\b",
+    r"^def (_arange|_full|_shared_by_threads|_require_whole_warps|_where_scalar|_where_vector|"
+    r"_where_ptr|_merge_fn|_placeholder|_run|_restore_mask|_printf_formatter|check_pending|"
+    r"_internal_error|_failing_op)\(",
+    r"^    def __init__\(self, fn, target\)",
+    r"^    def (slot|block|compile_op|exec_const|exec_special|exec_smem_alloc|exec_dyn_smem|"
+    r"_expand|exec_binary|exec_cmp|_unop|exec_unary|exec_math|exec_cast|exec_bitcast|exec_fma|"
+    r"exec_select|exec_vector|exec_extract|exec_insert|exec_broadcast|exec_vector_permute|"
+    r"exec_cp_async|exec_lds_load|exec_async_commit|exec_async_wait|exec_barrier|exec_printf|"
+    r"exec_target_op|_warp_access|exec_return|exec_if|exec_for|exec_while|launch|"
+    r"_thread_specials|_block_specials)\(")
+
+MODULES = {
+    "semantics": Module(
+        files=("src/opus/interp/semantics.py", "src/opus/interp/engine.py"),
+        exclude=_ENGINE_NOT_MEMORY,
+        tests=("tests/interp", "tests/differential/test_diff_interp.py",
+               "tests/codegen/test_cuda_casts.py", "tests/bad_input/test_memory.py",
+               "tests/lang/test_async_copy.py", "tests/lang/test_ldmatrix_interp.py",
+               "tests/targets/test_isa_lanes_ldst.py",
+               "tests/amd/test_amd_codegen.py::test_soffset_interpreter_against_numpy",
+               "tests/amd/test_amd_codegen.py::test_soffset_must_be_warp_uniform"),
+        why="the interpreter's arithmetic, casts, fma and memory checks: its own tests by hand "
+            "values, generated programs against the independent reference (diff_ref), fp8/e8m0 "
+            "conversions against ml_dtypes, memory faults (bad-input), checking mode (async "
+            "copies, ldmatrix), warp accesses against the ISA tables, AMD soffset",
+        env={"OPUS_DIFF_EXAMPLES": "40", "OPUS_INTERPRET_COMPILE": "0"}),
+    "cemit": Module(
+        files=("src/opus/codegen/cemit.py",),
+        tests=("tests/differential/test_diff_host.py", "tests/hostexec", "tests/codegen"),
+        why="the emitted C executed on the host against the reference, plus rendering and "
+            "compile checks",
+        env={"OPUS_DIFF_HOST_EXAMPLES": "6"}),
+    "dialects": Module(
+        files=("src/opus/codegen/cuda.py", "src/opus/codegen/hip.py", "src/opus/codegen/fp8.py"),
+        tests=("tests/differential/test_diff_host.py", "tests/hostexec", "tests/codegen",
+               "tests/amd/test_amd_codegen.py", "tests/targets/test_isa_lanes_host.py"),
+        why="CUDA/HIP spellings and helpers: host-executed C of both dialects, HIP helpers, "
+            "AMD assembly checks, MFMA operand order on the host",
+        env={"OPUS_DIFF_HOST_EXAMPLES": "6"}),
+    "targets": Module(
+        files=("src/opus/targets/base.py", "src/opus/targets/limits.py",
+               "src/opus/targets/matrix.py"),
+        tests=("tests/targets", "tests/bad_input/test_cache_and_targets.py",
+               "tests/bad_input/test_mma_sync.py", "tests/bad_input/test_mfma.py"),
+        why="target tables, availability, launch limits and matrix-atom rows: the ISA lane "
+            "tables, availability and contract tests, and the bad-input cases they refuse",
+        env={"OPUS_INTERPRET_COMPILE": "0"}),
+    "cache": Module(
+        files=("src/opus/runtime/cache.py", "src/opus/runtime/build.py"),
+        exclude=(r"^def (build_ptx|resources)\(",),   # build.py: its key and packing only
+        tests=("tests/runtime/test_disk_cache.py", "tests/runtime/test_cache_keys.py",
+               "tests/bad_input/test_cache_and_targets.py", "tests/runtime/test_toolchain_faults.py"),
+        why="the disk cache (keys, layout, corruption, read-only folders) and build's key and "
+            "packing"),
+    "specialization": Module(
+        files=("src/opus/frontend/kernel.py", "src/opus/frontend/calls.py"),
+        exclude=(   # kernel.py: its key and guard parts only
+            r"^class Specialization\b",
+            r"^def (_param_error|_annotations|_parse_params|kernel)\(",
+            r"^    def (__repr__|__call__|__getitem__|source|ir|ptx|sass|resources|asm|trace|"
+            r"_rewrite|_param_dtype|_tensor_map_type|_located)\("),
+        tests=("tests/frontend/test_bind.py", "tests/frontend/test_helpers.py",
+               "tests/frontend/test_launch_memo.py", "tests/frontend/test_kernel_definition.py",
+               "tests/frontend/test_tracing.py", "tests/runtime/test_cache_keys.py"),
+        why="specialization keys and global guards: binding, helper calls, memoized launches, "
+            "retracing on changed globals",
+        env={"OPUS_INTERPRET_COMPILE": "0"}),
+}
+
+# mutant name -> (text of the mutated line, as `mutmut show` prints it after "+", and why no
+# test can tell the mutant from the original). Filled as surviving mutants are argued away.
+_BUILD_MESSAGE = ("build._unpack's message is never shown: build() catches the ValueError and "
+                  "rebuilds (an entry of another format)")
+EQUIVALENT: dict[str, tuple[str, str]] = {
+    "opus.runtime.build.x__unpack__mutmut_5": (
+        "if start + n >= len(data):",
+        "differs only for an entry whose binary is empty; entries are written by build() from a "
+        "successful NVRTC compile (never an empty CUBIN) and a truncated file never reaches "
+        "_unpack (DiskCache checks the length and SHA-256 of every entry)"),
+    "opus.runtime.build.x__unpack__mutmut_6": ('raise ValueError(None)', _BUILD_MESSAGE),
+    "opus.runtime.build.x__unpack__mutmut_7": ('raise ValueError("XXtruncated build entryXX")',
+                                               _BUILD_MESSAGE),
+    "opus.runtime.build.x__unpack__mutmut_8": ('raise ValueError("TRUNCATED BUILD ENTRY")',
+                                               _BUILD_MESSAGE),
+}
+
+_STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",
+           36: "timeout", -24: "timeout", 24: "timeout", 152: "timeout", 255: "timeout",
+           -11: "segfault", -9: "segfault", None: "not checked"}
+
+
+def _scratch(name):
+    return os.path.join(SCRATCH, name)
+
+
+def _toml_value(v) -> str:
+    return json.dumps(v, ensure_ascii=False)   # JSON strings and arrays of them are TOML
+
+
+def _pyproject(module: Module) -> str:
+    """The repository's pyproject.toml with [tool.mutmut] set for this module."""
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+        base = tomllib.load(f).get("tool", {}).get("mutmut", {})
+    with open(os.path.join(ROOT, "pyproject.toml")) as f:
+        lines = f.read().splitlines()
+    kept, skipping = [], False
+    for line in lines:
+        if line.startswith("["):
+            skipping = line.strip() == "[tool.mutmut]"
+        if not skipping:
+            kept.append(line)
+    settings = dict(base, only_mutate=list(module.files),
+                    do_not_mutate_patterns=list(module.exclude),
+                    pytest_add_cli_args_test_selection=list(module.tests))
+    section = ["", "[tool.mutmut]"] + [f"{k} = {_toml_value(v)}" for k, v in settings.items()]
+    return "\n".join(kept + section) + "\n"
+
+
+def prepare(name: str, module: Module):
+    """A fresh copy of src/, tests/, benchmarks/ and pyproject.toml in the module's scratch folder (mtimes
+    kept: mutmut re-mutates a file only when its source is newer than its mutant)."""
+    where = _scratch(name)
+    os.makedirs(where, exist_ok=True)
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")
+    for folder in ("src", "tests", "benchmarks"):   # tests import benchmark kernels
+        shutil.rmtree(os.path.join(where, folder), ignore_errors=True)
+        shutil.copytree(os.path.join(ROOT, folder), os.path.join(where, folder), ignore=ignore)
+    config = _pyproject(module)
+    stamp = os.path.join(where, "mutated-files.json")   # which mutants exist: files, exclusions
+    what = json.dumps([module.files, module.exclude])
+    if not os.path.exists(stamp) or open(stamp).read() != what:
+        shutil.rmtree(os.path.join(where, "mutants"), ignore_errors=True)   # mutmut would keep them
+        with open(stamp, "w") as f:
+            f.write(what)
+    with open(os.path.join(where, "pyproject.toml"), "w") as f:
+        f.write(config)
+    return where
+
+
+def run(name: str, module: Module, only, children: int) -> int:
+    where = prepare(name, module)
+    env = dict(os.environ, OPUS_CACHE_DIR=os.path.join(where, "opus-cache"), **module.env)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    mutmut = os.path.join(os.path.dirname(sys.executable), "mutmut")
+    names = list(only or ())
+    return subprocess.call([mutmut, "run", "--max-children", str(children), *names],
+                           cwd=where, env=env)
+
+
+def results(name: str, module: Module) -> dict[str, str]:
+    """mutant name -> status, from the .meta files of the module's last run."""
+    out = {}
+    for path in module.files:
+        meta = os.path.join(_scratch(name), "mutants", path + ".meta")
+        if not os.path.exists(meta):
+            continue
+        with open(meta) as f:
+            codes = json.load(f)["exit_code_by_key"]
+        for key, code in codes.items():
+            out[key] = _STATUS.get(code, "suspicious")
+    return out
+
+
+def diff(name: str, mutant: str) -> str:
+    mutmut = os.path.join(os.path.dirname(sys.executable), "mutmut")
+    return subprocess.run([mutmut, "show", mutant], cwd=_scratch(name), capture_output=True,
+                          text=True).stdout
+
+
+def _equivalent_holds(name: str, mutant: str) -> bool:
+    text = EQUIVALENT[mutant][0]
+    added = [ln[1:].strip() for ln in diff(name, mutant).splitlines()
+             if ln.startswith("+") and not ln.startswith("+++")]
+    return any(text.strip() in ln for ln in added)
+
+
+def score(name: str, module: Module, show: bool) -> bool:
+    """Print the module's counts; True when no mutant survives unexplained."""
+    status = results(name, module)
+    if not status:
+        print(f"{name}: no results (run it first)")
+        return False
+    counts: dict[str, int] = {}
+    unexplained, stale = [], []
+    for mutant, s in sorted(status.items()):
+        if s == "survived" and mutant in EQUIVALENT:
+            if _equivalent_holds(name, mutant):
+                s = "equivalent"
+            else:
+                stale.append(mutant)
+        if s in ("survived", "no tests", "suspicious", "not checked"):
+            unexplained.append(mutant)
+        counts[s] = counts.get(s, 0) + 1
+    total = len(status)
+    killed = counts.get("killed", 0) + counts.get("timeout", 0) + counts.get("segfault", 0)
+    argued = counts.get("equivalent", 0)
+    pct = 100.0 * (killed + argued) / total
+    print(f"{name}: {total} mutants: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+          + f"; score {pct:.1f}% (killed + timeout + equivalent)")
+    for mutant in stale:
+        print(f"  stale EQUIVALENT entry (the mutated line changed): {mutant}")
+    for mutant in unexplained:
+        print(f"  {status[mutant]}: {mutant}")
+        if show:
+            print(diff(name, mutant))
+    return not unexplained
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("module", nargs="?", choices=sorted(MODULES))
+    ap.add_argument("--list", action="store_true", help="the modules and their test selection")
+    ap.add_argument("--score", action="store_true", help="print the last run's score, no run")
+    ap.add_argument("--survivors", action="store_true", help="also print each survivor's diff")
+    ap.add_argument("--only", nargs="+", help="mutant-name globs to (re-)run")
+    ap.add_argument("--retest", action="store_true",
+                    help="re-run the last run's survivors (after adding tests)")
+    ap.add_argument("--children", type=int, default=2, help="parallel test processes (2)")
+    args = ap.parse_args(argv)
+    if args.list or not args.module:
+        for name, m in MODULES.items():
+            print(f"{name}: {' '.join(m.files)}\n    tests: {' '.join(m.tests)}\n    {m.why}")
+        return 0
+    module = MODULES[args.module]
+    if not (args.score or args.survivors):
+        only = args.only or []
+        if args.retest:
+            only += [k for k, s in results(args.module, module).items() if s == "survived"]
+        if (args.retest or args.only) and not only:
+            print(f"{args.module}: nothing to re-run")
+        else:
+            status = run(args.module, module, only, args.children)
+            if status:
+                print(f"mutmut failed (exit status {status}); to see pytest's error, add "
+                      f"'debug = true' under [tool.mutmut] in {_scratch(args.module)}/"
+                      f"pyproject.toml and run mutmut run there")
+                return status
+    return 0 if score(args.module, module, args.survivors) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
