@@ -390,7 +390,13 @@ class TmaOps:
             tma, T = _tma(state), state.T
             tmap = values[st]
             cols = [_full(values[s], T) for s in sc]
+            kind = "tma_load" if sb is not None else "tma_store"
             for t in _lanes_of(state):
+                inner = int(cols[-1][t])
+                if (inner * tmap.dtype.itemsize) % 16:
+                    from ..targets.nvidia import tma_box_start_problem
+                    raise MemoryFault(f"{where(_op.loc)}: {state.who(int(t))}: "
+                                      + tma_box_start_problem(kind, inner, tmap.dtype))
                 buf, e = _pointer(state, values[sp], t)
                 bar = None
                 if sb is not None:

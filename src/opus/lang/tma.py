@@ -305,13 +305,19 @@ def _shared_tile(x, dtype, what):
     return p
 
 
-def _coords(coords, rank, what):
+def _coords(coords, rank, what, dtype=None):
     if isinstance(coords, (int, Value)) and not isinstance(coords, bool):
         coords = (coords,)
     if not isinstance(coords, (tuple, list)) or len(coords) != rank:
         _err(f"{what} takes {rank} coordinate(s) (one per dimension of the map, outermost first), "
              f"got {_describe(coords)}")
+    inner = coords[-1]
+    if dtype is not None and type(inner) is int and (inner * dtype.itemsize) % 16:
+        from ..targets.nvidia import tma_box_start_problem
+        _err(tma_box_start_problem(what, inner, dtype))
     return [_i32(c, f"{what} coordinate") for c in coords]
+
+
 
 
 def tma_load(tmap, dst, coords, bar):
@@ -324,7 +330,8 @@ def tma_load(tmap, dst, coords, bar):
     :type tmap: TensorMapArg
     :param dst: the shared tile: ``tmap.copy_bytes`` bytes, 128-byte aligned
     :type dst: Smem or run-time shared pointer
-    :param coords: the box's first element, one coordinate per dimension, outermost first
+    :param coords: the box's first element, one coordinate per dimension, outermost first; the
+        innermost times the element size must be a multiple of 16 bytes (negative ones too)
     :type coords: tuple of run-time integers or ints
     :param bar: the mbarrier the copy completes on
     :type bar: MBarrier
@@ -334,7 +341,7 @@ def tma_load(tmap, dst, coords, bar):
     need = _tensor_map(tmap, "tma_load").need()
     p = _shared_tile(dst, need.dtype, "tma_load")
     b = _barrier(bar, "tma_load")
-    emit("tma_load", [tmap.value, p, b] + _coords(coords, len(need.box), "tma_load"))
+    emit("tma_load", [tmap.value, p, b] + _coords(coords, len(need.box), "tma_load", need.dtype))
 
 
 def tma_store(tmap, src, coords):
@@ -355,7 +362,7 @@ def tma_store(tmap, src, coords):
     _require("TMA stores (cp.async.bulk.tensor)")
     need = _tensor_map(tmap, "tma_store").need()
     p = _shared_tile(src, need.dtype, "tma_store")
-    emit("tma_store", [tmap.value, p] + _coords(coords, len(need.box), "tma_store"))
+    emit("tma_store", [tmap.value, p] + _coords(coords, len(need.box), "tma_store", need.dtype))
 
 
 def tma_commit():
