@@ -260,3 +260,11 @@ def test_a_static_unaligned_innermost_start_is_a_trace_error():
 
     with pytest.raises(opus.TraceError, match="innermost coordinate 6 is not a multiple of 4"):
         k.specialize("sm_90a")
+
+
+def test_rows_narrower_than_the_swizzle_are_refused():
+    """A 16 x 16 f32 box (64-byte rows) in the 128-byte mode: the driver encodes it, but the
+    H100 faulted with an illegal address on it in our GPU run, so opus refuses the map (a
+    clear error instead of a fault) until the hardware's placement is understood."""
+    with pytest.raises(opus.ArgumentError, match="64 bytes, narrower than the 128-byte swizzle"):
+        opus.TensorMap(_grid(16, 16), (16, 16), swizzle=128)
