@@ -15,7 +15,8 @@ plus this module's files and tests. Nothing under src/ is ever written: `mutmut 
 offered (run it by hand in the scratch folder only, where it edits the copy). Results stay in the
 scratch folder, so a later run only re-tests functions whose code changed and mutants not yet
 checked (``--only`` re-runs the matching mutants whatever their last result; changing a module's
-files or exclusions starts it afresh).
+files starts it afresh). Where only some functions of a file belong to the module (`functions`),
+the run names them (mutmut's mutant-name globs).
 
 A surviving mutant is killed by a test or argued away: `EQUIVALENT` maps a mutant's name to the
 mutated line's text (checked against the mutant's diff, so an entry goes stale loudly when the
@@ -31,6 +32,7 @@ import subprocess
 import sys
 import tomllib
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCRATCH = os.path.join(ROOT, ".mutation")
@@ -41,30 +43,24 @@ class Module:
     files: tuple[str, ...]            # paths under src/ that mutmut mutates
     tests: tuple[str, ...]            # the pytest selection that exercises them
     why: str                          # why these tests (docs/testing.md repeats it)
-    exclude: tuple[str, ...] = ()     # regexes of `def`/`class` lines left unmutated (their
-                                      # whole statement: mutmut's do_not_mutate_patterns)
+    functions: tuple[str, ...] = ()   # mutant-name globs: only these functions of the files
     env: dict = field(default_factory=dict)
 
 
-# engine.py beyond its memory and bounds parts (Shadow, faults, alignment and bound checks,
-# loads, stores, addresses): op dispatch, control flow, launch
-_ENGINE_NOT_MEMORY = (
-    r"^class (Buf|State)\b",
-    r"^def (_arange|_full|_shared_by_threads|_require_whole_warps|_where_scalar|_where_vector|"
-    r"_where_ptr|_merge_fn|_placeholder|_run|_restore_mask|_printf_formatter|check_pending|"
-    r"_internal_error|_failing_op)\(",
-    r"^    def __init__\(self, fn, target\)",
-    r"^    def (slot|block|compile_op|exec_const|exec_special|exec_smem_alloc|exec_dyn_smem|"
-    r"_expand|exec_binary|exec_cmp|_unop|exec_unary|exec_math|exec_cast|exec_bitcast|exec_fma|"
-    r"exec_select|exec_vector|exec_extract|exec_insert|exec_broadcast|exec_vector_permute|"
-    r"exec_cp_async|exec_lds_load|exec_async_commit|exec_async_wait|exec_barrier|exec_printf|"
-    r"exec_target_op|_warp_access|exec_return|exec_if|exec_for|exec_while|launch|"
-    r"_thread_specials|_block_specials)\(")
+# engine.py's memory and bounds parts: shared-memory checking (Shadow), faults, alignment and
+# bound checks, loads, stores, addresses (mutmut 3 names a function's mutants
+# <module>.x_<function>__mutmut_<n>, a method's <module>.xǁ<Class>ǁ<method>__mutmut_<n>)
+_ENGINE_MEMORY = tuple(f"opus.interp.engine.{f}__mutmut_*" for f in (
+    "xǁShadowǁ*", "x__fault", "x__check_align", "x__eidx_valid", "x__check_uniform",
+    "x__check_all", "x__check_masked", "x__shadow", "x_mem_load", "x_mem_store",
+    "x__flat_with_tids", "x__multi", "xǁProgramǁ_address", "xǁProgramǁexec_ptr_add",
+    "xǁProgramǁ_window", "xǁProgramǁ_access_address", "xǁProgramǁexec_load",
+    "xǁProgramǁexec_store"))
 
 MODULES = {
     "semantics": Module(
         files=("src/opus/interp/semantics.py", "src/opus/interp/engine.py"),
-        exclude=_ENGINE_NOT_MEMORY,
+        functions=("opus.interp.semantics.*",) + _ENGINE_MEMORY,
         tests=("tests/interp", "tests/differential/test_diff_interp.py",
                "tests/codegen/test_cuda_casts.py", "tests/bad_input/test_memory.py",
                "tests/lang/test_async_copy.py", "tests/lang/test_ldmatrix_interp.py",
@@ -99,18 +95,20 @@ MODULES = {
         env={"OPUS_INTERPRET_COMPILE": "0"}),
     "cache": Module(
         files=("src/opus/runtime/cache.py", "src/opus/runtime/build.py"),
-        exclude=(r"^def (build_ptx|resources)\(",),   # build.py: its key and packing only
+        functions=("opus.runtime.cache.*", "opus.runtime.build.x__pack__*",   # build.py: its
+                   "opus.runtime.build.x__unpack__*", "opus.runtime.build.x_build__*"),  # key
         tests=("tests/runtime/test_disk_cache.py", "tests/runtime/test_cache_keys.py",
                "tests/bad_input/test_cache_and_targets.py", "tests/runtime/test_toolchain_faults.py"),
         why="the disk cache (keys, layout, corruption, read-only folders) and build's key and "
             "packing"),
     "specialization": Module(
         files=("src/opus/frontend/kernel.py", "src/opus/frontend/calls.py"),
-        exclude=(   # kernel.py: its key and guard parts only
-            r"^class Specialization\b",
-            r"^def (_param_error|_annotations|_parse_params|kernel)\(",
-            r"^    def (__repr__|__call__|__getitem__|source|ir|ptx|sass|resources|asm|trace|"
-            r"_rewrite|_param_dtype|_tensor_map_type|_located)\("),
+        functions=("opus.frontend.calls.*",) + tuple(   # kernel.py: its key and guard parts
+            f"opus.frontend.kernel.{f}__mutmut_*" for f in (
+                "x_type_signature", "x__hashable", "x__default", "x__default_tails",
+                "xǁKernelǁbind", "xǁKernelǁ_bind_plan", "xǁKernelǁconst_key",
+                "xǁKernelǁlaunch_arguments", "xǁKernelǁentry_key", "xǁKernelǁ_constexprs_from",
+                "xǁKernelǁspecialize", "xǁKernelǁspecialization", "xǁKernelǁ_respecialize")),
         tests=("tests/frontend/test_bind.py", "tests/frontend/test_helpers.py",
                "tests/frontend/test_launch_memo.py", "tests/frontend/test_kernel_definition.py",
                "tests/frontend/test_tracing.py", "tests/runtime/test_cache_keys.py"),
@@ -123,6 +121,12 @@ MODULES = {
 # test can tell the mutant from the original). Filled as surviving mutants are argued away.
 _BUILD_MESSAGE = ("build._unpack's message is never shown: build() catches the ValueError and "
                   "rebuilds (an entry of another format)")
+_ONE_ROW = ("with one row of element indices the faulting lane is 0 whichever branch is taken "
+            "(k // vec is 0 for k < vec; k is 0 for one element)")
+_F64_SOFFSET = ("the first-lane soffsets in float64 instead of int64: soffset is an i32, exact in "
+                "float64, compared with != and printed through int()")
+_NO_EMPTY_LAUNCH = ("differs only for T == 0 lanes; a launch has at least one thread (launch "
+                    "refuses empty grids and blocks), so T > 0 here")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -134,6 +138,28 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
                                                _BUILD_MESSAGE),
     "opus.runtime.build.x__unpack__mutmut_8": ('raise ValueError("TRUNCATED BUILD ENTRY")',
                                                _BUILD_MESSAGE),
+    # engine._fault: `lane = lane if eidx_b.shape[0] > 1 else 0` only matters for one row of
+    # indices, where lane is already 0 (k // vec < 1 for a (1, vec) array, k = 0 for (1,))
+    "opus.interp.engine.x__fault__mutmut_12": (
+        "lane = lane if (eidx_b.shape[0] > 1) or True else 0", _ONE_ROW),
+    "opus.interp.engine.x__fault__mutmut_14": ("lane = lane if eidx_b.shape[0] >= 1 else 0",
+                                               _ONE_ROW),
+    "opus.interp.engine.x__fault__mutmut_21": (
+        "i = int(eidx_b.reshape(-2)[k])",
+        "numpy (2.x, as installed) takes any negative size in reshape as the one unknown "
+        "dimension: reshape(-2) is reshape(-1)"),
+    # engine._check_uniform
+    "opus.interp.engine.x__check_uniform__mutmut_23": (
+        "first = np.zeros(warp.max() + 1 if T else 0, None)", _F64_SOFFSET),
+    "opus.interp.engine.x__check_uniform__mutmut_25": (
+        "first = np.zeros(warp.max() + 1 if T else 0, )", _F64_SOFFSET),
+    "opus.interp.engine.x__check_uniform__mutmut_27": (
+        "first = np.zeros(warp.max() + 1 if (T) or True else 0, I64)", _NO_EMPTY_LAUNCH),
+    "opus.interp.engine.x__check_uniform__mutmut_30": (
+        "first = np.zeros(warp.max() + 1 if T else 1, I64)", _NO_EMPTY_LAUNCH),
+    "opus.interp.engine.x__check_uniform__mutmut_29": (
+        "first = np.zeros(warp.max() + 2 if T else 0, I64)",
+        "one more slot than there are warps: it is never indexed"),
 }
 
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",
@@ -162,7 +188,6 @@ def _pyproject(module: Module) -> str:
         if not skipping:
             kept.append(line)
     settings = dict(base, only_mutate=list(module.files),
-                    do_not_mutate_patterns=list(module.exclude),
                     pytest_add_cli_args_test_selection=list(module.tests))
     section = ["", "[tool.mutmut]"] + [f"{k} = {_toml_value(v)}" for k, v in settings.items()]
     return "\n".join(kept + section) + "\n"
@@ -178,8 +203,8 @@ def prepare(name: str, module: Module):
         shutil.rmtree(os.path.join(where, folder), ignore_errors=True)
         shutil.copytree(os.path.join(ROOT, folder), os.path.join(where, folder), ignore=ignore)
     config = _pyproject(module)
-    stamp = os.path.join(where, "mutated-files.json")   # which mutants exist: files, exclusions
-    what = json.dumps([module.files, module.exclude])
+    stamp = os.path.join(where, "mutated-files.json")   # which files mutmut mutates
+    what = json.dumps(module.files)
     if not os.path.exists(stamp) or open(stamp).read() != what:
         shutil.rmtree(os.path.join(where, "mutants"), ignore_errors=True)   # mutmut would keep them
         with open(stamp, "w") as f:
@@ -195,6 +220,15 @@ def run(name: str, module: Module, only, children: int) -> int:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     mutmut = os.path.join(os.path.dirname(sys.executable), "mutmut")
     names = list(only or ())
+    if not names and module.functions:
+        # mutmut re-runs every mutant it is given by name: after the first run, name only the
+        # module's mutants not yet checked (new or changed functions)
+        last = results(name, module)
+        names = [k for k, s in last.items() if s == "not checked"] if last else list(
+            module.functions)
+        if not names:
+            print(f"{name}: every mutant has a result (--only or --retest to re-run some)")
+            return 0
     return subprocess.call([mutmut, "run", "--max-children", str(children), *names],
                            cwd=where, env=env)
 
@@ -209,7 +243,8 @@ def results(name: str, module: Module) -> dict[str, str]:
         with open(meta) as f:
             codes = json.load(f)["exit_code_by_key"]
         for key, code in codes.items():
-            out[key] = _STATUS.get(code, "suspicious")
+            if not module.functions or any(fnmatch(key, g) for g in module.functions):
+                out[key] = _STATUS.get(code, "suspicious")
     return out
 
 
