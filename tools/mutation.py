@@ -5,13 +5,13 @@
     .venv/bin/python tools/mutation.py cache --score          # the score of the last run, no run
     .venv/bin/python tools/mutation.py cache --survivors      # each surviving mutant's diff
     .venv/bin/python tools/mutation.py cache --retest         # re-run the survivors (new tests)
-    .venv/bin/python tools/mutation.py semantics --only 'opus.interp.semantics.x_fma*'   # re-run some
+    .venv/bin/python tools/mutation.py semantics --only 'opus.interp.semantics.x_fma*'  # some
 
 mutmut mutates a copy (`mutants/`) and runs pytest there, but its configuration holds one test
-selection; each module here has its own (the tests that exercise it and finish in minutes on two
-cores), so the module runs in its own scratch folder `.mutation/<module>/`: a fresh copy of src/,
-tests/, benchmarks/ and pyproject.toml whose [tool.mutmut] section is the repository's (the shared settings)
-plus this module's files and tests. Nothing under src/ is ever written: `mutmut apply` is not
+selection; each module here has its own (the tests that exercise it), so the module runs in its
+own scratch folder `.mutation/<module>/`: a fresh copy of src/, tests/, benchmarks/ and
+pyproject.toml whose [tool.mutmut] section is the repository's (the shared settings) plus this
+module's files and tests. Nothing under src/ is ever written: `mutmut apply` is not
 offered (run it by hand in the scratch folder only, where it edits the copy). Results stay in the
 scratch folder, so a later run only re-tests functions whose code changed and mutants not yet
 checked (``--only`` re-runs the matching mutants whatever their last result; changing a module's
@@ -98,7 +98,8 @@ MODULES = {
         functions=("opus.runtime.cache.*", "opus.runtime.build.x__pack__*",   # build.py: its
                    "opus.runtime.build.x__unpack__*", "opus.runtime.build.x_build__*"),  # key
         tests=("tests/runtime/test_disk_cache.py", "tests/runtime/test_cache_keys.py",
-               "tests/bad_input/test_cache_and_targets.py", "tests/runtime/test_toolchain_faults.py"),
+               "tests/bad_input/test_cache_and_targets.py",
+               "tests/runtime/test_toolchain_faults.py"),
         why="the disk cache (keys, layout, corruption, read-only folders) and build's key and "
             "packing"),
     "specialization": Module(
@@ -107,7 +108,8 @@ MODULES = {
             f"opus.frontend.kernel.{f}__mutmut_*" for f in (
                 "x_type_signature", "x__hashable", "x__default", "x__default_tails",
                 "xǁKernelǁbind", "xǁKernelǁ_bind_plan", "xǁKernelǁconst_key",
-                "xǁKernelǁlaunch_arguments", "xǁKernelǁentry_key", "xǁKernelǁ_constexprs_from",
+                "xǁKernelǁlaunch_arguments", "xǁKernelǁentry_key",
+                "xǁKernelǁ_constexprs_from",
                 "xǁKernelǁspecialize", "xǁKernelǁspecialization", "xǁKernelǁ_respecialize")),
         tests=("tests/frontend/test_bind.py", "tests/frontend/test_helpers.py",
                "tests/frontend/test_launch_memo.py", "tests/frontend/test_kernel_definition.py",
@@ -194,8 +196,8 @@ def _pyproject(module: Module) -> str:
 
 
 def prepare(name: str, module: Module):
-    """A fresh copy of src/, tests/, benchmarks/ and pyproject.toml in the module's scratch folder (mtimes
-    kept: mutmut re-mutates a file only when its source is newer than its mutant)."""
+    """A fresh copy of src/, tests/, benchmarks/ and pyproject.toml in the module's scratch
+    folder (mtimes kept: mutmut re-mutates a file only when its source is newer than its mutant)."""
     where = _scratch(name)
     os.makedirs(where, exist_ok=True)
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis")

@@ -1,7 +1,8 @@
 """What the interpreter's memory faults and soffset checks say, word for word: which element,
 which thread (the lane of a vector access, not its element), whether the GPU would check the
 access, and (AMD) which lane's soffset differs from its warp's first active lane. Expected
-messages are written by hand from the launch (found missing by mutation testing, docs/testing.md)."""
+messages are written by hand from the launch (found unchecked by mutation testing,
+docs/testing.md)."""
 import os
 import sys
 
@@ -12,7 +13,8 @@ import opus
 import opus.interp as interp
 from opus import f32, i32
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bad_input"))
+_TESTS = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(_TESTS, "bad_input"))
 from expect import line_of  # noqa: E402
 
 HERE = os.path.basename(__file__)
