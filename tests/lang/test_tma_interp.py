@@ -101,7 +101,7 @@ def test_element_strides_take_every_other_row():
 
 # -- stores --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("r0,c0", [(0, 0), (4, 4), (-2, -4), (15, 20), (30, 0)])
+@pytest.mark.parametrize("r0,c0", [(0, 0), (4, 4), (15, 20), (18, 36), (30, 0)])
 def test_store_writes_the_box_inside_the_tensor_only(r0, c0):
     x = _grid(20, 24)
     want = K.store_reference(x, r0, c0, (8, 16))
@@ -268,3 +268,12 @@ def test_rows_narrower_than_the_swizzle_are_refused():
     clear error instead of a fault) until the hardware's placement is understood."""
     with pytest.raises(opus.ArgumentError, match="64 bytes, narrower than the 128-byte swizzle"):
         opus.TensorMap(_grid(16, 16), (16, 16), swizzle=128)
+
+
+@pytest.mark.parametrize("r0,c0", [(-2, 0), (0, -4), (-1, -8)])
+def test_a_store_box_starting_before_the_tensor_is_refused(r0, c0):
+    """Negative store starts fault on the H100 (illegal instruction: (-2, 0), (0, -4), (-1, 0)
+    measured), so the interpreter refuses them naming the rule instead of clipping."""
+    x = _grid(20, 24)
+    with pytest.raises(opus.interp.MemoryFault, match="may not start before the tensor"):
+        K.store_box[1, 16](opus.TensorMap(x, (8, 16)), r0, c0)

@@ -397,6 +397,11 @@ class TmaOps:
                     from ..targets.nvidia import tma_box_start_problem
                     raise MemoryFault(f"{where(_op.loc)}: {state.who(int(t))}: "
                                       + tma_box_start_problem(kind, inner, tmap.dtype))
+                if sb is None:
+                    from ..targets.nvidia import tma_store_start_problem
+                    why = tma_store_start_problem([int(c[t]) for c in cols])
+                    if why is not None:
+                        raise MemoryFault(f"{where(_op.loc)}: {state.who(int(t))}: {why}")
                 buf, e = _pointer(state, values[sp], t)
                 bar = None
                 if sb is not None:

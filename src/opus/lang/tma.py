@@ -362,7 +362,12 @@ def tma_store(tmap, src, coords):
     _require("TMA stores (cp.async.bulk.tensor)")
     need = _tensor_map(tmap, "tma_store").need()
     p = _shared_tile(src, need.dtype, "tma_store")
-    emit("tma_store", [tmap.value, p] + _coords(coords, len(need.box), "tma_store", need.dtype))
+    cs = _coords(coords, len(need.box), "tma_store", need.dtype)
+    from ..targets.nvidia import tma_store_start_problem
+    why = tma_store_start_problem([c for c in cs if type(c) is int])
+    if why is not None:
+        _err(why)
+    emit("tma_store", [tmap.value, p] + cs)
 
 
 def tma_commit():

@@ -89,3 +89,16 @@ def tma_box_start_problem(what, coord, dtype) -> str:
     return (f"{what}: the innermost coordinate {coord} is not a multiple of {per} {dtype.name} "
             f"elements (16 bytes): a TMA box must start on a 16-byte boundary in its innermost "
             f"dimension (the GPU faults with an illegal instruction otherwise)")
+
+
+def tma_store_start_problem(coords) -> str | None:
+    """Why a TMA store box may not start at ``coords`` (ints), or None: a negative start in any
+    dimension faults on the H100 with an illegal instruction (measured: (-2, 0), (0, -4), (-1, 0)
+    fault; boxes overhanging the far end, (18, 36) of a 20 x 40 tensor, are clipped as loads)."""
+    bad = [(i, c) for i, c in enumerate(coords) if c < 0]
+    if not bad:
+        return None
+    i, c = bad[0]
+    return (f"tma_store: coordinate {i} is {c}: a TMA store box may not start before the tensor "
+            f"(negative starts fault on the GPU with an illegal instruction; boxes past its end "
+            f"are clipped)")
