@@ -29,8 +29,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BUGS = {
     "whole_vector_bound": (
         "src/opus/codegen/cemit.py",
-        '(long long){off_c} + {vec - 1} < (long long){bound_c}"',
-        '(long long){off_c} + {vec - 1} <= (long long){bound_c}"',
+        'return f"{bound_c} >= {vec} && (unsigned){off_c} <= (unsigned)({bound_c} - {vec})"',
+        'return f"{bound_c} >= {vec} && (unsigned){off_c} <= (unsigned)({bound_c} - {vec} + 1)"',
         "a bounded vector access whose last element is at the bound counts as in range"),
     "lane_bound": (
         "src/opus/codegen/cemit.py",
