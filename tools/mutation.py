@@ -189,7 +189,10 @@ def _pyproject(module: Module) -> str:
             skipping = line.strip() == "[tool.mutmut]"
         if not skipping:
             kept.append(line)
-    settings = dict(base, only_mutate=list(module.files),
+    # forkserver: with mutmut's default ("fork") each mutant's pytest is forked from the process
+    # that ran the statistics pass, inheriting what it memoized: a module-level kernel's rendered
+    # source (Kernel._specs) stays the unmutated one, so every codegen mutant it reaches survives
+    settings = dict(base, only_mutate=list(module.files), process_isolation="forkserver",
                     pytest_add_cli_args_test_selection=list(module.tests))
     section = ["", "[tool.mutmut]"] + [f"{k} = {_toml_value(v)}" for k, v in settings.items()]
     return "\n".join(kept + section) + "\n"

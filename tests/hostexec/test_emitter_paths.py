@@ -1,0 +1,147 @@
+"""Emitter paths the differential programs do not generate, run on the host: dynamic shared
+memory at an offset and of a narrow type, printf of every argument kind, a run-time while loop
+carrying values, pointer arithmetic, an early return; plus CodegenError's message and the
+indentation of the rendered C. Expectations are hand-written or computed with numpy
+(issue 17.4: these kill the mutants of codegen/cemit.py that survived with the old selection)."""
+import re
+
+import numpy as np
+import pytest
+
+import opus
+from opus import f16, f32, i8, i32, u8
+from opus.codegen.cemit import CodegenError
+from opus.ir.core import Loc
+from hostexec import run_kernel
+
+
+@opus.kernel
+def dyn_two_views(x: opus.Ptr[i32], y: opus.Ptr[u8]):
+    t = opus.thread_id_x()
+    words = opus.dynamic_smem(i32, 0)           # bytes [0, 4 * 32)
+    bytes_ = opus.dynamic_smem(u8, 4 * 32)      # bytes [128, 160): after the words
+    words.store(x[t], t)
+    bytes_.store(u8(t * 3), t)
+    opus.sync_threads()
+    x[t] = words.load(31 - t)
+    y[t] = bytes_.load((t + 5) % 32)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "gfx942"])
+def test_dynamic_smem_views_of_two_types_at_their_offsets(target, tmp_path):
+    x = np.arange(32, dtype=np.int32) * 1000 - 7
+    y = np.zeros(32, np.uint8)
+    want_x = x[::-1].copy()
+    want_y = ((np.arange(32) + 5) % 32 * 3).astype(np.uint8)
+    run_kernel(dyn_two_views, 1, 32, x, y, target=target, workdir=tmp_path, smem=160)
+    np.testing.assert_array_equal(x, want_x)
+    np.testing.assert_array_equal(y, want_y)
+
+
+@opus.kernel
+def print_kinds(h: opus.Ptr[f16], s: opus.Ptr[f32], b: opus.Ptr[i8], w: opus.Ptr[i32]):
+    t = opus.thread_id_x()
+    opus.printf("h=%.4f s=%.3f b=%d w=%d p=%d\n", h[t], s[t], b[t], w[t], w[t] > 0)
+
+
+def test_printf_of_each_argument_kind(tmp_path):
+    h = np.float16([1.5, -0.0009765625])   # f16 exactly: widened to double
+    s = np.float32([0.25, -3.125])
+    b = np.int8([-128, 127])               # narrow integers widened to int
+    w = np.int32([-70000, 5])
+    out = run_kernel(print_kinds, 1, 2, h, s, b, w, target="sm_80", workdir=tmp_path)
+    assert out == ("h=1.5000 s=0.250 b=-128 w=-70000 p=0\n"
+                   "h=-0.0010 s=-3.125 b=127 w=5 p=1\n")
+
+
+@opus.kernel
+def collatz_steps(x: opus.Ptr[i32], steps: opus.Ptr[i32]):
+    t = opus.thread_id_x()
+    v = x[t]
+    n = 0
+    while v != 1:
+        if v % 2 == 0:
+            v = v // 2
+        else:
+            v = 3 * v + 1
+        n = n + 1
+    steps[t] = n
+
+
+def _collatz(v):
+    n = 0
+    while v != 1:
+        v = v // 2 if v % 2 == 0 else 3 * v + 1
+        n += 1
+    return n
+
+
+@pytest.mark.parametrize("target", ["sm_80", "gfx942"])
+def test_run_time_while_carries_its_values(target, tmp_path):
+    x = np.int32([1, 2, 3, 6, 7, 27, 97, 871])
+    steps = np.full(8, -1, np.int32)
+    run_kernel(collatz_steps, 1, 8, x, steps, target=target, workdir=tmp_path)
+    np.testing.assert_array_equal(steps, [_collatz(int(v)) for v in x])
+
+
+@opus.kernel
+def shifted_copy_with_early_return(x: opus.Ptr[f32], y: opus.Ptr[f32], n: i32, k: i32):
+    t = opus.thread_id_x()
+    if t >= n:
+        return
+    src = x + k          # pointer arithmetic: element k of x
+    dst = y + (t + 1)
+    dst[-1] = src[t] * 2.0
+
+
+@pytest.mark.parametrize("target", ["sm_80", "gfx942"])
+def test_pointer_arithmetic_and_early_return(target, tmp_path):
+    x = np.arange(40, dtype=np.float32) - 10
+    y = np.full(32, 99.0, np.float32)
+    run_kernel(shifted_copy_with_early_return, 1, 32, x, y, 20, 7, target=target,
+               workdir=tmp_path)
+    want = np.full(32, 99.0, np.float32)
+    want[:20] = x[7:27] * 2          # threads 20..31 returned before writing
+    np.testing.assert_array_equal(y, want)
+
+
+def test_rendered_c_is_indented_by_its_braces():
+    """Each code line of the kernel body is indented two spaces per enclosing brace (readable
+    `k.source()`), through a while loop inside an if inside a for."""
+    @opus.kernel
+    def nested(x: opus.Ptr[i32], n: i32):
+        t = opus.thread_id_x()
+        for i in opus.range(n):
+            if t > i:
+                v = x[t]
+                while v > 3:
+                    v = v - 3
+                x[t] = v
+    src = nested.source(target="sm_80")
+    body = src[src.index("nested"):]
+    body = body[body.index("{\n") + 2:]
+    depth, lines = 1, 0
+    for line in body.splitlines():
+        if not line.strip() or line.lstrip().startswith(("#", "//")):
+            continue   # a source comment is indented like the code line it introduces
+        depth -= line.lstrip().startswith("}")
+        if depth == 0:
+            break
+        assert line == "  " * depth + line.lstrip(), (depth, line)
+        depth += line.rstrip().endswith("{")
+        lines += 1
+    assert "while (true) {" in src and lines > 8
+
+
+def test_codegen_error_names_the_kernel_line():
+    loc = Loc("k.py", 12, "f", "    x = y  \n")
+    e = CodegenError("no such op", loc, kernel="kern")
+    assert str(e) == "k.py:12 (kernel 'kern'): no such op\n    x = y"
+    assert e.raw_message == "no such op" and e.loc is loc
+
+
+@pytest.mark.parametrize("text", [None, "", "   "])
+def test_codegen_error_without_kernel_or_line_text(text):
+    e = CodegenError("no such op", Loc("k.py", 3, "f", text))
+    assert str(e) == "k.py:3: no such op"
+    assert str(CodegenError("bare")) == "bare"
