@@ -71,9 +71,9 @@ BUGS = {
         "MFMA: A and B swapped in the builtin call (src0 must be A)"),
     "buffer_offset_width": (
         "src/opus/codegen/hip.py",
-        '(unsigned)off * s : {hex(_OOB)}u; }}")',
-        '(unsigned)off : {hex(_OOB)}u; }}")',
-        "HIP buffer accesses: the byte offset ignores the element size"),
+        'return f"(({u} < {lim}u ? {u} : {lim}u) * {s}u)"',
+        'return f"(({u} < {lim}u ? {u} : {lim}u))"',
+        "HIP buffer accesses: the byte offset (voffset) ignores the element size"),
 }
 
 
