@@ -129,6 +129,9 @@ _F64_SOFFSET = ("the first-lane soffsets in float64 instead of int64: soffset is
                 "float64, compared with != and printed through int()")
 _NO_EMPTY_LAUNCH = ("differs only for T == 0 lanes; a launch has at least one thread (launch "
                     "refuses empty grids and blocks), so T > 0 here")
+_PROMOTED = ("printf is variadic: C's default argument promotions (C11 6.5.2.2p6-7) pass a float "
+             "as double and a bool, char or short as int whether or not the emitter casts it, and "
+             "a 32-bit integer cast to int reaches printf as the same 32 bits")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -162,6 +165,22 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.interp.engine.x__check_uniform__mutmut_29": (
         "first = np.zeros(warp.max() + 2 if T else 0, I64)",
         "one more slot than there are warps: it is never indexed"),
+    # codegen/cemit.py
+    "opus.codegen.cemit.xǁCEmitterǁrender_printf__mutmut_15": ('elif e.name == "XXf32XX":',
+                                                            _PROMOTED),
+    "opus.codegen.cemit.xǁCEmitterǁrender_printf__mutmut_16": ('elif e.name == "F32":',
+                                                            _PROMOTED),
+    "opus.codegen.cemit.xǁCEmitterǁrender_printf__mutmut_18": (
+        "elif e.is_bool and e.bits < 32:", _PROMOTED),
+    "opus.codegen.cemit.xǁCEmitterǁrender_printf__mutmut_19": (
+        "elif e.is_bool or e.bits <= 32:", _PROMOTED),
+    "opus.codegen.cemit.xǁCEmitterǁrender_printf__mutmut_20": (
+        "elif e.is_bool or e.bits < 33:", _PROMOTED),
+    "opus.codegen.cemit.xǁCEmitterǁrender_while__mutmut_23": (
+        "self._emit_region(cond, indent + 1, None)",
+        "a while's condition region ends in a `condition` op and never holds a yield (an `if` "
+        "inside it assigns its own carried names), so the carried names passed for it are "
+        "never read"),
 }
 
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",

@@ -145,3 +145,85 @@ def test_codegen_error_without_kernel_or_line_text(text):
     e = CodegenError("no such op", Loc("k.py", 3, "f", text))
     assert str(e) == "k.py:3: no such op"
     assert str(CodegenError("bare")) == "bare"
+
+
+@opus.kernel
+def bounded_copy_i64(x: opus.Ptr[i32], y: opus.Ptr[i32], n: opus.i64):
+    off = opus.i64(opus.thread_id_x()) * 4 - 8     # 64-bit offsets, the first two negative
+    v = opus.load(x, off, vec=4, bound=n)
+    opus.store(y, v, off + 8, vec=4)
+
+
+@pytest.mark.parametrize("n", [10, 12, 13])
+def test_bounded_vector_load_with_64_bit_offsets(n, tmp_path):
+    """Elements below 0 or at and past the bound read 0 (opus.load), whole vectors and tails."""
+    x = np.arange(1, 25, dtype=np.int32) * 11
+    y = np.full(24, -1, np.int32)
+    run_kernel(bounded_copy_i64, 1, 6, x, y, n, target="sm_80", workdir=tmp_path)
+    want = np.zeros(24, np.int32)
+    want[8:8 + n] = x[:n]            # y[j] = x[j - 8] where 0 <= j - 8 < n
+    np.testing.assert_array_equal(y, want)
+
+
+@opus.kernel
+def prints_one(x: opus.Ptr[i32]):
+    opus.printf("%d\n", x[0])
+
+
+@opus.kernel
+def copies_async(x: opus.Ptr[f32]):
+    tile = opus.alloc_smem(f32, 32)
+    opus.copy_async(tile, opus.thread_id_x(), opus.make_gmem(x, 32), opus.thread_id_x())
+
+
+@opus.kernel
+def copies_async_lds(x: opus.Ptr[f32]):
+    tile = opus.alloc_smem(f32, 64)
+    opus.copy_async_lds(tile, 0, opus.make_gmem(x, 64), opus.thread_id_x())
+
+
+@pytest.mark.parametrize("kernel,target,check,words", [
+    (prints_one, "gfx942", "require_printf",
+     "internal: printf reached the hip renderer for gfx942 (Target.printf_missing: tracing "
+     "refuses it)"),
+    (copies_async, "gfx942", "require_cp_async",
+     "internal: cp.async reached the hip renderer for gfx942 (Target.require_cp_async refuses "
+     "it while tracing)"),
+    (copies_async_lds, "sm_80", "require_lds_load",
+     "internal: buffer_load ... lds reached the cuda renderer for sm_80 (Target.require_lds_load "
+     "refuses it while tracing)"),
+])
+def test_renderer_refuses_what_tracing_should_have_refused(kernel, target, check, words,
+                                                           monkeypatch):
+    """The renderers' second line of defence: with the tracing check switched off, rendering
+    an op the chip lacks is an internal CodegenError naming the op, backend, chip and check."""
+    from opus.targets import get_target
+    monkeypatch.setattr(type(get_target(target)), check, lambda self, *a, **k: None)
+    with pytest.raises(CodegenError) as info:
+        kernel.source(target=target)
+    assert info.value.raw_message == words
+
+
+@opus.kernel
+def prints_quotes(x: opus.Ptr[i32]):
+    opus.printf('say "%d" \\ then\ttab\n', x[0])
+
+
+def test_printf_format_keeps_quotes_backslashes_and_newlines(tmp_path):
+    out = run_kernel(prints_quotes, 1, 1, np.int32([42]), target="sm_80", workdir=tmp_path)
+    assert out == 'say "42" \\ then\ttab\n'
+
+
+@opus.kernel
+def f64_specials(y: opus.Ptr[opus.f64]):
+    y[0] = opus.f64(float("inf"))
+    y[1] = opus.f64(float("-inf"))
+    y[2] = opus.f64(-0.0)
+    y[3] = opus.f64(2.5)
+
+
+@pytest.mark.parametrize("target", ["sm_80", "gfx942"])
+def test_f64_constants_that_c_cannot_spell_as_literals(target, tmp_path):
+    y = np.zeros(4, np.float64)
+    run_kernel(f64_specials, 1, 1, y, target=target, workdir=tmp_path)
+    assert y.tobytes() == np.float64([np.inf, -np.inf, -0.0, 2.5]).tobytes()
