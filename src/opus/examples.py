@@ -65,16 +65,21 @@ def block_reduce(x: opus.Ptr[f32], out: opus.Ptr[f32], n: opus.i32):
         out[opus.block_id_x()] = s[0]
 
 
-def _mma_gemm_for(dtype, shape):
-    """D (M x N, f32) = A (M x K) @ B (K x N), both ``dtype`` and row-major, with the target's
-    ``shape`` = (m, n, k) matrix instruction: one warp per m x n tile of D, a run-time K loop
-    carrying the accumulator. The atom's operand layouts say which elements each lane loads
-    (bulk loads, as wide as the layouts allow) and stores. M, N, K are multiples of m, n, k;
-    the launch has (M/m)*(N/n) warps."""
+def _mma_gemm_for(dtype, shape, b_dtype=None, c_dtype=f32):
+    """D (M x N, ``c_dtype``) = A (M x K) @ B (K x N), both row-major, A of ``dtype`` and B of
+    ``b_dtype`` (default: the same), with the target's ``shape`` = (m, n, k) matrix instruction:
+    one warp per m x n tile of D, a run-time K loop carrying the accumulator. The atom's operand
+    layouts say which elements each lane loads (bulk loads, as wide as the layouts allow) and
+    stores. M, N, K are multiples of m, n, k; the launch has (M/m)*(N/n) warps. (tf32 operands
+    live in f32 arrays: the pointer types are the registers' types.)"""
+    from .targets.matrix import register_type
+    ta, tb = dtype, dtype if b_dtype is None else b_dtype
+    ra, rb = register_type(ta), register_type(tb)
+
     @opus.kernel
-    def mma_gemm(a: opus.Ptr[dtype], b: opus.Ptr[dtype], d: opus.Ptr[f32],
+    def mma_gemm(a: opus.Ptr[ra], b: opus.Ptr[rb], d: opus.Ptr[c_dtype],
                  M: opus.i32, N: opus.i32, K: opus.i32):
-        mma = opus.make_mma(dtype, dtype, f32, shape)
+        mma = opus.make_mma(ta, tb, c_dtype, shape)
         w = opus.block_id_x() * (opus.block_size_x() // opus.warp_size()) + opus.warp_id()
         m0, n0 = (w // (N // mma.n)) * mma.m, (w % (N // mma.n)) * mma.n
         ua = mma.layout_a((K, 1)) + m0 * K     # A (m, k), row-major

@@ -28,24 +28,8 @@ M, N, K = 64, 32, 128  # every row's m, n and k divide these; M != N
 def gemm_for(atom):
     """D (M x N) = A (M x K) @ B (K x N) with one row: one wave per m x n tile of D, a K loop
     carrying the accumulator (opus.examples' mma_gemm, with the row's A, B and C types)."""
-    from opus.targets.matrix import register_type
-    ta, tb, tc, shape = atom.a, atom.b, atom.c, atom.shape
-    ra, rb = register_type(ta), register_type(tb)  # xf32: f32 arrays and registers
-
-    @opus.kernel
-    def mma_gemm(a: opus.Ptr[ra], b: opus.Ptr[rb], d: opus.Ptr[tc], M: opus.i32, N: opus.i32,
-                 K: opus.i32):
-        mma = opus.make_mma(ta, tb, tc, shape)
-        w = opus.block_id_x() * (opus.block_size_x() // opus.warp_size()) + opus.warp_id()
-        m0, n0 = (w // (N // mma.n)) * mma.m, (w % (N // mma.n)) * mma.n
-        ua = mma.layout_a((K, 1)) + m0 * K
-        ub = mma.layout_b((1, N)) + n0
-        ga, gb = opus.make_gmem(a), opus.make_gmem(b)
-        acc = mma.zeros_c()
-        for k0 in range(0, K, mma.k):
-            acc = mma(ga.load(ua + k0), gb.load(ub + k0 * N), acc)
-        opus.make_gmem(d).store(acc, mma.layout_c((N, 1)) + (m0 * N + n0))
-    return mma_gemm
+    from opus.examples import _mma_gemm_for
+    return _mma_gemm_for(atom.a, atom.shape, atom.b, atom.c)
 
 
 def gemm_launches(arch, program, rng):
