@@ -15,7 +15,6 @@ import ml_dtypes  # noqa: F401  (bf16 operands)
 import numpy as np
 import pytest
 
-import opus
 from opus.targets import get_target
 
 from hostexec import HostProgram, Launch
