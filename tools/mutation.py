@@ -132,6 +132,10 @@ _NO_EMPTY_LAUNCH = ("differs only for T == 0 lanes; a launch has at least one th
 _PROMOTED = ("printf is variadic: C's default argument promotions (C11 6.5.2.2p6-7) pass a float "
              "as double and a bool, char or short as int whether or not the emitter casts it, and "
              "a 32-bit integer cast to int reaches printf as the same 32 bits")
+_SLOW_PATH = ("a stricter whole-vector condition (or the 64-bit one where the 32-bit one would "
+              "do) sends more accesses to the per-element path, which reads the same values: "
+              "only speed differs, and no CPU-side test measures it")
+_NO_33_BITS = "integer types have 8, 16, 32 or 64 bits: > 33 is > 32 for each of them"
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -176,6 +180,16 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "elif e.is_bool or e.bits <= 32:", _PROMOTED),
     "opus.codegen.cemit.xǁCEmitterǁrender_printf__mutmut_20": (
         "elif e.is_bool or e.bits < 33:", _PROMOTED),
+    "opus.codegen.cemit.x__whole_vector_in__mutmut_1": (
+        "(long long){off_c} + {vec + 1} < (long long){bound_c}", _SLOW_PATH),
+    "opus.codegen.cemit.xǁCEmitterǁ_whole_vector_in__mutmut_6": (
+        "scalar_of(off.type).bits >= 32", _SLOW_PATH),
+    "opus.codegen.cemit.xǁCEmitterǁ_whole_vector_in__mutmut_9": (
+        "or scalar_of(bound.type).bits >= 32):", _SLOW_PATH),
+    "opus.codegen.cemit.xǁCEmitterǁ_whole_vector_in__mutmut_7": (
+        "scalar_of(off.type).bits > 33", _NO_33_BITS),
+    "opus.codegen.cemit.xǁCEmitterǁ_whole_vector_in__mutmut_10": (
+        "or scalar_of(bound.type).bits > 33):", _NO_33_BITS),
     "opus.codegen.cemit.xǁCEmitterǁrender_while__mutmut_23": (
         "self._emit_region(cond, indent + 1, None)",
         "a while's condition region ends in a `condition` op and never holds a yield (an `if` "

@@ -154,7 +154,7 @@ def bounded_copy_i64(x: opus.Ptr[i32], y: opus.Ptr[i32], n: opus.i64):
     opus.store(y, v, off + 8, vec=4)
 
 
-@pytest.mark.parametrize("n", [10, 12, 13])
+@pytest.mark.parametrize("n", [10, 11, 12, 13])
 def test_bounded_vector_load_with_64_bit_offsets(n, tmp_path):
     """Elements below 0 or at and past the bound read 0 (opus.load), whole vectors and tails."""
     x = np.arange(1, 25, dtype=np.int32) * 11
@@ -227,3 +227,32 @@ def test_f64_constants_that_c_cannot_spell_as_literals(target, tmp_path):
     y = np.zeros(4, np.float64)
     run_kernel(f64_specials, 1, 1, y, target=target, workdir=tmp_path)
     assert y.tobytes() == np.float64([np.inf, -np.inf, -0.0, 2.5]).tobytes()
+
+
+@opus.kernel
+def bounded_far(x: opus.Ptr[i32], y: opus.Ptr[i32], base: opus.i64, n: i32):
+    t = opus.thread_id_x()
+    opus.store(y, opus.load(x, base + t * 4, vec=4, bound=n), t * 4, vec=4)
+
+
+@opus.kernel
+def bounded_below_huge_bound(x: opus.Ptr[i32], y: opus.Ptr[i32], n: opus.i64):
+    t = opus.thread_id_x()
+    opus.store(y, opus.load(x, t * 4 - 8, vec=4, bound=n), t * 4, vec=4)
+
+
+def test_bound_check_keeps_offsets_and_bounds_past_32_bits(tmp_path):
+    """A 64-bit offset 2^32 + 4 against a bound of 10 is past the end (reads 0; truncated to 32
+    bits it would look in range), and a 32-bit offset of -8 is below 0 however large the
+    64-bit bound (2^33 - 4: minus the vector, truncated to 32 bits, it would admit -8)."""
+    x = np.arange(1, 17, dtype=np.int32)
+    y = np.full(16, -1, np.int32)
+    run_kernel(bounded_far, 1, 4, x, y, 2**32 + 4, 10, target="sm_80", workdir=tmp_path)
+    np.testing.assert_array_equal(y, np.zeros(16, np.int32))
+    y = np.full(16, -1, np.int32)
+    (tmp_path / "huge").mkdir()
+    run_kernel(bounded_below_huge_bound, 1, 4, x, y, 2**33 - 4, target="sm_80",
+               workdir=tmp_path / "huge")
+    want = np.zeros(16, np.int32)
+    want[8:] = x[:8]
+    np.testing.assert_array_equal(y, want)
