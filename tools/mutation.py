@@ -75,8 +75,10 @@ MODULES = {
     "cemit": Module(
         files=("src/opus/codegen/cemit.py",),
         tests=("tests/differential/test_diff_host.py", "tests/hostexec", "tests/codegen"),
-        why="the emitted C executed on the host against the reference, plus rendering and "
-            "compile checks",
+        why="the emitted C executed on the host against the reference (the differential "
+            "programs; tests/hostexec/test_emitter_paths.py for the paths they do not "
+            "generate: dynamic smem, printf, while, pointer arithmetic, early return, 64-bit "
+            "bounds), plus rendering and compile checks",
         env={"OPUS_DIFF_HOST_EXAMPLES": "6"}),
     "dialects": Module(
         files=("src/opus/codegen/cuda.py", "src/opus/codegen/hip.py", "src/opus/codegen/fp8.py"),
