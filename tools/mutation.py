@@ -134,9 +134,12 @@ _NO_EMPTY_LAUNCH = ("differs only for T == 0 lanes; a launch has at least one th
 _PROMOTED = ("printf is variadic: C's default argument promotions (C11 6.5.2.2p6-7) pass a float "
              "as double and a bool, char or short as int whether or not the emitter casts it, and "
              "a 32-bit integer cast to int reaches printf as the same 32 bits")
-_SLOW_PATH = ("a stricter whole-vector condition (or the 64-bit one where the 32-bit one would "
-              "do) sends more accesses to the per-element path, which reads the same values: "
-              "only speed differs, and no CPU-side test measures it")
+_SLOW_PATH = ("a slower path that computes the same values: a stricter whole-vector condition "
+              "(or the 64-bit one where the 32-bit one would do) sends accesses to the "
+              "per-element path; a compile-time loop step taken as a run-time one compares "
+              "through the flip mask. Only speed differs; no CPU-side test measures it")
+_PREFIX = ("a fresh C name's prefix: fresh() keeps every name unique whatever the prefix, so "
+           "only the spelling of the generated C changes")
 _NO_33_BITS = "integer types have 8, 16, 32 or 64 bits: > 33 is > 32 for each of them"
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
@@ -192,6 +195,17 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "scalar_of(off.type).bits > 33", _NO_33_BITS),
     "opus.codegen.cemit.xǁCEmitterǁ_whole_vector_in__mutmut_10": (
         "or scalar_of(bound.type).bits > 33):", _NO_33_BITS),
+    "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_9": ('ivn = self.fresh(iv, prefix=None)', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_11": ('ivn = self.fresh(iv, )', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_12": ('ivn = self.fresh(iv, prefix="XXiXX")', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_13": ('ivn = self.fresh(iv, prefix="I")', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_38": ('flip = self.fresh(prefix=None)', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_39": ('flip = self.fresh(prefix="XXflipXX")', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_40": ('flip = self.fresh(prefix="FLIP")', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_21": ('step_static = None', _SLOW_PATH),
+    "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_25": ('step_static = step.owner is not None and step.owner.kind == "XXconstXX"', _SLOW_PATH),
+    "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_26": ('step_static = step.owner is not None and step.owner.kind == "CONST"', _SLOW_PATH),
+    "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_34": ('if s >= 0 else', "a compile-time step of 0 is refused while tracing (range() step must not be zero), so s >= 0 is s > 0"),
     "opus.codegen.cemit.xǁCEmitterǁrender_while__mutmut_23": (
         "self._emit_region(cond, indent + 1, None)",
         "a while's condition region ends in a `condition` op and never holds a yield (an `if` "

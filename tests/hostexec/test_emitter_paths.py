@@ -256,3 +256,52 @@ def test_bound_check_keeps_offsets_and_bounds_past_32_bits(tmp_path):
     want = np.zeros(16, np.int32)
     want[8:] = x[:8]
     np.testing.assert_array_equal(y, want)
+
+
+@opus.kernel
+def range_sums(x: opus.Ptr[i32], out: opus.Ptr[i32], lo: i32, hi: i32, step: i32):
+    acc = 0
+    for i in opus.range(lo, hi, step):            # run-time step: either sign
+        acc = acc + x[i] * (i + 1)
+    out[0] = acc
+    down = 0
+    for i in opus.range(15, -1, -3):              # compile-time negative step
+        down = down * 3 + x[i]
+    out[1] = down
+    n = 0
+    for i in opus.range(lo, hi, 2, unroll=2):     # unrolled by the compiler: same iterations
+        n = n * 5 + i
+    out[2] = n
+    back = 0
+    for i in opus.range(hi, lo, -step):           # a second run-time step, computed
+        back = back * 2 + x[i]
+    for i in opus.range(0, 4):                    # compile-time step 1
+        back = back * 2 + i
+    out[3] = back
+
+
+def _range_sums(x, lo, hi, step):
+    acc = sum(int(x[i]) * (i + 1) for i in range(lo, hi, step))
+    down = 0
+    for i in range(15, -1, -3):
+        down = down * 3 + int(x[i])
+    n = 0
+    for i in range(lo, hi, 2):
+        n = n * 5 + i
+    back = 0
+    for i in range(hi, lo, -step):
+        back = back * 2 + int(x[i])
+    for i in range(0, 4):
+        back = back * 2 + i
+    return [acc, down, n, back]
+
+
+@pytest.mark.parametrize("lo,hi,step", [(1, 14, 3), (13, 0, -4), (12, 3, -1), (5, 5, 1),
+                                        (2, 9, 7), (14, 2, 2)])
+@pytest.mark.parametrize("target", ["sm_80", "gfx942"])
+def test_for_loops_with_run_time_and_negative_steps(target, lo, hi, step, tmp_path):
+    x = (np.arange(16, dtype=np.int32) * 7) % 11 - 5
+    out = np.zeros(4, np.int32)
+    run_kernel(range_sums, 1, 1, x, out, lo, hi, step, target=target, workdir=tmp_path)
+    np.testing.assert_array_equal(out, np.int32(_range_sums(x, lo, hi, step)))
+    assert "#pragma unroll 2\n" in range_sums.source(target=target)   # unroll= reaches the compiler
