@@ -137,9 +137,13 @@ _PROMOTED = ("printf is variadic: C's default argument promotions (C11 6.5.2.2p6
 _SLOW_PATH = ("a slower path that computes the same values: a stricter whole-vector condition "
               "(or the 64-bit one where the 32-bit one would do) sends accesses to the "
               "per-element path; a compile-time loop step taken as a run-time one compares "
-              "through the flip mask. Only speed differs; no CPU-side test measures it")
+              "through the flip mask; a kernel with a fixed (one-dimensional) block size "
+              "computes its thread index with the general x + X * (y + Y * z), y and z being "
+              "0. Only speed differs; no CPU-side test measures it")
 _PREFIX = ("a fresh C name's prefix: fresh() keeps every name unique whatever the prefix, so "
            "only the spelling of the generated C changes")
+_EMPTY_ELSE = ("an `else` whose region only yields nothing is emitted as an empty `else { }`: "
+               "the same C program, one more line")
 _NO_33_BITS = "integer types have 8, 16, 32 or 64 bits: > 33 is > 32 for each of them"
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
@@ -206,6 +210,23 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_25": ('step_static = step.owner is not None and step.owner.kind == "XXconstXX"', _SLOW_PATH),
     "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_26": ('step_static = step.owner is not None and step.owner.kind == "CONST"', _SLOW_PATH),
     "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_34": ('if s >= 0 else', "a compile-time step of 0 is refused while tracing (range() step must not be zero), so s >= 0 is s > 0"),
+    "opus.codegen.cemit.xǁCEmitterǁ_carried__mutmut_3": ('n = self.fresh(prefix=None)', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_carried__mutmut_4": ('n = self.fresh(prefix="XXcXX")', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_carried__mutmut_5": ('n = self.fresh(prefix="C")', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_assign_yield__mutmut_20": ('t = self.fresh(prefix=None)', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_assign_yield__mutmut_21": ('t = self.fresh(prefix="XXtXX")', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_assign_yield__mutmut_22": ('t = self.fresh(prefix="T")', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_4": ('n = self.fresh(prefix=None)', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_5": ('n = self.fresh(prefix="XXrXX")', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_6": ('n = self.fresh(prefix="R")', _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_assign_yield__mutmut_3": ("if len(names) < 1:", "one carried value assigned through a temporary: the same value, one more C variable"),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_27": ('if op.regions[1].ops or any(', _EMPTY_ELSE),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_31": ('any(o.kind == "yield" or o.operands', _EMPTY_ELSE),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_32": ('any(o.kind != "XXyieldXX" or o.operands', _EMPTY_ELSE),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_33": ('any(o.kind != "YIELD" or o.operands', _EMPTY_ELSE),
+    "opus.codegen.cemit.xǁCEmitterǁlinear_thread_id__mutmut_2": ('if self.fn.attrs.get(None):', _SLOW_PATH),
+    "opus.codegen.cemit.xǁCEmitterǁlinear_thread_id__mutmut_3": ('if self.fn.attrs.get("XXblock_sizeXX"):', _SLOW_PATH),
+    "opus.codegen.cemit.xǁCEmitterǁlinear_thread_id__mutmut_4": ('if self.fn.attrs.get("BLOCK_SIZE"):', _SLOW_PATH),
     "opus.codegen.cemit.xǁCEmitterǁrender_while__mutmut_23": (
         "self._emit_region(cond, indent + 1, None)",
         "a while's condition region ends in a `condition` op and never holds a yield (an `if` "

@@ -107,7 +107,7 @@ def test_pointer_arithmetic_and_early_return(target, tmp_path):
 
 def test_rendered_c_is_indented_by_its_braces():
     """Each code line of the kernel body is indented two spaces per enclosing brace (readable
-    `k.source()`), through a while loop inside an if inside a for."""
+    `k.source()`), through a while loop inside an if (with an else) inside a for."""
     @opus.kernel
     def nested(x: opus.Ptr[i32], n: i32):
         t = opus.thread_id_x()
@@ -117,6 +117,8 @@ def test_rendered_c_is_indented_by_its_braces():
                 while v > 3:
                     v = v - 3
                 x[t] = v
+            else:
+                x[t] = i
     src = nested.source(target="sm_80")
     body = src[src.index("nested"):]
     body = body[body.index("{\n") + 2:]
@@ -305,3 +307,23 @@ def test_for_loops_with_run_time_and_negative_steps(target, lo, hi, step, tmp_pa
     run_kernel(range_sums, 1, 1, x, out, lo, hi, step, target=target, workdir=tmp_path)
     np.testing.assert_array_equal(out, np.int32(_range_sums(x, lo, hi, step)))
     assert "#pragma unroll 2\n" in range_sums.source(target=target)   # unroll= reaches the compiler
+
+
+@opus.kernel
+def swaps_in_a_loop(out: opus.Ptr[i32], n: i32):
+    a, b = 0, 1
+    for _ in opus.range(n):
+        a, b = b, a + b          # the two carried values are assigned at once
+    out[0] = a
+    out[1] = b
+    c, d = 1, 2
+    for _ in opus.range(n + 1):
+        c, d = d, c              # a plain swap: each side is the other's carried value
+    out[2] = c * 10 + d
+
+
+def test_loop_carried_values_are_assigned_together(tmp_path):
+    out = np.zeros(3, np.int32)
+    run_kernel(swaps_in_a_loop, 1, 1, out, 10, target="sm_80", workdir=tmp_path)
+    # Fibonacci F(10), F(11); 11 swaps of (1, 2) leave (2, 1)
+    np.testing.assert_array_equal(out, [55, 89, 21])
