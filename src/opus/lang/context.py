@@ -103,3 +103,16 @@ class tracing:
 
     def __exit__(self, *exc):
         _current.reset(self._token)
+
+
+def target_row(name, what, missing):
+    """The current target's instruction row ``name`` (ldmatrix, wgmma, ... rows); a TraceError
+    naming the chip otherwise: ``missing`` says why where the target has no such row at all,
+    the row's ``requires`` where this chip lacks it."""
+    t = ctx().target
+    row = t.instructions.get(name)
+    if row is None:
+        raise TraceError(f"{what} is not available on {t.name}: {missing}")
+    if not row.available_on(t):
+        raise TraceError(f"{what} is not available on {t.name}: it needs {row.requires}")
+    return row

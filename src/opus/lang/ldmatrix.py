@@ -10,7 +10,7 @@ docs/layouts.md ("Transposing shared-memory loads and stores").
 from __future__ import annotations
 
 from ..ir import Value, VectorType, PointerType, lanes_of, scalar_of, type_str
-from .context import ctx, TraceError
+from .context import ctx, TraceError, target_row
 from .memory import Smem, _describe, _offset
 from .values import emit, emit1
 
@@ -45,14 +45,8 @@ def _shared_pointer(what, smem):
 
 def _row(family, name, what):
     """The target's row ``name``; a TraceError naming the chip and who has it otherwise."""
-    t = ctx().target
-    row = t.instructions.get(name)
-    if row is None:
-        _err(f"{what} is not available on {t.name}: it is not an {t.vendor.upper()} instruction; "
-             f"{_ELSEWHERE[family]}")
-    if not row.available_on(t):
-        _err(f"{what} is not available on {t.name}: it needs {row.requires}")
-    return row
+    return target_row(name, what, f"it is not an {ctx().target.vendor.upper()} instruction; "
+                                  f"{_ELSEWHERE[family]}")
 
 
 def _static_choice(what, name, value, allowed):

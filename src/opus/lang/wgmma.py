@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..ir import Value, VectorType, PointerType, type_str, scalar_of, lanes_of
-from .context import ctx, TraceError
+from .context import ctx, TraceError, target_row
 from .layout import Layout, Swizzle, swizzle_bytes
 from .values import emit, as_value, to_bool, is_static
 
@@ -44,14 +44,9 @@ def _targets():
 
 def _row(name, what):
     """The target's wgmma-family row ``name``; a TraceError naming the chip otherwise."""
-    t = ctx().target
-    row = t.instructions.get(name)
-    if row is None:
-        _err(f"{what} is not available on {t.name}: wgmma is an NVIDIA sm_90a instruction "
-             f"(on {t.vendor.upper()}, opus.make_mma gives the chip's matrix atoms)")
-    if not row.available_on(t):
-        _err(f"{what} is not available on {t.name}: it needs {row.requires}")
-    return row
+    return target_row(name, what, f"wgmma is an NVIDIA sm_90a instruction (on "
+                                  f"{ctx().target.vendor.upper()}, opus.make_mma gives the chip's "
+                                  f"matrix atoms)")
 
 
 # -- accumulators --------------------------------------------------------------------------------

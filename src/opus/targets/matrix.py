@@ -190,8 +190,25 @@ def round_mantissa(bits):
     return rnd
 
 
+class ShapeMNK:
+    """m, n, k of a matrix row's ``shape`` (mma.sync/MFMA atoms and wgmma rows)."""
+    __slots__ = ()
+
+    @property
+    def m(self):
+        return self.shape[0]
+
+    @property
+    def n(self):
+        return self.shape[1]
+
+    @property
+    def k(self):
+        return self.shape[2]
+
+
 @dataclass(frozen=True, eq=False)
-class MatrixAtom(Instruction):
+class MatrixAtom(ShapeMNK, Instruction):
     """One warp-level matrix instruction as a row (the field table is the module docstring)."""
     name: str
     shape: tuple
@@ -246,19 +263,7 @@ class MatrixAtom(Instruction):
             bad(f"numerics must be a Numerics whose k_steps divides A's {self.elem_a} and B's "
                 f"{self.elem_b} registers per lane, got {self.numerics!r}")
 
-    # -- shape and register counts ---------------------------------------------------------
-    @property
-    def m(self):
-        return self.shape[0]
-
-    @property
-    def n(self):
-        return self.shape[1]
-
-    @property
-    def k(self):
-        return self.shape[2]
-
+    # -- register counts (m, n, k: ShapeMNK) -------------------------------------------------
     @property
     def elem_a(self):
         return self.m * self.k // self.warp

@@ -48,7 +48,7 @@ from typing import Callable
 from .. import dtypes as dt
 from ..ir import VectorType
 from .base import Instruction, OnlyOn
-from .matrix import OperandLayout, register_type
+from .matrix import OperandLayout, ShapeMNK, register_type
 from .nv_mma import tf32_operand_values
 
 __all__ = ["WgmmaAtom", "WgmmaControl", "ROWS", "INSTRUCTIONS", "WARPGROUP", "legal_n", "k_of",
@@ -241,7 +241,7 @@ def _canonical_text(major, swizzle):
 # -- the rows ------------------------------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
-class WgmmaAtom(Instruction):
+class WgmmaAtom(ShapeMNK, Instruction):
     """One wgmma.mma_async instruction (fields: the module docstring's table of forms).
 
     IR (a ``target_op`` naming the row): operands A (smem: pointer, element offset; regs: the
@@ -267,18 +267,6 @@ class WgmmaAtom(Instruction):
                              f"{self.a.name} from {self.a_from}")
         object.__setattr__(self, "lower", {"cuda": lambda ops, res, attrs: _lower_wgmma(self, ops, res, attrs)})
         object.__setattr__(self, "doc", self.isa)
-
-    @property
-    def m(self):
-        return self.shape[0]
-
-    @property
-    def n(self):
-        return self.shape[1]
-
-    @property
-    def k(self):
-        return self.shape[2]
 
     @property
     def reg_a(self) -> dt.DType:
