@@ -19,7 +19,7 @@ from ..ir import Value
 from .context import ctx, TraceError
 from .layout import is_layout, _add
 from .memory import (Gmem, Smem, _describe, _offset, _note_alignment, _layout_offsets,
-                     _issue_preds, _predicated, _is_pointer)
+                     _issue_preds, _predicated, _is_pointer, _shared_pointer)
 from .values import emit, is_static
 
 __all__ = ["copy_async", "copy_async_lds", "commit_async", "wait_async", "s_waitcnt"]
@@ -36,19 +36,13 @@ def _err(msg):
 # -- operands -----------------------------------------------------------------------------------
 
 def _shared_dst(dst, what):
-    """The shared pointer of ``dst`` (an smem view or a shared pointer), refused otherwise."""
-    if isinstance(dst, Smem):
-        if dst.size is not None:
-            _err(f"{what}: the destination view has a bound (make_smem(..., size)); an async "
-                 f"copy writes all of its bytes, which no bound can cut: copy into an unbounded "
-                 f"view (the source's bound zero-fills instead)")
-        return dst.ptr
-    if _is_pointer(dst, "shared"):
-        return dst
-    hint = ("; global memory cannot be the destination: async copies go from global to shared "
-            "memory" if isinstance(dst, Gmem) or _is_pointer(dst) else "")
-    _err(f"{what} needs a shared-memory destination (a view from opus.alloc_smem or "
-         f"opus.dynamic_smem), got {_describe(dst)}{hint}")
+    """The shared pointer of ``dst`` (an unbounded smem view or a shared pointer)."""
+    return _shared_pointer(
+        dst, what, needs="needs a shared-memory destination", role="destination",
+        unbounded_because="make_smem(..., size); an async copy writes all of its bytes, which "
+                          "no bound can cut, and the source's bound zero-fills instead",
+        global_hint="global memory cannot be the destination: async copies go from global to "
+                    "shared memory")
 
 
 def _global_src(src, what):

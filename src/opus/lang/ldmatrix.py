@@ -9,9 +9,9 @@ docs/layouts.md ("Transposing shared-memory loads and stores").
 """
 from __future__ import annotations
 
-from ..ir import Value, VectorType, PointerType, lanes_of, scalar_of, type_str
+from ..ir import Value, VectorType, lanes_of, scalar_of, type_str
 from .context import ctx, TraceError, target_row
-from .memory import Smem, _describe, _offset
+from .memory import _describe, _offset, _shared_pointer
 from .values import emit, emit1
 
 __all__ = ["ldmatrix", "stmatrix", "ds_read_tr"]
@@ -29,18 +29,12 @@ def _err(msg):
     raise TraceError(msg)
 
 
-def _shared_pointer(what, smem):
-    """The shared pointer of ``smem`` (an unbounded smem view or a shared pointer)."""
-    if isinstance(smem, Smem):
-        if smem.size is not None:
-            _err(f"{what}: the smem view has a bound ({what} has no bounds check on the "
-                 f"hardware); pass the unbounded view (opus.alloc_smem / dynamic_smem) or "
-                 f"its .ptr")
-        return smem.ptr
-    if isinstance(smem, Value) and isinstance(smem.type, PointerType) and smem.type.space == "shared":
-        return smem
-    _err(f"{what} reads and writes shared memory only: it needs an smem view (opus.alloc_smem, "
-         f"dynamic_smem) or its .ptr, got {_describe(smem)}")
+def _unbounded_shared(what, smem):
+    """The shared pointer of ``smem`` (an unbounded smem view or a shared pointer): these
+    instructions have no bounds check, so a bounded view is refused rather than unchecked."""
+    return _shared_pointer(smem, what,
+                           needs="reads and writes shared memory only: it needs an smem view",
+                           unbounded_because=f"{what} has no bounds check on the hardware")
 
 
 def _row(family, name, what):
@@ -95,7 +89,7 @@ def ldmatrix(smem, offset, num=4, trans=False):
     :targets: sm_80, sm_86, sm_89, sm_90, sm_90a (NVIDIA, sm_75 or later); not on gfx942, gfx950
     """
     what = "opus.ldmatrix"
-    p = _shared_pointer(what, smem)
+    p = _unbounded_shared(what, smem)
     _check_bits(what, p.type.elem, (16,))
     num = _static_choice(what, "num", num, _NUMS)
     tr = ".trans" if _check_trans(what, trans) else ""
@@ -125,7 +119,7 @@ def stmatrix(smem, offset, value, trans=False):
     :targets: sm_90, sm_90a (sm_90 or later); not on sm_80, sm_86, sm_89, gfx942, gfx950
     """
     what = "opus.stmatrix"
-    p = _shared_pointer(what, smem)
+    p = _unbounded_shared(what, smem)
     elem = p.type.elem
     _check_bits(what, elem, (16,))
     if not (isinstance(value, Value) and isinstance(value.type, VectorType)
@@ -159,7 +153,7 @@ def ds_read_tr(smem, offset):
     :targets: gfx950; not on sm_80, sm_86, sm_89, sm_90, sm_90a, gfx942
     """
     what = "opus.ds_read_tr"
-    p = _shared_pointer(what, smem)
+    p = _unbounded_shared(what, smem)
     elem = p.type.elem
     _check_bits(what, elem, (16, 8))
     row = _row("ds_read_tr", f"amd.ds_read_b64_tr_b{elem.bits}", f"ds_read_b64_tr_b{elem.bits}")

@@ -157,6 +157,24 @@ def _is_pointer(x, space=None) -> bool:
             and space in (None, x.type.space))
 
 
+def _shared_pointer(x, what, needs="needs shared memory", role="smem", unbounded_because=None,
+                    global_hint="global memory is viewed with opus.make_gmem"):
+    """The shared pointer of ``x`` (an smem view or a shared pointer), or a TraceError:
+    "``what`` ``needs`` (a view ...), got <x>" (with ``global_hint`` when ``x`` is global
+    memory). With ``unbounded_because`` a bounded view is refused too, saying why its
+    ``role`` view must have no bound; without it a view's bound is ignored."""
+    if isinstance(x, Smem):
+        if x.size is not None and unbounded_because is not None:
+            _err(f"{what}: the {role} view has a bound ({unbounded_because}); pass an unbounded "
+                 f"view (opus.alloc_smem / opus.dynamic_smem) or its .ptr")
+        return x.ptr
+    if _is_pointer(x, "shared"):
+        return x
+    hint = f"; {global_hint}" if isinstance(x, Gmem) or _is_pointer(x) else ""
+    _err(f"{what} {needs} (a view from opus.alloc_smem or opus.dynamic_smem, or its .ptr), "
+         f"got {_describe(x)}{hint}")
+
+
 def _need_pointer(p, what):
     if _is_pointer(p):
         return
@@ -537,16 +555,8 @@ def make_smem(mem, size=None):
     :rtype: Smem
     :targets: all targets
     """
-    if isinstance(mem, Smem):
-        ptr, old = mem.ptr, mem.size
-    elif _is_pointer(mem, "shared"):
-        ptr, old = mem, None
-    else:
-        hint = ""
-        if isinstance(mem, Gmem) or _is_pointer(mem):
-            hint = "; global memory is viewed with opus.make_gmem"
-        _err(f"make_smem needs shared memory: a view from opus.alloc_smem or opus.dynamic_smem "
-             f"(or its .ptr), got {_describe(mem)}{hint}")
+    ptr = _shared_pointer(mem, "make_smem")
+    old = mem.size if isinstance(mem, Smem) else None
     return Smem(ptr, old if size is None else _size(size))
 
 

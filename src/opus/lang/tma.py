@@ -35,7 +35,7 @@ from ..dtypes import DType
 from ..ir import PointerType, Value, scalar_of, lanes_of, TENSOR_MAP
 from ..runtime.tensor_map import CopyGeometry, TensorMapNeed, box_problem
 from .context import ctx, TraceError
-from .memory import Smem, alloc_smem, ptr_add, _describe
+from .memory import Smem, alloc_smem, ptr_add, _describe, _shared_pointer
 from .values import emit, emit1, as_value, cast, convert_implicitly, is_static, to_bool
 
 __all__ = ["TensorMapArg", "MBarrier", "MBarriers", "alloc_mbarriers", "tma_load", "tma_store",
@@ -292,10 +292,8 @@ def _barrier(bar, what):
 def _shared_tile(x, dtype, what):
     """The shared pointer of a TMA copy's shared side, checked for the map's element type and,
     where it is visible at trace time, the 128-byte alignment."""
-    p = x.ptr if isinstance(x, Smem) else x
-    if not (isinstance(p, Value) and isinstance(p.type, PointerType) and p.type.space == "shared"):
-        _err(f"{what} needs shared memory (a view from opus.alloc_smem or opus.dynamic_smem, or "
-             f"its .ptr), got {_describe(x)}")
+    p = _shared_pointer(x, what, global_hint="TMA copies between a tensor map's tensor and "
+                                               "shared memory")
     if p.type.elem is not dtype:
         _err(f"{what}: the shared tile holds {p.type.elem.name} but the tensor map was declared "
              f"with {dtype.name} elements")

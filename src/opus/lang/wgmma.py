@@ -149,8 +149,8 @@ def _static_offsets(layout, rows, k, origin, what):
 
 
 def _smem_pointer(smem, dtype, what):
-    from .ldmatrix import _shared_pointer
-    p = _shared_pointer(what, smem)
+    from .ldmatrix import _unbounded_shared
+    p = _unbounded_shared(what, smem)
     if p.type.elem != dtype:
         _err(f"{what}: the shared memory holds {p.type.elem.name}; this operand is "
              f"{dtype.name}: view it with that dtype")
