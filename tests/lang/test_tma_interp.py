@@ -277,3 +277,14 @@ def test_a_store_box_starting_before_the_tensor_is_refused(r0, c0):
     x = _grid(20, 24)
     with pytest.raises(opus.interp.MemoryFault, match="may not start before the tensor"):
         K.store_box[1, 16](opus.TensorMap(x, (8, 16)), r0, c0)
+
+
+def test_try_wait_is_a_test_in_sass():
+    """try_wait's result is the phase state at the call: it compiles to the non-suspending
+    PHASECHK. (The suspending TRYWAIT form sets its predicate when the phase completes; read
+    after later arrivals, which ptxas allows, it answered true after 1 of 2 arrivals on an
+    H100: test_mbarrier_phases_on_gpu.) The blocking wait keeps TRYWAIT in its loop."""
+    sass = K.barrier_phases.sass(target=SM)
+    checks = re.findall(r"SYNCS\.PHASECHK[\w.]*", sass)
+    assert len(checks) == 12 and not any("TRYWAIT" in c for c in checks), checks
+    assert any("TRYWAIT" in o for o in _sass_ops(K.column_sums))

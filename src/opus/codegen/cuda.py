@@ -30,6 +30,14 @@ _TMA = {
                                   '"r"({bar}), "r"({bytes}) : "memory"); }}'),
     "mbarrier_expect_tx": _ASM.format(text="mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], "
                                            "%1;", operands='"r"({bar}), "r"({bytes})'),
+    # try_wait (the op) is a test: mbarrier.test_wait never suspends. PTX's try_wait suspends
+    # in the background on sm_90 and sets its predicate when the phase completes, so a result
+    # read later (ptxas sinks it past barriers) could see arrivals made after the call
+    # (measured on an H100). The wait loop below may use try_wait: its branch reads at once.
+    "mbarrier_test_wait_fn": ("bool opus_mbar_test_wait(unsigned bar, int parity) {{ unsigned ok; "
+                              'asm volatile("{{ .reg .pred p; mbarrier.test_wait.parity.shared::cta'
+                              '.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }}" : "=r"(ok) : "r"(bar), '
+                              '"r"((unsigned)parity & 1u) : "memory"); return ok != 0; }}'),
     "mbarrier_try_wait_fn": ("bool opus_mbar_try_wait(unsigned bar, int parity) {{ unsigned ok; "
                              'asm volatile("{{ .reg .pred p; mbarrier.try_wait.parity.shared::cta'
                              '.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }}" : "=r"(ok) : "r"(bar), '

@@ -61,7 +61,7 @@ class TmaRendering:
 
     def render_mbarrier_try_wait(self, op, indent):
         bar, parity = op.operands
-        fn = self.helper("opus_mbar_try_wait", self.tma_code("mbarrier_try_wait_fn"))
+        fn = self.helper("opus_mbar_test_wait", self.tma_code("mbarrier_test_wait_fn"))
         self.assign_lanes(op.results[0], [f"{fn}({self.smem_addr(bar)}, {self.name(parity)})"],
                           indent)
 
