@@ -29,7 +29,16 @@ def test_block_reduce(blocks):
 
 @pytest.mark.parametrize("K", [16, 64, 256])
 def test_mma_gemm(K):
-    ok, msg = ex.run_mma(True, K=K, seed=K)
+    ok, msg = ex.run_mma(True, M=128, N=192, K=K, seed=K)
+    assert ok, msg
+
+
+@pytest.mark.parametrize("M,N,K", [(100, 75, 37), (1, 1, 1), (129, 65, 33), (160, 200, 72),
+                                   (1000, 999, 517)])
+def test_mma_gemm_ragged(M, N, K):
+    """The tiled GEMM on shapes that are not multiples of its block tile (edge tiles element by
+    element, zeros outside A and B, stores only inside D)."""
+    ok, msg = ex.run_mma(True, M=M, N=N, K=K, seed=M)
     assert ok, msg
 
 

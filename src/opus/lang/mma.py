@@ -306,6 +306,33 @@ class TiledMma:
         """C/D's layout over (m, n)."""
         return self._layout("c", x_stride, p_coord)
 
+    def inside_a(self, rows, cols, vec=1):
+        """A predicate for ``load_if`` / ``store_if`` over ``layout_a`` with this ``vec``: an
+        access is done where all its elements (m, k) lie in the ``rows`` x ``cols`` corner of
+        the tile (run-time or compile-time extents; ragged edges of A)."""
+        return self._inside("a", rows, cols, vec)
+
+    def inside_b(self, rows, cols, vec=1):
+        """``inside_a`` for B over its (n, k) x-dims: ``rows`` columns of B, ``cols`` of K."""
+        return self._inside("b", rows, cols, vec)
+
+    def inside_c(self, rows, cols, vec=1):
+        """``inside_a`` for C/D over (m, n)."""
+        return self._inside("c", rows, cols, vec)
+
+    def _inside(self, which, rows, cols, vec):
+        if type(vec) is not int or vec < 1:
+            raise TraceError(f"inside_{which} vec must be a positive compile-time int, got {vec!r}")
+        # the x-coordinates of a register as layouts: x-strides (1, 0) give its row, (0, 1) its
+        # column; a vector's elements run along one y sub-dim, so its last element is its
+        # largest row and column
+        row, col = self._layout(which, (1, 0), None), self._layout(which, (0, 1), None)
+
+        def inside(*issue):
+            y = issue[:-1] + (issue[-1] * vec + vec - 1,) if issue else ()
+            return (row(*y) < rows) & (col(*y) < cols)
+        return inside
+
     def zeros_c(self):
         return zeros(self.elem_c, self.atom.dtype_c)
 
