@@ -288,3 +288,42 @@ def test_try_wait_is_a_test_in_sass():
     checks = re.findall(r"SYNCS\.PHASECHK[\w.]*", sass)
     assert len(checks) == 12 and not any("TRYWAIT" in c for c in checks), checks
     assert any("TRYWAIT" in o for o in _sass_ops(K.column_sums))
+
+
+@opus.kernel
+def load_box_dynamic(a: opus.TensorMap, out: opus.Ptr[f32], ALIGN: opus.constexpr = 1024):
+    """load_box's 128-byte-swizzled (8, 32) box, landed in dynamic shared memory placed after a
+    static mbarrier: the swizzle is of absolute shared addresses, so the tile reads back
+    through the map's layout only where the region is 1024-byte aligned."""
+    a.declare(f32, (8, 32), swizzle=128)
+    tile = opus.dynamic_smem(f32, 0, align=ALIGN)
+    t = opus.thread_id_x()
+    K.land_box(a, tile, (0, 0))
+    u = a.layout()
+    for i in range(8):
+        out[i * 32 + t] = tile[u(i, t)]
+
+
+def test_dynamic_smem_aligned_for_a_swizzled_tile():
+    x = _grid(8, 32)
+    out = np.full(256, np.nan, np.float32)
+    load_box_dynamic[1, 32](opus.TensorMap(x, (8, 32), swizzle=128), out, smem=1024)
+    np.testing.assert_array_equal(out.reshape(8, 32), x)
+    moved = np.full(256, np.nan, np.float32)   # 128-byte aligned (after the 8-byte barrier)
+    load_box_dynamic[1, 32](opus.TensorMap(x, (8, 32), swizzle=128), moved, ALIGN=128,
+                            smem=1024)
+    assert not np.array_equal(moved.reshape(8, 32), x)
+    with pytest.raises(opus.interp.MemoryFault, match="not 128-byte aligned"):  # the default
+        load_box_dynamic[1, 32](opus.TensorMap(x, (8, 32), swizzle=128), moved, ALIGN=16,
+                                smem=1024)
+    assert "__align__(1024) unsigned char opus_dyn_smem[]" in load_box_dynamic.source(target=SM)
+
+
+@pytest.mark.parametrize("align", [8, 24, 2048, True])
+def test_dynamic_smem_align_must_be_a_power_of_two_to_1024(align):
+    @opus.kernel
+    def k(out: opus.Ptr[f32], A: opus.constexpr):
+        s = opus.dynamic_smem(f32, 0, align=A)  # ERR
+        out[0] = s[0]
+    with pytest.raises(opus.TraceError, match="align must be a power of two from 16 to 1024"):
+        k[1, 1](np.zeros(1, np.float32), A=align, smem=16)

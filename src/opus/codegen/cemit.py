@@ -318,7 +318,8 @@ class CEmitter(TmaRendering):  # TmaRendering: the mbarrier and TMA ops (codegen
         """Declarations at the top of the kernel body (shared-memory arrays)."""
         out = []
         if self.fn.attrs.get("dyn_smem"):
-            out.append(f"  extern {self.shared_decl('unsigned char', 'opus_dyn_smem', '', 16)}")
+            align = self.fn.attrs.get("dyn_smem_align", 16)
+            out.append(f"  extern {self.shared_decl('unsigned char', 'opus_dyn_smem', '', align)}")
         for op in self.fn.walk():
             if op.kind == "smem_alloc":
                 a = op.attrs

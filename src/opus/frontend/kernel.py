@@ -370,6 +370,7 @@ class Kernel:
             except Exception as e:
                 raise self._located(e, f"{type(e).__name__}: {e}", state) from e
         attrs = {"block_size": self.block, "target": target.name, "dyn_smem": c.uses_dyn_smem,
+                 "dyn_smem_align": c.dyn_smem_align,
                  "smem_bytes": c.smem_bytes,
                  "align": {p.name: c.align_req.get(p.value, 1) for p in params},
                  "tensor_maps": {p.name: c.tensor_maps.get(p.value) for p in params

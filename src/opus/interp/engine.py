@@ -475,7 +475,8 @@ class Program(TmaOps):  # TmaOps: the exec_ methods of mbarriers and TMA (interp
             self.smem_layout.append((s, d, count, name, off))
             off += count * d.itemsize
         self.static_smem = off
-        self.dyn_base = (off + 15) // 16 * 16
+        dal = fn.attrs.get("dyn_smem_align", 16)  # the region's base alignment (ir/ops.py)
+        self.dyn_base = (off + dal - 1) // dal * dal
         self.batchable = not (self.has_barrier or self.smem or self.dyn)
 
     def slot(self, v):

@@ -72,7 +72,9 @@ Memory (offsets count elements, not bytes)
                target's table spells it, tracing refuses one it lacks). It changes how the
                access uses the caches, never its result.
   smem_alloc attrs dtype, count, align, name           -> pointer<shared>; kernel-scoped storage
-  dyn_smem   attrs dtype, offset (bytes)               -> pointer<shared> into dynamic shared memory
+  dyn_smem   attrs dtype, offset (bytes), align       -> pointer<shared> into dynamic shared memory
+               (the function's attrs dyn_smem_align: the region's base alignment in bytes, the
+               largest align any dyn_smem asked for; the view is at base + offset)
 
 Async barriers and the tensor memory accelerator (NVIDIA sm_90+: tracing refuses them elsewhere)
   An mbarrier is 8 bytes of shared memory (8-byte aligned) named by a ptr<u64, shared>. Its
@@ -226,7 +228,7 @@ OPS = {s.kind: s for s in [
     OpSpec("load", None, attrs=("vec",)),
     OpSpec("store", None, attrs=("vec",)),
     OpSpec("smem_alloc", 0, attrs=("dtype", "count", "align", "name")),
-    OpSpec("dyn_smem", 0, attrs=("dtype", "offset")),
+    OpSpec("dyn_smem", 0, attrs=("dtype", "offset", "align")),
     OpSpec("mbarrier_init", 2),
     OpSpec("mbarrier_arrive", None, attrs=("expect_tx",)),
     OpSpec("mbarrier_expect_tx", 2),

@@ -60,6 +60,7 @@ class TraceContext:
         self.smem_count = 0
         self.smem_bytes = 0
         self.uses_dyn_smem = False
+        self.dyn_smem_align = 16  # bytes: the largest alignment a dynamic_smem view asked for
         self.align_req = {}  # pointer parameter Value -> bytes of alignment its accesses need
         self.tensor_maps = {}  # TensorMap parameter Value -> its TensorMapNeed (tmap.declare)
 
