@@ -26,8 +26,8 @@ from ..ir import Value, scalar_of
 from .context import TraceError
 from .values import binary
 
-__all__ = ["Y", "Layout", "Swizzle", "swizzle_bytes", "make_layout", "zipped_divide", "is_layout",
-           "packed_strides"]
+__all__ = ["Y", "Layout", "CachedLayout", "Swizzle", "swizzle_bytes", "make_layout", "zipped_divide",
+           "is_layout", "packed_strides"]
 
 
 class _YSlot:
@@ -464,12 +464,144 @@ class Layout:
     def __opus_flatten__(self):
         return [self._linear], lambda leaves: self._with(linear=leaves[0])
 
+    def cached(self, vec=1):
+        """This layout's per-issue offsets for accesses of ``vec`` elements, computed here, once
+        (the original's ``layout_cached``): a ``CachedLayout`` that loads and stores use in place
+        of the layout. Worth it where an offset costs instructions that a loop would repeat: a
+        swizzled layout with run-time p-coordinates shifted per iteration (the XORs move out of
+        the loop; the loop adds the shift). With static y-strides and no swizzle there is
+        nothing to save (the per-issue deltas are immediates already).
+
+        :param vec: the elements per access the cached offsets serve (the access's ``vec``)
+        :type vec: int
+        :returns: the cached form
+        :rtype: CachedLayout
+        :targets: all targets
+        """
+        return CachedLayout(self, vec)
+
+
+def issue_starts(layout, vec):
+    """[(y-coordinates of the issue's first element)] of ``layout`` accessed ``vec`` elements at
+    a time along its last y (register) sub-dim, in row-major order."""
+    ys = layout.y_shape()
+    if not ys:
+        return [()]
+    if not all(type(n) is int for n in ys):
+        _err(f"a layout-driven access needs static y (register) extents, got {ys!r}")
+    if isinstance(vec, bool) or not isinstance(vec, int) or vec < 1:
+        _err(f"vec must be a positive compile-time int, got {_describe(vec)}")
+    if ys[-1] % vec:
+        _err(f"vec={vec} does not divide the layout's last y extent {ys[-1]} (y shape {ys!r})")
+    stride = layout.y_strides()[-1]
+    if vec > 1 and not (type(stride) is int and stride == 1):
+        _err(f"vec={vec}: the layout's last y sub-dim must be contiguous (stride 1) for vector "
+             f"accesses; its stride is {stride if type(stride) is int else 'a run-time value'}")
+    import itertools
+    space = ys[:-1] + (ys[-1] // vec,)
+    return [idx[:-1] + (idx[-1] * vec,) for idx in itertools.product(*map(range, space))]
+
+
+def issue_offsets(layout, vec):
+    """The element offset of each issue (``issue_starts``) of ``layout``. Without a swizzle the
+    thread's part (p-coordinates and shift) is computed once and each issue adds its y-part, a
+    Python int when the y strides are static (the access's immediate offset); a swizzle is not
+    linear, so each swizzled offset is computed whole (runs of 2**base elements stay put)."""
+    starts = issue_starts(layout, vec)
+    sw = layout.swizzle
+    if sw is not None:
+        if vec > 1 << sw.base:
+            _err(f"vec={vec} crosses the swizzle's runs of {1 << sw.base} contiguous elements "
+                 f"({sw!r}): use vec <= {1 << sw.base}")
+        return [layout(*ys) for ys in starts]
+    ystrides = layout.y_strides()
+    base = layout(*([0] * len(ystrides)))
+    return [_add(base, _sum([_mul(y, st) for y, st in zip(ys, ystrides)])) for ys in starts]
+
+
+class CachedLayout:
+    """A layout's per-issue offsets, computed once where it is made (``Layout.cached(vec)``,
+    ``make_layout(..., cached=vec)``; the original's ``layout_cached``). Loads and stores take
+    it as they take a layout (with its ``vec``); the offsets are values defined where it was
+    made, so a loop reuses them instead of recomputing them.
+
+    ``c + off`` adds ``off`` to every cached offset (one run-time shift is carried through
+    loops, not one per issue). For a swizzled layout the shift comes after the swizzle: it is
+    the plain layout's shift only for multiples of the swizzle's period (a pipeline stage, a
+    whole tile), so a static shift that is not one is an error. ``c(i, ...)`` is the offset of
+    the issue at index ``(i, ...)`` of the vectorized issue space.
+
+    :targets: all targets
+    """
+    __slots__ = ("layout", "vec", "_offsets", "_shift")
+
+    def __init__(self, layout, vec=1):
+        if not isinstance(layout, Layout):
+            _err(f"cached needs a Layout, got {_describe(layout)}")
+        self.layout, self.vec = layout, vec
+        self._offsets = tuple(issue_offsets(layout, vec))
+        self._shift = 0
+
+    def offsets(self) -> tuple:
+        """The offset of every issue, in issue order (shift included)."""
+        return tuple(_add(o, self._shift) for o in self._offsets)
+
+    def y_shape(self) -> tuple:
+        return self.layout.y_shape()
+
+    def y_strides(self) -> tuple:
+        return self.layout.y_strides()
+
+    @property
+    def swizzle(self):
+        return self.layout.swizzle
+
+    def issue_shape(self) -> tuple:
+        """The vectorized issue space: the y-shape with its last extent divided by ``vec``."""
+        ys = self.layout.y_shape()
+        return ys[:-1] + (ys[-1] // self.vec,) if ys else ()
+
+    def __call__(self, *index):
+        shape = self.issue_shape()
+        if len(index) != len(shape) or not all(type(i) is int for i in index):
+            _err(f"a cached layout is called with {len(shape)} static issue indices (issue space "
+                 f"{shape!r}), got {index!r}")
+        flat = 0
+        for i, n in zip(index, shape):
+            if not 0 <= i < n:
+                _err(f"issue index {index!r} is outside the issue space {shape!r}")
+            flat = flat * n + i
+        return _add(self._offsets[flat], self._shift)
+
+    def __add__(self, off):
+        off = _check_index(off, "offset")
+        sw = self.layout.swizzle
+        if sw is not None and type(off) is int and off % sw.period:
+            _err(f"a cached swizzled layout shifts after the swizzle: {off} is not a multiple of "
+                 f"the swizzle's period {sw.period} (shift the layout before caching it)")
+        return self._shifted(_add(self._shift, off))
+
+    def __radd__(self, off):
+        return self.__add__(off)
+
+    def _shifted(self, shift):
+        new = object.__new__(CachedLayout)
+        new.layout, new.vec, new._offsets, new._shift = self.layout, self.vec, self._offsets, shift
+        return new
+
+    def __repr__(self):
+        return f"CachedLayout({self.layout!r}, vec={self.vec}, shift={self._shift!r})"
+
+    # only the shift is carried through loops and branches: the offsets are fixed values
+    def __opus_flatten__(self):
+        return [self._shift], lambda leaves: self._shifted(leaves[0])
+
 
 def is_layout(x) -> bool:
-    return isinstance(x, Layout)
+    return isinstance(x, (Layout, CachedLayout))
 
 
-def make_layout(*args, stride=None, coord=None, swizzle=None):
+def make_layout(*args, stride=None, coord=None, swizzle=None, cached=None):
     """A layout: coordinates -> element offset (``offset = sum coord_i * stride_i``), with
     static parts folded at trace time (docs/layouts.md).
 
@@ -490,9 +622,12 @@ def make_layout(*args, stride=None, coord=None, swizzle=None):
     :type coord: tuple or None
     :param swizzle: an XOR swizzle of the offsets (shared-memory tiles without bank conflicts)
     :type swizzle: Swizzle or None
+    :param cached: an access width ``vec``: return the cached form (``Layout.cached(vec)``: the
+        per-issue offsets computed here, once; for swizzled layouts used in loops)
+    :type cached: int or None
     :returns: the layout: call it with coordinates for an offset; ``u + off`` shifts it;
         ``u[i, :]`` slices it; ``u.shape()``, ``u.stride()``, ``u.size()``, ``u.y_shape()``
-    :rtype: Layout
+    :rtype: Layout or CachedLayout
     :targets: all targets (static algebra: it emits only run-time index arithmetic)
     """
     if not args:
@@ -513,7 +648,8 @@ def make_layout(*args, stride=None, coord=None, swizzle=None):
         if any(isinstance(a, tuple) for a in args):
             _err("make_layout(s0, s1, ...) takes extents; for (shape, stride) pass tuples")
         shape = tuple(args)
-    return Layout(shape, stride, coord, 0, swizzle)
+    layout = Layout(shape, stride, coord, 0, swizzle)
+    return layout if cached is None else layout.cached(cached)
 
 
 def zipped_divide(layout, tile) -> Layout:
