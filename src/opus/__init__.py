@@ -8,18 +8,14 @@ __version__ = "0.1.0"
 
 from .dtypes import (DType, bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64,
                      fp16, fp32, fp64, fp8_e4m3, fp8_e4m3fnuz, fp8_e5m2, fp8_e5m2fnuz, fp4_e2m1,
-                     fp6_e2m3, fp6_e3m2, e8m0, int4, uint4, fp8, bf8, fp4, tf32)
+                     e8m0, int4, uint4, fp8, bf8, fp4, tf32)
 from .errors import OpusError, CompileError, ArgumentError, OpusRuntimeError
 from . import lang as _lang  # installs dtype conversion
 from .lang.context import TraceError
 from .lang.values import cast, bitcast
-from .lang.vectors import (make_vector, insert, concat, splat, zeros, vector_type, sizeof_bits,
-                           is_packed, num_packs)
-from .host_types import (pack_fp4, unpack_fp4, pack_fp6, unpack_fp6, pack_int4, unpack_int4,
-                         pack_uint4, unpack_uint4, pack, unpack, torch_dtype)
+from .lang.vectors import make_vector, insert, concat, splat, zeros
 from .lang.math import (exp, exp2, log, log2, sqrt, rsqrt, sin, cos, tanh, floor, ceil, trunc,
-                        rint, fma, max, min, med3, mulhi, select, tdiv, tmod)
-from .lang.uniform import readfirstlane, uniform
+                        rint, fma, max, min, select, tdiv, tmod)
 from .lang.memory import make_gmem, make_smem, alloc_smem, dynamic_smem, load, store, Cache
 from .lang.async_copy import copy_async, copy_async_lds, commit_async, wait_async, s_waitcnt
 from .lang.threads import (thread_id_x, thread_id_y, thread_id_z, block_id_x, block_id_y,
@@ -27,13 +23,6 @@ from .lang.threads import (thread_id_x, thread_id_y, thread_id_z, block_id_x, bl
                            num_blocks_y, num_blocks_z, grid_size_x, grid_size_y, grid_size_z,
                            lane_id, warp_id, warp_size, sync_threads, printf)
 from .lang.mma import make_mma, make_tiled_mma
-from .lang.atomics import (atomic_add, atomic_min, atomic_max, atomic_exch, atomic_cas,
-                          atomic_and, atomic_or, atomic_xor, atomic_inc, atomic_dec, atomic_load,
-                          atomic_store)
-from .lang.sync import (sync_warp, barrier_sync, barrier_arrive, fence, s_waitcnt_vmcnt,
-                        s_waitcnt_lgkmcnt, s_setprio, s_nop, s_sleep, sched_barrier,
-                        sched_group_barrier, clock, clock64, globaltimer, s_memtime,
-                        s_memrealtime, workgroup_barrier)
 from .lang.wgmma import (make_wgmma, wgmma_fence, wgmma_commit, wgmma_wait, setmaxnreg_inc,
                          setmaxnreg_dec)
 from .lang.tma import (alloc_mbarriers, tma_load, tma_store, tma_commit, tma_wait,
@@ -52,11 +41,7 @@ __all__ = [
     # types and conversions
     "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32",
     "f64", "fp16", "fp32", "fp64", "fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz",
-    "fp4_e2m1", "fp6_e2m3", "fp6_e3m2", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "tf32",
-    "cast", "bitcast", "vector_type", "sizeof_bits", "is_packed", "num_packs",
-    # sub-byte arrays on the host, torch's dtypes
-    "pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6", "pack_int4", "unpack_int4", "pack_uint4",
-    "unpack_uint4", "pack", "unpack", "torch_dtype",
+    "fp4_e2m1", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "tf32", "cast", "bitcast",
     # memory
     "make_gmem", "make_smem", "alloc_smem", "dynamic_smem", "load", "store", "Cache",
     # asynchronous global -> shared copies
@@ -66,19 +51,9 @@ __all__ = [
     "block_size_x", "block_size_y", "block_size_z", "num_blocks_x", "num_blocks_y",
     "num_blocks_z", "grid_size_x", "grid_size_y", "grid_size_z", "lane_id", "warp_id",
     "warp_size", "sync_threads", "printf",
-    # synchronization: warp and named barriers, fences, the cross-block barrier, AMD wait
-    # counters and scheduling hints, clocks
-    "sync_warp", "barrier_sync", "barrier_arrive", "fence", "workgroup_barrier",
-    "s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt", "s_setprio", "s_nop", "s_sleep", "sched_barrier",
-    "sched_group_barrier", "clock", "clock64", "globaltimer", "s_memtime", "s_memrealtime",
-    # atomics on global and shared memory
-    "atomic_add", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas", "atomic_and",
-    "atomic_or", "atomic_xor", "atomic_inc", "atomic_dec", "atomic_load", "atomic_store",
     # math
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "floor", "ceil", "trunc",
-    "rint", "fma", "max", "min", "med3", "mulhi", "select", "tdiv", "tmod",
-    # wave-uniform values
-    "readfirstlane", "uniform",
+    "rint", "fma", "max", "min", "select", "tdiv", "tmod",
     # vectors
     "make_vector", "insert", "concat", "splat", "zeros",
     # layouts and x/p/y partitions
@@ -105,10 +80,6 @@ def __getattr__(name):
     if name == "interp":
         import importlib
         return importlib.import_module(".interp", __name__)
-    from .lang.vectors import vector_type_named
-    vt = vector_type_named(name)  # opus.f16x8, opus.fp4x32, ...
-    if vt is not None:
-        return vt
     hint = ""
     if not name.startswith("_"):  # a misspelt opus.exp in a kernel: name the close ones
         import difflib
