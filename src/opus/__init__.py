@@ -29,6 +29,10 @@ from .lang.tma import (alloc_mbarriers, tma_load, tma_store, tma_commit, tma_wai
                        fence_proxy_async, fence_mbarrier_init, TmaPipeline)
 from .runtime.tensor_map import TensorMap
 from .lang.ldmatrix import ldmatrix, stmatrix, ds_read_tr
+from .lang.warp import (shfl, shfl_up, shfl_down, shfl_xor, mov_dpp, upd_dpp, dpp, ballot,
+                        any_lanes, all_lanes, warp_any, warp_all, active_mask, lanemask_lt,
+                        lanemask_le, lanemask_gt, lanemask_ge, permute, bpermute, warp_reduce,
+                        warp_scan)
 from .lang.layout import Y, Layout, CachedLayout, Swizzle, swizzle_bytes, make_layout, zipped_divide
 from .lang.partition import P, Tile, partition, unfold_x_stride, unfold_p_coord, p_shape, y_shape
 from .frontend import (Ptr, constexpr, kernel, func, range, static_ford, set_target,
@@ -59,6 +63,11 @@ __all__ = [
     # layouts and x/p/y partitions
     "make_layout", "Layout", "CachedLayout", "zipped_divide", "Swizzle", "swizzle_bytes", "Y", "P", "Tile", "partition", "unfold_x_stride",
     "unfold_p_coord", "p_shape", "y_shape",
+    # cross-lane operations: shuffles, DPP, votes, lane masks, permutes, reductions and scans
+    "shfl", "shfl_up", "shfl_down", "shfl_xor", "mov_dpp", "upd_dpp", "dpp", "ballot",
+    "any_lanes", "all_lanes", "warp_any", "warp_all", "active_mask", "lanemask_lt",
+    "lanemask_le", "lanemask_gt", "lanemask_ge", "permute", "bpermute", "warp_reduce",
+    "warp_scan",
     # matrix atoms and warp-level shared accesses with lane layouts
     "make_mma", "make_tiled_mma", "ldmatrix", "stmatrix", "ds_read_tr",
     # warpgroup matrix multiply-accumulate (NVIDIA sm_90a)

@@ -29,6 +29,7 @@ from ..errors import OpusError
 from ..ir import (VectorType, PointerType, TensorMapType, scalar_of, lanes_of, op_handlers,
                   access_operands)
 from .tma import TmaRendering
+from .cross_lane import CrossLaneRendering
 
 __all__ = ["CEmitter", "CodegenError", "c_identifier", "kernel_symbol"]
 
@@ -168,7 +169,8 @@ def with_line_markers(lines, locs) -> list:
     return out
 
 
-class CEmitter(TmaRendering):  # TmaRendering: the mbarrier and TMA ops (codegen/tma.py)
+class CEmitter(TmaRendering, CrossLaneRendering):  # the mbarrier and TMA ops (codegen/tma.py)
+    # and the cross-lane ops (codegen/cross_lane.py)
     """Renders one Function. A dialect subclass sets ``backend`` and the spellings below."""
 
     # -- dialect spellings: each dialect overrides these (data, not methods) -------------------

@@ -59,6 +59,56 @@ _TMA = {
 }
 
 
+# cross-lane ops (codegen/cross_lane.py): PTX shfl.sync / vote.sync / redux.sync on 32-bit
+# words; the member mask is the op's mask operand, else activemask (the lanes at the call)
+_SHFL_MODE = {"idx": "idx", "up": "up", "down": "down", "xor": "bfly"}
+_VOTE_PRED = ('{0} opus_vote_{1}(bool p, unsigned m) {{ unsigned r; asm volatile("{{ .reg .pred '
+              'q, o; setp.ne.u32 q, %1, 0; vote.sync.{1}.pred o, q, %2; selp.u32 %0, 1, 0, o; }}" '
+              ': "=r"(r) : "r"((unsigned)p), "r"(m)); return r != 0; }}')
+_CROSS_LANE_HELPERS = {
+    "opus_activemask": ('unsigned opus_activemask() { unsigned m; '
+                        'asm volatile("activemask.b32 %0;" : "=r"(m)); return m; }'),
+    **{f"opus_shfl_{m}": (f"unsigned opus_shfl_{m}(unsigned x, int b, int c, unsigned m) {{ "
+                          f'unsigned r; asm volatile("shfl.sync.{m}.b32 %0, %1, %2, %3, %4;" : '
+                          f'"=r"(r) : "r"(x), "r"(b), "r"(c), "r"(m)); return r; }}')
+       for m in _SHFL_MODE.values()},
+    "opus_vote_ballot": ('unsigned opus_vote_ballot(bool p, unsigned m) { unsigned r; '
+                         'asm volatile("{ .reg .pred q; setp.ne.u32 q, %1, 0; '
+                         'vote.sync.ballot.b32 %0, q, %2; }" : "=r"(r) : "r"((unsigned)p), '
+                         '"r"(m)); return r; }'),
+    "opus_vote_any": _VOTE_PRED.format("bool", "any"),
+    "opus_vote_all": _VOTE_PRED.format("bool", "all"),
+}
+
+
+def _members(s, mask):
+    return mask if mask is not None else f"{s.use_helper('opus_activemask')}()"
+
+
+def _shuffle(s, word, src, mask, attrs):
+    """shfl.sync with c = ((32 - width) << 8) | clamp (0 for up, 31 otherwise: PTX ISA)."""
+    mode = attrs["mode"]
+    c = ((32 - attrs["width"]) << 8) | (0 if mode == "up" else 0x1F)
+    return f"{s.use_helper('opus_shfl_' + _SHFL_MODE[mode])}({word}, {src}, {c}, {_members(s, mask)})"
+
+
+def _redux(s, x, mask, op, e):
+    """redux.sync: .add/.min/.max on .u32/.s32, .and/.or/.xor on .b32 (PTX ISA, sm_80)."""
+    ptx_type = ".b32" if op in ("and", "or", "xor") else (".s32" if e.name == "i32" else ".u32")
+    ct = s.scalar_ctype(e)
+    name = f"opus_redux_{op}_{ptx_type[1:]}"
+    s.helper(name, f"{ct} {name}({ct} x, unsigned m) {{ {ct} r; asm volatile(\"redux.sync.{op}"
+                   f"{ptx_type} %0, %1, %2;\" : \"=r\"(r) : \"r\"(x), \"r\"(m)); return r; }}")
+    return f"{name}({x}, {_members(s, mask)})"
+
+
+_CROSS_LANE = {
+    "shuffle": _shuffle,
+    "vote": lambda s, p, mask, mode: f"{s.use_helper('opus_vote_' + mode)}({p}, {_members(s, mask)})",
+    "warp_redux": _redux,
+}
+
+
 def _cvt_to_half(kind, rounding):
     """opus_f2<h|b>_<rounding>(f): f32 to f16/bf16 bits by PTX cvt."""
     n = f"opus_f2{_HALF_LETTER[kind]}_{rounding}"
@@ -89,6 +139,7 @@ class CudaEmitter(StorageConversions, CEmitter):
                         "u64->f64": "__longlong_as_double((long long){})",
                         "f32->u32": "__float_as_uint({})"}
     code_for_tma = _TMA
+    code_for_cross_lane = _CROSS_LANE
     tensor_map_ctype = "const __grid_constant__ opus_tensor_map"
     tensor_map_struct = "struct __align__(64) opus_tensor_map { unsigned long long v[16]; };"
     async_commit = ('asm volatile("cp.async.commit_group;" ::: "memory");',)
@@ -103,6 +154,7 @@ class CudaEmitter(StorageConversions, CEmitter):
         "opus_h2f": ("float opus_h2f(unsigned short h) "
                      '{ float f; asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h)); return f; }'),
         "opus_b2f": "float opus_b2f(unsigned short h) { return __uint_as_float((unsigned)h << 16); }",
+        **_CROSS_LANE_HELPERS,
         **{f"opus_f2{_HALF_LETTER[k]}_{r}": _cvt_to_half(k, r) for k in _HALF_LETTER for r in ("rn", "rz")},
     }
 

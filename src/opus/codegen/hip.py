@@ -107,6 +107,52 @@ def _lane_id(s, axis):
     return f"(int){count}"
 
 
+# cross-lane ops (codegen/cross_lane.py) on 32-bit words: ds_bpermute with the lane each lane
+# reads (ir/ops.py shuffle) computed from the lane id, or the DPP move / readlane the language
+# chose for a compile-time pattern; votes are ballots into an SGPR pair
+_SHFL_LANE = {
+    "idx": "int j = (l & ~{m}) | (src & {m});",
+    "up": "int j = l - (src & {ws1}); j = j < (l & ~{m}) ? l : j;",
+    "down": "int j = l + (src & {ws1}); j = j > ((l & ~{m}) | {m}) ? l : j;",
+    "xor": "int j = l ^ (src & {ws1}); j = j > ((l & ~{m}) | {m}) ? l : j;",
+}
+
+
+def _bpermute(s, word, src, mode, width):
+    name = f"opus_bperm_{mode}_{width}"
+    lane = _SHFL_LANE[mode].format(m=width - 1, ws1=s.target.warp_size - 1)
+    s.helper(name, f"unsigned {name}(unsigned x, int src) {{ int l = {_lane_id(s, None)}; {lane} "
+                   f"return (unsigned)__builtin_amdgcn_ds_bpermute(j << 2, (int)x); }}")
+    return f"{name}({word}, {src})"
+
+
+def _update_dpp(old, word, ctrl, row_mask, bank_mask, bound_ctrl):
+    return (f"(unsigned)__builtin_amdgcn_update_dpp((int){old}, (int){word}, {ctrl:#x}, "
+            f"{row_mask:#x}, {bank_mask:#x}, {'true' if bound_ctrl else 'false'})")
+
+
+def _shuffle(s, word, src, mask, attrs):
+    low = attrs["lowering"]
+    if low == "readlane":
+        return f"(unsigned)__builtin_amdgcn_readlane((int){word}, {src})"
+    if low is not None:  # ('dpp', ctrl, old_is_x): a lane reading past the edge keeps its own
+        _, ctrl, old_is_x = low
+        return _update_dpp(word if old_is_x else "0u", word, ctrl, 0xF, 0xF, not old_is_x)
+    return _bpermute(s, word, src, attrs["mode"], attrs["width"])
+
+
+_BALLOT = "__builtin_amdgcn_ballot_w64({})"
+_CROSS_LANE = {
+    "shuffle": _shuffle,
+    "dpp": lambda s, old, word, a: _update_dpp(old, word, a["ctrl"], a["row_mask"],
+                                               a["bank_mask"], a["bound_ctrl"]),
+    "vote": lambda s, p, mask, mode: {
+        "ballot": _BALLOT.format(p), "any": f"({_BALLOT.format(p)} != 0ull)",
+        "all": f"({_BALLOT.format(p)} == {_BALLOT.format('true')})"}[mode],
+    "permute": lambda s, word, addr: f"(unsigned)__builtin_amdgcn_ds_permute({addr}, (int){word})",
+}
+
+
 class HipEmitter(StorageConversions, CEmitter):
     backend = "hip"
     device_fn_qualifiers = "static __attribute__((device)) __attribute__((always_inline)) inline"
@@ -141,6 +187,7 @@ class HipEmitter(StorageConversions, CEmitter):
                         "u64->f64": "__builtin_bit_cast(double, (unsigned long long){})",
                         "f32->u32": "__builtin_bit_cast(unsigned, {})"}
     math_prefix = "__builtin_"
+    code_for_cross_lane = _CROSS_LANE
     # groups are counted by the waits (vmcnt), so a commit is nothing; the empty asm keeps the
     # compiler from moving LDS accesses across the s_waitcnt
     async_wait = staticmethod(lambda s, attrs: (

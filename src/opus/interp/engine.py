@@ -26,6 +26,7 @@ from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,
                      UninitializedReadError, where)
 from .semantics import (binary_fn, cmp_fn, unary_fn, math_fn, fma_fn, cast_fn)
 from .tma import TmaOps
+from .cross_lane import CrossLaneOps
 
 __all__ = ["Program", "Buf"]
 
@@ -55,7 +56,7 @@ class Buf:
 
 class State:
     __slots__ = ("values", "mask", "alive", "T", "nthreads", "block", "grid", "block_base", "bufs",
-                 "shadow", "prog", "asyncq", "tma", "wgmma")
+                 "shadow", "prog", "asyncq", "tma", "wgmma", "checking")
 
     def who(self, t):
         """'block (x, y, z) thread (x, y, z)' of batch lane t."""
@@ -448,7 +449,8 @@ def check_pending(shadow, state, buf, b, t, op, verb):
         state.tma.check_access(shadow, state, buf, b, t, op, verb)
 
 
-class Program(TmaOps):  # TmaOps: the exec_ methods of mbarriers and TMA (interp/tma.py)
+class Program(TmaOps, CrossLaneOps):  # the exec_ methods of mbarriers and TMA (interp/tma.py)
+    # and of the cross-lane ops (interp/cross_lane.py)
     """An IR Function compiled to closures for one target."""
 
     def __init__(self, fn, target):
@@ -1077,6 +1079,7 @@ class Program(TmaOps):  # TmaOps: the exec_ methods of mbarriers and TMA (interp
                 state.bufs.append(b)
                 values[s] = (b, np.zeros(1, I64))
         state.shadow = Shadow(smem_arr.shape[0], self) if (checking and smem_arr is not None) else None
+        state.checking = checking
         nb = max(1, min(nblocks, BATCH_THREADS // nthreads)) if self.batchable else 1
         whiches = {w for _, w in self.specials}
         tcache = {}

@@ -6,7 +6,7 @@ import linecache
 from ..errors import OpusError
 
 __all__ = ["InterpError", "MemoryFault", "BarrierError", "SharedRaceError",
-           "UninitializedReadError", "AsyncCopyPendingError", "where"]
+           "UninitializedReadError", "AsyncCopyPendingError", "InactiveLaneReadError", "where"]
 
 
 class InterpError(OpusError):
@@ -27,6 +27,11 @@ class SharedRaceError(InterpError):
 
 class UninitializedReadError(InterpError):
     """A read of shared memory that nothing wrote (checking mode)."""
+
+
+class InactiveLaneReadError(UninitializedReadError):
+    """A cross-lane operation read a lane that does not take part in it (inactive or exited;
+    checking mode): undefined on the GPU."""
 
 
 class AsyncCopyPendingError(SharedRaceError):

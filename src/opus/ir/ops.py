@@ -172,6 +172,62 @@ Threads
              interpreter's model: interp/wgmma.py).
   printf     operands; attrs fmt (printf-style, one conversion per operand)
 
+Cross-lane operations (lang/warp.py). A warp is warp_size consecutive threads of a block by
+linear thread index (the last one partial where the block is not a multiple: its missing lanes
+count as exited). Operands and results here are 32-bit scalars (i32, u32, f32; the language
+moves other types through them); a lane mask is u32 on 32-lane warps and u64 on 64-lane ones.
+The optional trailing mask operand (attrs mask True) names the member lanes: every executing
+lane must be in it and every lane of it that has not exited must execute the op (NVIDIA's
+membermask; a lane missing hangs the GPU: the interpreter reports it; AMD renders no mask).
+Without it the members are the lanes active at the op (NVIDIA activemask, AMD's EXEC).
+Reading a lane that is not a member is unspecified (NVIDIA: undefined; AMD ds_bpermute: 0):
+the interpreter gives 0 and its checking mode reports it, naming the line and both lanes.
+  shuffle    x, src (i32) [, mask]; attrs mode, width (power of two <= warp size), mask,
+             lowering -> x's type. Lanes form groups of width lanes (base b = lane & ~(width-1));
+             d = src mod warp size. The lane read, j:
+               idx   b + (src mod width)
+               up    lane - d, or lane itself when that is < b
+               down  lane + d, or lane itself when that is > b + width - 1
+               xor   lane ^ d, or lane itself when that is > b + width - 1 (so a mask >= width
+                     reads an earlier group, never a later one: CUDA's __shfl_xor_sync rule)
+             (PTX shfl.sync with c = ((32 - width) << 8) | clamp). attrs lowering: None (NVIDIA
+             shfl.sync; AMD ds_bpermute_b32), ('dpp', ctrl, old_is_x) on AMD where one DPP move
+             gives the same lanes (the language picks it for compile-time src), 'readlane'
+             (AMD v_readlane_b32: idx with a compile-time src, width = warp size). A lowering
+             never changes the result a member lane reads from a member lane.
+  dpp        old, x; attrs ctrl, row_mask, bank_mask, bound_ctrl, strict -> x's type (AMD GFX9
+             DPP16, CDNA3 ISA "DPP"; __builtin_amdgcn_update_dpp). Rows are 16 lanes, banks
+             the 4 groups of 4 lanes of a row (bank (lane % 16) // 4). ctrl names the source
+             lane s of each lane r (row position p = r % 16, row base R = r - p):
+               0x000-0x0ff quad_perm  s = r - r % 4 + ((ctrl >> 2 * (r % 4)) & 3)
+               0x101-0x10f row_shl n  s = r + n, invalid when p + n > 15
+               0x111-0x11f row_shr n  s = r - n, invalid when p < n
+               0x121-0x12f row_ror n  s = R + (p - n) mod 16
+               0x130 wave_shl1 s = r + 1 (invalid at the last lane); 0x138 wave_shr1 s = r - 1
+               (invalid at lane 0); 0x134 wave_rol1 s = (r + 1) mod ws; 0x13c wave_ror1
+               s = (r - 1) mod ws
+               0x140 row_mirror s = R + 15 - p; 0x141 row_half_mirror s = r - p % 8 + 7 - p % 8
+               0x142 row_bcast15 s = R - 1 (lane 15 of the row before; invalid in row 0)
+               0x143 row_bcast31 s = 31 in rows 2 and 3 (invalid in rows 0 and 1)
+             A lane whose row bit of row_mask or bank bit of bank_mask is 0 is not written: it
+             gives old. Otherwise, when s is invalid or an inactive lane: bound_ctrl True gives
+             0, False leaves the lane unwritten (old); else x of lane s. strict (the
+             language's own uses): a read of an inactive lane s is also reported by the
+             interpreter's checking mode (the portable operation built on it leaves it
+             unspecified). NVIDIA has no DPP (a trace error).
+  vote       pred (bool) [, mask]; attrs mode, mask -> ballot: the lane mask of the member lanes
+             whose pred is true (u32/u64); any: whether some member's pred is true; all: whether
+             every member's is (bool). NVIDIA vote.sync; AMD s_ballot (v_cmp to an SGPR pair)
+  permute    x, addr (i32) -> x's type (AMD ds_permute_b32, a forward permute): each active
+             lane l sends x to lane (addr >> 2) mod ws (addr a byte address); a lane several
+             send to gets the highest sending lane's value, a lane none sends to gets 0. AMD
+             only (NVIDIA shuffles pull: a trace error there)
+  warp_redux x (i32/u32) [, mask]; attrs op (add min max and or xor), mask -> the op over the
+             member lanes' x, in every member (add wraps). NVIDIA redux.sync (sm_80+); the
+             language uses it for whole-warp 32-bit integer reductions. Checking mode also
+             reports a lane of the warp that has not exited and is not a member (warp_reduce
+             asks for whole groups)
+
 Control flow (structured)
   for        lb, ub, step, *inits; region body(iv, *carried) ending in yield; attrs unroll
                -> results: the carried values after the last iteration. Iterates while iv < ub
@@ -245,6 +301,11 @@ OPS = {s.kind: s for s in [
     OpSpec("async_wait", 0, attrs=("groups", "vmcnt", "lgkmcnt")),
     OpSpec("special", 0, attrs=("which",)),
     OpSpec("barrier", 0),
+    OpSpec("shuffle", None, attrs=("mode", "width", "mask", "lowering")),
+    OpSpec("dpp", 2, attrs=("ctrl", "row_mask", "bank_mask", "bound_ctrl", "strict")),
+    OpSpec("vote", None, attrs=("mode", "mask")),
+    OpSpec("permute", 2),
+    OpSpec("warp_redux", None, attrs=("op", "mask")),
     OpSpec("target_op", None, attrs=("name",)),
     OpSpec("printf", None, attrs=("fmt",)),
     OpSpec("for", None, regions=1, attrs=("unroll",)),

@@ -217,6 +217,15 @@ def make_mma(a, b, c, shape, swap_ab=False):
 
 # -- tiled MMA: several warps, each repeating the atom (the original's make_tiled_mma) ---------
 
+def check_tiling(expand, tile):
+    """make_tiled_mma's expand and tile: (m, n, k) of positive ints each."""
+    for name, v in (("expand", expand), ("tile", tile)):
+        if (not isinstance(v, tuple) or len(v) != 3
+                or not all(type(x) is int and x > 0 for x in v)):
+            raise TraceError(f"make_tiled_mma {name} must be (m, n, k) of positive ints, "
+                             f"got {v!r}")
+
+
 class TiledMma:
     """A block-level MMA: ``tile`` = (T_M, T_N, T_K) warps, each issuing the atom ``expand`` =
     (E_M, E_N, E_K) times per call (opus guide section 10; inventory 1.19). The block tile is
@@ -231,11 +240,7 @@ class TiledMma:
     """
 
     def __init__(self, atom: MmaAtom, expand, tile):
-        for name, v in (("expand", expand), ("tile", tile)):
-            if (not isinstance(v, tuple) or len(v) != 3
-                    or not all(type(x) is int and x > 0 for x in v)):
-                raise TraceError(f"make_tiled_mma {name} must be (m, n, k) of positive ints, "
-                                 f"got {v!r}")
+        check_tiling(expand, tile)
         if not isinstance(atom, MmaAtom):
             raise TraceError(f"make_tiled_mma needs an atom from opus.make_mma, got {atom!r}")
         self.atom, self.expand, self.tile = atom, expand, tile
@@ -260,10 +265,24 @@ class TiledMma:
         return (w // (tn * tk)) % tm if tm > 1 else 0, (w // tk) % tn if tn > 1 else 0, \
             w % tk if tk > 1 else 0
 
+    # the atom's view, overridden by the warpgroup form (lang/tiled_wgmma.py)
+    def _atom_operand(self, which):
+        """The atom's OperandLayout of operand ``which``."""
+        return self.atom._operand(which)
+
+    def _atom_p(self, op):
+        """The calling thread's p-coordinates within its atom."""
+        from .threads import lane_id
+        return tuple(op.p_of_lane(lane_id()))
+
+    def _unit_coords(self):
+        """The calling thread's unit (warp) in the tile grid: (m, n, k)."""
+        return self.warp_coords()
+
     def _layout(self, which, x_stride, p_coord):
         from .partition import P, Y, unfold_x_stride, unfold_p_coord
         from .layout import Layout, packed_strides
-        op = self.atom._operand(which)
+        op = self._atom_operand(which)
         em, en, ek = self.expand
         tm, tn, tk = self.tile
         (e0, t0), (e1, t1) = {"a": ((em, tm), (ek, tk)), "b": ((en, tn), (ek, tk)),
@@ -284,10 +303,9 @@ class TiledMma:
                     x_shape[j] *= e
             x_stride = packed_strides(tuple(x_shape))
         if p_coord is None:
-            from .threads import lane_id
-            wm, wn, wk = self.warp_coords()
+            wm, wn, wk = self._unit_coords()
             w0, w1 = {"a": (wm, wk), "b": (wn, wk), "c": (wm, wn)}[which]
-            p = tuple(op.p_of_lane(lane_id()))
+            p = self._atom_p(op)
             pa0 = sum(t == "p" for t in op.dim[0])
             p_coord = (w0,) + p[:pa0] + (w1,) + p[pa0:]
         return Layout(shape, unfold_x_stride(dim, shape, x_stride), unfold_p_coord(dim, p_coord),
@@ -382,14 +400,27 @@ def make_tiled_mma(atom, expand=(1, 1, 1), tile=(1, 1, 1)):
     expand=(2, 1, 1), tile=(2, 2, 1))`` is a 64 x 32 x 16 tile over 4 warps;
     ``a = ga.load(tmma.layout_a((K, 1)), vec=4)``, ``acc = tmma(a, b, acc)``.
 
-    :param atom: the warp-level atom
-    :type atom: MmaAtom (from opus.make_mma)
-    :param expand: atom repeats per warp along (m, n, k)
+    With a wgmma atom (opus.make_wgmma, sm_90a) the units are warpgroups: ``tile`` = (T_M,
+    T_N, 1) warpgroups of 4 warps, e.g. ``make_tiled_mma(make_wgmma(f16, f16, f32, (64, 128,
+    16)), (1, 1, 4), (2, 1, 1))`` is 128 x 128 x 64 over 2 warpgroups; A and B come from
+    shared memory (``tmma.smem_a(view, layout)``, ``smem_b``; A from registers with
+    ``a_from="regs"``), the call returns the accumulators in flight (``opus.wgmma_fence``,
+    ``wgmma_commit``, ``wgmma_wait`` as for one wgmma; docs/language.md).
+
+    :param atom: the warp-level atom, or a warpgroup one
+    :type atom: MmaAtom (from opus.make_mma) or Wgmma (from opus.make_wgmma)
+    :param expand: atom repeats per warp (warpgroup) along (m, n, k)
     :type expand: tuple of 3 ints
-    :param tile: warps along (m, n, k)
+    :param tile: warps (warpgroups) along (m, n, k)
     :type tile: tuple of 3 ints
-    :returns: the tiled MMA: ``layout_a/b/c``, ``zeros_c``, call, ``step_k``, ``num_warps``
-    :rtype: TiledMma
+    :returns: the tiled MMA: ``layout_a/b/c``, ``inside_a/b/c``, ``zeros_c``, call, ``step_k``,
+        ``num_warps`` (a wgmma atom's also ``smem_a/b``, ``acc``, ``num_warpgroups``)
+    :rtype: TiledMma or TiledWgmma
     :targets: all targets (with the atoms each has)
     """
-    return TiledMma(atom, tuple(expand), tuple(tile))
+    expand, tile = (tuple(v) if isinstance(v, (list, tuple)) else v for v in (expand, tile))
+    from .wgmma import Wgmma
+    if isinstance(atom, Wgmma):
+        from .tiled_wgmma import TiledWgmma
+        return TiledWgmma(atom, expand, tile)
+    return TiledMma(atom, expand, tile)

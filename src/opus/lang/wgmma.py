@@ -27,7 +27,7 @@ from .context import ctx, TraceError, target_row
 from .layout import Layout, Swizzle, swizzle_bytes
 from .values import emit, as_value, to_bool, is_static
 
-__all__ = ["make_wgmma", "Wgmma", "WgmmaAcc", "SmemOperand", "wgmma_fence", "wgmma_commit",
+__all__ = ["make_wgmma", "Wgmma", "WgmmaAcc", "TiledWgmmaAcc", "SmemOperand", "wgmma_fence", "wgmma_commit",
            "wgmma_wait", "setmaxnreg_inc", "setmaxnreg_dec"]
 
 _SWIZZLE_BYTES = (32, 64, 128)
@@ -79,6 +79,47 @@ class WgmmaAcc:
     def __repr__(self):
         return ("<wgmma accumulator (possibly in flight): opus.wgmma_wait(n, acc) gives its "
                 "registers>")
+
+
+class TiledWgmmaAcc:
+    """The accumulators of a tiled wgmma (opus.make_tiled_mma with a wgmma atom): one
+    ``WgmmaAcc`` per (m, n) repeat of the atom, in ``parts`` [E_M][E_N]. Like them it can only go
+    to another wgmma, ``opus.wgmma_fence`` (which pins every part) or ``opus.wgmma_wait``, which
+    returns all their registers as one vector in the tiled ``layout_c`` order."""
+    __slots__ = ("parts",)
+
+    def __init__(self, parts):
+        self.parts = tuple(parts)
+
+    def __opus_flatten__(self):  # carried through run-time loops and branches
+        leaves = [x for p in self.parts for x in (p.value, p.token)]
+        return leaves, lambda xs: TiledWgmmaAcc(WgmmaAcc(xs[i], xs[i + 1])
+                                                for i in range(0, len(xs), 2))
+
+    _refuse = WgmmaAcc._refuse
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _refuse
+    __neg__ = __getitem__ = __iter__ = __len__ = __bool__ = __int__ = __float__ = _refuse
+    __lt__ = __le__ = __gt__ = __ge__ = to = _refuse
+
+    def __repr__(self):
+        return (f"<tiled wgmma accumulator of {len(self.parts)} parts (possibly in flight): "
+                f"opus.wgmma_wait(n, acc) gives its registers>")
+
+
+def _parts(values):
+    """``values`` with every tiled accumulator spread into its parts."""
+    return [p for v in values for p in (v.parts if isinstance(v, TiledWgmmaAcc) else (v,))]
+
+
+def _regroup(values, results, tiled):
+    """``results`` (one per part of ``values``) grouped back as ``values`` were: a tiled
+    accumulator's parts become ``tiled(parts)``."""
+    out, i = [], 0
+    for v in values:
+        n = len(v.parts) if isinstance(v, TiledWgmmaAcc) else 1
+        out.append(tiled(results[i:i + n]) if isinstance(v, TiledWgmmaAcc) else results[i])
+        i += n
+    return None if not out else out[0] if len(out) == 1 else tuple(out)
 
 
 # -- shared-memory operands ----------------------------------------------------------------------
@@ -424,18 +465,19 @@ def wgmma_fence(*values):
     ``wgmma_wait`` before the next wgmma). The values passed (accumulators, A registers) are
     returned pinned: the compiler cannot move their writes past the fence.
 
-    :param values: register vectors or wgmma accumulators to pin
-    :type values: run-time vectors or WgmmaAcc
+    :param values: register vectors or wgmma accumulators (a tiled wgmma's too) to pin
+    :type values: run-time vectors, WgmmaAcc or TiledWgmmaAcc
     :returns: the same values (one value, a tuple of several, or None)
     :rtype: same as given
     :targets: sm_90a; not on sm_80, sm_86, sm_89, sm_90, gfx942, gfx950
     """
     row = _row("nv.wgmma.fence", "opus.wgmma_fence")
-    regs = [_registers(v, "opus.wgmma_fence") for v in values]
+    parts = _parts(values)
+    regs = [_registers(v, "opus.wgmma_fence") for v in parts]
     res = emit("target_op", regs, [r.type for r in regs],
                {"name": row.name, "shapes": _shapes(regs)}).results
-    out = tuple(WgmmaAcc(r, v.token) if isinstance(v, WgmmaAcc) else r for v, r in zip(values, res))
-    return None if not out else out[0] if len(out) == 1 else out
+    out = [WgmmaAcc(r, v.token) if isinstance(v, WgmmaAcc) else r for v, r in zip(parts, res)]
+    return _regroup(values, out, TiledWgmmaAcc)
 
 
 def wgmma_commit():
@@ -456,7 +498,7 @@ def wgmma_wait(n, *accs):
     :param n: groups that may stay in flight
     :type n: int (compile-time, >= 0)
     :param accs: accumulators to read after the wait
-    :type accs: WgmmaAcc
+    :type accs: WgmmaAcc or TiledWgmmaAcc (all its parts as one vector, the tiled layout_c's)
     :returns: their register vectors (one, a tuple of several, or None)
     :rtype: run-time vector
     :targets: sm_90a; not on sm_80, sm_86, sm_89, sm_90, gfx942, gfx950
@@ -464,13 +506,15 @@ def wgmma_wait(n, *accs):
     if type(n) is not int or n < 0:
         _err(f"opus.wgmma_wait(n): n must be a non-negative compile-time int, got {n!r}")
     row = _row("nv.wgmma.wait_group", "opus.wgmma_wait")
-    for x in accs:
+    parts = _parts(accs)
+    for x in parts:
         if not isinstance(x, WgmmaAcc):
             _err(f"opus.wgmma_wait takes wgmma accumulators after n, got {type(x).__name__}")
-    regs = [x.value for x in accs]
-    res = emit("target_op", regs + [x.token for x in accs], [r.type for r in regs],
+    regs = [x.value for x in parts]
+    res = emit("target_op", regs + [x.token for x in parts], [r.type for r in regs],
                {"name": row.name, "n": n, "shapes": _shapes(regs)}).results
-    return None if not res else res[0] if len(res) == 1 else tuple(res)
+    from .vectors import concat
+    return _regroup(accs, list(res), lambda rs: rs[0] if len(rs) == 1 else concat(*rs))
 
 
 def _setmaxnreg(count, how):

@@ -60,6 +60,11 @@ class AmdTarget(Target):
                         "opus.copy_async_lds (buffer_load ... lds), which writes one slot per "
                         "lane from a wave-uniform LDS base instead of any address per thread")
     s_waitcnt_missing = None
+    # v_min/v_max_f32/f64 in IEEE mode quiet a signaling NaN operand (the exact rule skips
+    # it: the compiler quiets operands first, v_max x, x, unless they are computed values)
+    fast_minmax_nan = "ieee2008"
+    dpp_missing = None          # GFX9 DPP16: quad_perm, row shifts, wave shifts, row_bcast
+    ds_permute_missing = None
     async_waits_count_copies = True  # s_waitcnt vmcnt: wait_async(n) counts the groups' copies
     tma_missing = ("AMD GPUs have no tensor memory accelerator (TMA) or mbarriers (they are "
                    "NVIDIA sm_90 features)")

@@ -121,6 +121,12 @@ class Target:
     # here (None: they are)
     tma_missing = "the tensor memory accelerator (TMA) and mbarriers are NVIDIA sm_90 features"
     limits = None                    # targets.limits.Limits
+    # cross-lane operations (lang/warp.py): why AMD's DPP moves and the forward permute
+    # (ds_permute_b32) are not available here (None: they are), and whether redux.sync
+    # (one-instruction 32-bit integer warp reductions) is
+    dpp_missing = "DPP (data-parallel primitives) is an AMD GFX9 feature"
+    ds_permute_missing = "the forward lane permute is AMD's ds_permute_b32"
+    has_redux_sync = False
 
     @property
     def has_printf(self) -> bool:
@@ -167,6 +173,16 @@ class Target:
         unless the chip has the tensor memory accelerator and mbarriers."""
         if self.tma_missing is not None:
             raise UnsupportedOnTarget(f"{what} is not available on {self.name}: {self.tma_missing}")
+
+    def require_dpp(self, what):
+        """UnsupportedOnTarget naming ``what`` (a DPP move) and the chip, unless it has DPP."""
+        if self.dpp_missing is not None:
+            raise UnsupportedOnTarget(f"{what} is not available on {self.name}: {self.dpp_missing}")
+
+    def require_ds_permute(self, what):
+        if self.ds_permute_missing is not None:
+            raise UnsupportedOnTarget(f"{what} is not available on {self.name}: "
+                                      f"{self.ds_permute_missing}")
 
     def require_printf(self):
         if not self.has_printf:

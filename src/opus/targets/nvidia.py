@@ -63,6 +63,11 @@ class NvidiaTarget(Target):
                         "memory with opus.copy_async (cp.async)")
     s_waitcnt_missing = ("s_waitcnt is AMD's; NVIDIA waits for its async copies with "
                          "opus.wait_async (cp.async.wait_group)")
+    dpp_missing = ("DPP (data-parallel primitives: mov_dpp, upd_dpp) is an AMD GFX9 feature; "
+                   "NVIDIA moves values between lanes with opus.shfl / shfl_xor / shfl_up / "
+                   "shfl_down")
+    ds_permute_missing = ("NVIDIA has no forward (push) lane permute: shuffles pull, so invert "
+                          "the mapping and use opus.bpermute or opus.shfl")
 
     def __init__(self, name):
         super().__init__(name)
@@ -71,6 +76,9 @@ class NvidiaTarget(Target):
         # (PTX ISA, cvt); other fp8 encodings and older chips convert in exact bit arithmetic
         self.hw_fp8 = (frozenset(("fp8_e4m3", "fp8_e5m2")) if self.arch.capability >= (8, 9)
                        else frozenset())
+        # redux.sync.{add,min,max}.{u32,s32} and .{and,or,xor}.b32: sm_80 (PTX ISA, redux.sync)
+        self.has_redux_sync = self.arch.capability >= (8, 0)
+        self.packed_conversions = _packed_conversions(self.hw_fp8)
         # cp.async.bulk.tensor, mbarrier expect_tx/try_wait and fence.proxy.async: sm_90 (PTX ISA)
         if self.arch.capability >= (9, 0):
             self.tma_missing = None
