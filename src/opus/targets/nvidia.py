@@ -41,6 +41,20 @@ _CACHE_HINTS = {
 }
 
 
+def _packed_conversions(hw_fp8):
+    """Two lanes per cvt (PTX ISA, cvt): f32 -> f16x2/bf16x2 with .rn or .rz (sm_80), and where
+    the chip converts OCP fp8 (sm_89) f32 -> e4m3x2/e5m2x2 (.rn.satfinite) and e4m3x2/e5m2x2 ->
+    f16x2 (lanes that continue to f32 or bf16 widen from there). e2m1x2 needs sm_100a: none of
+    these chips has it."""
+    table = {("f32", h, r): f"cvt.{r}.{h}x2.f32" for h in ("f16", "bf16") for r in ("rn", "rz")}
+    for d in sorted(hw_fp8):
+        kind = d.split("_")[1] + "x2"
+        table[("f32", d, "rn")] = f"cvt.rn.satfinite.{kind}.f32"
+        for to in ("f16", "f32", "bf16"):
+            table[(d, to, "rn")] = f"cvt.rn.f16x2.{kind}"
+    return table
+
+
 class NvidiaTarget(Target):
     vendor = "nvidia"
     warp_size = 32
