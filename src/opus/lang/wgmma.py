@@ -27,8 +27,8 @@ from .context import ctx, TraceError, target_row
 from .layout import Layout, Swizzle, swizzle_bytes
 from .values import emit, as_value, to_bool, is_static
 
-__all__ = ["make_wgmma", "Wgmma", "WgmmaAcc", "TiledWgmmaAcc", "SmemOperand", "wgmma_fence", "wgmma_commit",
-           "wgmma_wait", "setmaxnreg_inc", "setmaxnreg_dec"]
+__all__ = ["make_wgmma", "Wgmma", "WgmmaAcc", "TiledWgmmaAcc", "SmemOperand", "wgmma_fence",
+           "wgmma_commit", "wgmma_wait", "setmaxnreg_inc", "setmaxnreg_dec"]
 
 _SWIZZLE_BYTES = (32, 64, 128)
 
