@@ -1,7 +1,8 @@
 """GPU twins of the wgmma interpreter tests (test_wgmma_interp.py): the same kernels and numpy
 references on an sm_90a device (H100/H200), for every type family, a few N, A from shared
 memory and from registers, every swizzle mode and major-ness. fp8 and f16-accumulator results
-are compared with the tolerance of the hardware's accumulation (nv_wgmma's Numerics note)."""
+are compared with the tolerance of the hardware's accumulation (nv_wgmma's Numerics note).
+The tiled MMA over warpgroups (test_tiled_wgmma.py's cases) on several block and K tiles."""
 import os
 import sys
 
@@ -13,6 +14,8 @@ from opus import f16, bf16, f32, i8, u8, i32, fp8_e4m3 as e4m3, fp8_e5m2 as e5m2
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wgmma_kernels import TF32, run_gemm, assert_close, k_of  # noqa: E402
+import tiled_wgmma_kernels  # noqa: E402
+from test_tiled_wgmma import CASES as TILED_CASES, IDS as TILED_IDS  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -73,3 +76,10 @@ def test_scale_d_and_negation_on_gpu():
     got, want = run_gemm(f16, f16, f32, 32, 32, seed=5, scale_d=False, SW_A=64, SW_B=64,
                          NEG_A=True, launch=_launch)
     _check(got, want, f32, f16)
+
+
+@pytest.mark.parametrize("dtype,wn,expand,tile,kw", TILED_CASES, ids=TILED_IDS)
+def test_tiled_wgmma_gemm_on_gpu(dtype, wn, expand, tile, kw):
+    D, want = tiled_wgmma_kernels.run(dtype, wn, expand, tile, blocks=(3, 2), k_tiles=5, seed=7,
+                                      on_gpu=True, **kw)
+    np.testing.assert_allclose(D, want, rtol=1e-5, atol=1e-4)

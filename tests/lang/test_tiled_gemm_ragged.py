@@ -99,3 +99,13 @@ def test_inside_c_stores_only_inside(vec, rows, cols):
     want = np.zeros((32, 16), np.float32)
     want[:rows, :cols if vec == 1 else cols - cols % 2] = 1
     np.testing.assert_array_equal(out, want)
+
+
+def test_inside_needs_a_positive_static_vec():
+    @opus.kernel
+    def k(out: opus.Ptr[f32]):
+        tmma = opus.make_tiled_mma(opus.make_mma(bf16, bf16, f32, (16, 8, 16)))
+        tmma.inside_c(4, 4, vec=0)
+
+    with pytest.raises(opus.TraceError, match="inside_c vec must be a positive compile-time int"):
+        k.specialize("sm_90a")

@@ -2,7 +2,7 @@
 interpreter against numpy: 1, 2 and 4 warpgroups along m and n, atom repeats along m, n, k,
 A from shared memory and from registers, B K- and N-major; the partition layouts element by
 element against PTX's accumulator formula; fence/wait on tiled accumulators; HGMMA in SASS;
-bad arguments. Kernel and reference: tiled_wgmma_kernels.py (shared with the GPU twin)."""
+bad arguments. Kernel and reference: tiled_wgmma_kernels.py (shared with the GPU twin in test_gpu_wgmma.py)."""
 import numpy as np
 import pytest
 

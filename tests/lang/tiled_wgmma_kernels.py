@@ -1,6 +1,6 @@
 """A tiled-wgmma GEMM (opus.make_tiled_mma with a wgmma atom, sm_90a) and its numpy reference,
 shared by the interpreter tests (test_tiled_wgmma.py), the SASS test and the GPU twin
-(test_gpu_tiled_wgmma.py).
+(test_gpu_wgmma.py).
 
 ``tiled_wg_gemm``: D (M x N, f32) = A (M x K) @ B (K x N), f16 or bf16, all row-major in global
 memory; block (i, j) computes D's tmma.m x tmma.n tile at (i * tmma.m, j * tmma.n) with

@@ -204,6 +204,73 @@ the interpreter gives 0 and its checking mode reports it, naming the line and bo
                0x111-0x11f row_shr n  s = r - n, invalid when p < n
                0x121-0x12f row_ror n  s = R + (p - n) mod 16
                0x130 wave_shl1 s = r + 1 (invalid at the last lane); 0x138 wave_shr1 s = r - 1
+               Optional attrs expcnt (AMD export counter, 0..7; nothing to wait for in the
+               interpreter).
+
+Atomics (ir kind atomic; availability per (op, type, space): targets/sync_atomics.py)
+  atomic     p, off [, value] [, compare] [, bound]; attrs op, order, scope, vec, bounded
+               -> the old value (none for op 'store')
+               op: add min max exch cas and or xor inc dec load store, on the element at p+off
+               (vec 2: a packed f16x2/bf16x2 pair at p+off, p+off+1, 4-byte aligned, each
+               half added on its own). value is absent for load; compare (cas only) comes
+               before value in the language and after it here: cas writes value where the
+               old element equals compare (bitwise for floats). inc: old >= value ? 0 : old+1,
+               dec: (old == 0 or old > value) ? value : old-1 (u32, CUDA atomicInc/Dec).
+               min/max: integers by their signedness; floats IEEE minNum/maxNum as binary.
+               Integer adds wrap. Float adds round to nearest even; on NVIDIA an f32 add on
+               global memory flushes subnormal inputs and results to signed zero (PTX atom;
+               sync_atomics.f32_add_flushes), the packed halves never do (.noftz).
+               order (relaxed acquire release acq_rel) and scope (block device system) as in
+               the PTX/C++ memory models; they change which other memory accesses are
+               ordered with the atomic, never its own result. A load takes relaxed or
+               acquire, a store relaxed or release.
+               Every active lane performs its atomic once. Lanes whose elements conflict (the
+               same address) apply in ascending batch-lane order, i.e. by linear block index,
+               then linear thread index: the interpreter's order. On the GPU the order is
+               unspecified, so only order-independent results are portable: integer add, min,
+               max, and, or, xor totals; float min/max; float add totals only up to rounding
+               (each lane's returned old value depends on the order everywhere).
+               With bounded (the last operand is the bound, counted from p as for load), a
+               lane whose element (pair) is not wholly inside [0, bound) does nothing and
+               returns 0 (AMD: buffer_atomic_*, the buffer unit's range check). Without it an
+               out-of-range lane is a fault, and a misaligned pair is a fault (as for load).
+               Shared-memory atomics do not race with each other; in checking mode they read
+               as loads do (a plain write by another thread with no barrier in between is
+               reported, as is a read of never-written shared memory).
+  spin_wait  p, off, value; attrs cmp ('eq': wait while the element != value; 'lt': wait
+               while element < value, i.e. until it reaches value, as the original's
+               workgroup_barrier), scope
+               each active thread reads p[off] with relaxed atomic loads until the condition
+               lets it go, then acquires at scope. Interpreter: blocks run one after another,
+               so nothing can change memory while a block waits: a condition that does not
+               hold when the op runs is an error there (never a hang).
+
+Synchronization
+  sync_warp  mask (u32 NVIDIA, u64 AMD: one bit per lane)   the lanes in mask wait for each
+               other (bar.warp.sync) and their memory accesses before it are visible to each
+               other after it. The calling lane must be in mask, and every lane in mask that
+               has not exited must execute it with it (else an error: the GPU deadlocks or is
+               undefined). AMD: a wave runs in lockstep, so it is a wave barrier (no
+               instruction) with a workgroup-scope fence's ordering for the compiler.
+  named_barrier  id [, count]; attrs arrive (bool), counted (bool)
+               NVIDIA bar.sync / bar.arrive id, count: barrier id (0..15) completes when count
+               threads (a multiple of the warp size; default: the whole block) have arrived,
+               counting whole warps. arrive=True arrives without waiting (producers); sync
+               arrives and waits. Interpreter: arrivals accumulate per id; a sync must find
+               its barrier complete with its own arrivals (the interpreter runs divergent
+               branches one after another, so the arriving threads must come first in program
+               order), else an error, as is an id with incomplete arrivals at the block's end.
+  memory_fence  attrs scope (block device system), order (acq_rel seq_cst)
+               orders the thread's memory accesses before it with those after it as seen by
+               threads in scope (NVIDIA fence.{acq_rel,sc}.{cta,gpu,sys}; AMD
+               __builtin_amdgcn_fence at workgroup, agent or system scope). No effect in the
+               interpreter, whose memory is sequentially consistent.
+  sched_hint attrs name (s_setprio s_nop s_sleep sched_barrier sched_group_barrier), args
+               (static ints)   AMD scheduling, priority and timing hints: no effect on values
+               (nothing in the interpreter).
+  clock      attrs which (clock clock64 globaltimer s_memtime s_memrealtime)  -> u32 or u64
+               a counter read. Interpreter: a per-launch counter that counts clock ops executed
+               (non-decreasing per thread; not a time).
                (invalid at lane 0); 0x134 wave_rol1 s = (r + 1) mod ws; 0x13c wave_ror1
                s = (r - 1) mod ws
                0x140 row_mirror s = R + 15 - p; 0x141 row_half_mirror s = r - p % 8 + 7 - p % 8
@@ -243,7 +310,7 @@ Control flow (structured)
 from __future__ import annotations
 
 __all__ = ["OPS", "BINARY_OPS", "CMP_PREDS", "UNARY_OPS", "MATH_FNS", "SPECIALS", "OpSpec",
-           "op_handlers", "access_operands"]
+           "op_handlers", "access_operands", "atomic_operands"]
 
 
 class OpSpec:
@@ -331,3 +398,20 @@ def op_handlers(backend, prefix: str) -> dict:
     kind of ``OPS`` it defines (codegen: ``render_<kind>``, the interpreter: ``exec_<kind>``).
     Built per instance, so a method replaced on the class (a test's monkeypatch) is used."""
     return {kind: getattr(backend, prefix + kind) for kind in OPS if hasattr(backend, prefix + kind)}
+    OpSpec("atomic", None, attrs=("op", "order", "scope", "vec", "bounded")),
+    OpSpec("spin_wait", 3, attrs=("cmp", "scope")),
+    OpSpec("sync_warp", 1),
+    OpSpec("named_barrier", None, attrs=("arrive", "counted")),
+    OpSpec("memory_fence", 0, attrs=("scope", "order")),
+    OpSpec("sched_hint", 0, attrs=("name", "args")),
+    OpSpec("clock", 0, attrs=("which",)),
+def atomic_operands(op):
+    """(pointer, offset, value or None, compare or None, bound or None) of an atomic, whose
+    operands are p, off [, value] [, compare] [, bound]."""
+    ops = list(op.operands)
+    bound = ops.pop() if op.attrs["bounded"] else None
+    compare = ops.pop() if op.attrs["op"] == "cas" else None
+    value = ops[2] if len(ops) > 2 else None
+    return ops[0], ops[1], value, compare, bound
+
+

@@ -27,6 +27,7 @@ __all__ = ["copy_async", "copy_async_lds", "commit_async", "wait_async", "s_wait
 _CACHES = ("ca", "cg")
 _VMCNT_MAX = 63     # gfx9's vmcnt field (6 bits)
 _LGKMCNT_MAX = 15   # gfx9's lgkmcnt field (4 bits)
+_EXPCNT_MAX = 7     # gfx9's expcnt field (3 bits)
 
 
 def _err(msg):
@@ -345,7 +346,7 @@ def wait_async(n=0):
     emit("async_wait", [], [], {"groups": n, "vmcnt": vmcnt, "lgkmcnt": None})
 
 
-def s_waitcnt(vmcnt=None, lgkmcnt=None):
+def s_waitcnt(vmcnt=None, lgkmcnt=None, expcnt=None):
     """AMD ``s_waitcnt``: wait until at most ``vmcnt`` vector memory instructions (loads, stores,
     copies to LDS) and ``lgkmcnt`` LDS / scalar memory / message instructions of this wave are
     outstanding. None leaves a counter alone. For async copies ``vmcnt=n`` completes all but the
@@ -357,15 +358,21 @@ def s_waitcnt(vmcnt=None, lgkmcnt=None):
     :param lgkmcnt: LDS, scalar memory and message instructions that may stay outstanding, 0
         to 15
     :type lgkmcnt: int (compile-time) or None
+    :param expcnt: export / GDS instructions that may stay outstanding, 0 to 7 (the original's
+        third argument)
+    :type expcnt: int (compile-time) or None
     :targets: gfx942, gfx950; not on sm_80, sm_86, sm_89, sm_90, sm_90a (NVIDIA:
         opus.wait_async)
     """
     c = ctx()
     c.target.require_s_waitcnt()
-    if vmcnt is None and lgkmcnt is None:
-        _err("s_waitcnt needs vmcnt= or lgkmcnt= (or both): with neither it waits for nothing")
+    if vmcnt is None and lgkmcnt is None and expcnt is None:
+        _err("s_waitcnt needs vmcnt=, lgkmcnt= or expcnt=: with none it waits for nothing")
     if vmcnt is not None:
         _count(vmcnt, "s_waitcnt vmcnt", _VMCNT_MAX)
     if lgkmcnt is not None:
         _count(lgkmcnt, "s_waitcnt lgkmcnt", _LGKMCNT_MAX)
-    emit("async_wait", [], [], {"groups": None, "vmcnt": vmcnt, "lgkmcnt": lgkmcnt})
+    attrs = {"groups": None, "vmcnt": vmcnt, "lgkmcnt": lgkmcnt}
+    if expcnt is not None:
+        attrs["expcnt"] = _count(expcnt, "s_waitcnt expcnt", _EXPCNT_MAX)
+    emit("async_wait", [], [], attrs)
