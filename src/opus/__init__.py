@@ -23,6 +23,13 @@ from .lang.threads import (thread_id_x, thread_id_y, thread_id_z, block_id_x, bl
                            num_blocks_y, num_blocks_z, grid_size_x, grid_size_y, grid_size_z,
                            lane_id, warp_id, warp_size, sync_threads, printf)
 from .lang.mma import make_mma, make_tiled_mma
+from .lang.atomics import (atomic_add, atomic_min, atomic_max, atomic_exch, atomic_cas,
+                          atomic_and, atomic_or, atomic_xor, atomic_inc, atomic_dec, atomic_load,
+                          atomic_store)
+from .lang.sync import (sync_warp, barrier_sync, barrier_arrive, fence, s_waitcnt_vmcnt,
+                        s_waitcnt_lgkmcnt, s_setprio, s_nop, s_sleep, sched_barrier,
+                        sched_group_barrier, clock, clock64, globaltimer, s_memtime,
+                        s_memrealtime, workgroup_barrier)
 from .lang.wgmma import (make_wgmma, wgmma_fence, wgmma_commit, wgmma_wait, setmaxnreg_inc,
                          setmaxnreg_dec)
 from .lang.tma import (alloc_mbarriers, tma_load, tma_store, tma_commit, tma_wait,
@@ -55,6 +62,14 @@ __all__ = [
     "block_size_x", "block_size_y", "block_size_z", "num_blocks_x", "num_blocks_y",
     "num_blocks_z", "grid_size_x", "grid_size_y", "grid_size_z", "lane_id", "warp_id",
     "warp_size", "sync_threads", "printf",
+    # synchronization: warp and named barriers, fences, the cross-block barrier, AMD wait
+    # counters and scheduling hints, clocks
+    "sync_warp", "barrier_sync", "barrier_arrive", "fence", "workgroup_barrier",
+    "s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt", "s_setprio", "s_nop", "s_sleep", "sched_barrier",
+    "sched_group_barrier", "clock", "clock64", "globaltimer", "s_memtime", "s_memrealtime",
+    # atomics on global and shared memory
+    "atomic_add", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas", "atomic_and",
+    "atomic_or", "atomic_xor", "atomic_inc", "atomic_dec", "atomic_load", "atomic_store",
     # math
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "floor", "ceil", "trunc",
     "rint", "fma", "max", "min", "select", "tdiv", "tmod",

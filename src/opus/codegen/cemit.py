@@ -30,6 +30,7 @@ from ..ir import (VectorType, PointerType, TensorMapType, scalar_of, lanes_of, o
                   access_operands)
 from .tma import TmaRendering
 from .cross_lane import CrossLaneRendering
+from .sync_atomics import SyncAtomicsRendering
 
 __all__ = ["CEmitter", "CodegenError", "c_identifier", "kernel_symbol"]
 
@@ -169,7 +170,7 @@ def with_line_markers(lines, locs) -> list:
     return out
 
 
-class CEmitter(TmaRendering, CrossLaneRendering):  # the mbarrier and TMA ops (codegen/tma.py)
+class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the mbarrier and TMA ops (codegen/tma.py)
     # and the cross-lane ops (codegen/cross_lane.py)
     """Renders one Function. A dialect subclass sets ``backend`` and the spellings below."""
 

@@ -6,6 +6,7 @@ from .. import dtypes as dt
 from ..dtypes import DType
 from ..ir import scalar_of
 from .cemit import CEmitter
+from .sync_atomics import CudaAtomics
 from .fp8 import FP8_FORMATS, StorageConversions
 
 __all__ = ["render_cuda", "CudaEmitter"]
@@ -116,7 +117,7 @@ def _cvt_to_half(kind, rounding):
             f'{{ unsigned short h; asm("cvt.{rounding}.{kind}.f32 %0, %1;" : "=h"(h) : "f"(f)); return h; }}')
 
 
-class CudaEmitter(StorageConversions, CEmitter):
+class CudaEmitter(StorageConversions, CudaAtomics, CEmitter):
     backend = "cuda"
     device_fn_qualifiers = "static __device__ __forceinline__"
     align_attr = "__align__({})"
@@ -124,6 +125,17 @@ class CudaEmitter(StorageConversions, CEmitter):
     kernel_signature = 'extern "C" __global__ void {launch_bounds}{symbol}({params})'
     launch_bounds = "__launch_bounds__({}) "
     barrier = ("__syncthreads();",)
+    # synchronization (codegen/sync_atomics.py): PTX barriers, fences and special registers
+    code_for_sync = {
+        "sync_warp": 'asm volatile("bar.warp.sync %0;" :: "r"({mask}) : "memory");',
+        "bar_sync": 'asm volatile("bar.sync %0, %1;" :: "r"({id}), "r"({count}) : "memory");',
+        "bar_arrive": 'asm volatile("bar.arrive %0, %1;" :: "r"({id}), "r"({count}) : "memory");',
+        "fence": {(scope, order): f'asm volatile("fence.{o}.{s};" ::: "memory");'
+                  for scope, s in (("block", "cta"), ("device", "gpu"), ("system", "sys"))
+                  for order, o in (("acq_rel", "acq_rel"), ("seq_cst", "sc"))},
+        "clock": {"clock": "opus_clock32()", "clock64": "opus_clock64()",
+                  "globaltimer": "opus_globaltimer()"},
+    }
     thread_index = "threadIdx.{}"
     block_size_along = "blockDim.{}"
     code_for_special = {
@@ -146,6 +158,11 @@ class CudaEmitter(StorageConversions, CEmitter):
     async_wait = staticmethod(lambda s, attrs: (
         f'asm volatile("cp.async.wait_group {attrs["groups"]};" ::: "memory");',))
     helper_sources = {
+        # clock reads (special registers; volatile: each read happens where it is written)
+        **{n: f'{t} {n}() {{ {t} r; asm volatile("mov.{p} %0, %%{reg};" : "={c}"(r) :: "memory"); return r; }}'
+           for n, t, p, reg, c in (("opus_clock32", "unsigned", "u32", "clock", "r"),
+                                   ("opus_clock64", "unsigned long long", "u64", "clock64", "l"),
+                                   ("opus_globaltimer", "unsigned long long", "u64", "globaltimer", "l"))},
         # the elements a bounded cp.async reads (PTX src-size; ir/ops.py cp_async): the leading
         # ones inside [0, bound), none when the copy starts before the view
         "opus_cp_async_elems": ("int opus_cp_async_elems(long long off, long long bound, int n) "

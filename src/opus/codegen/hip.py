@@ -29,6 +29,7 @@ from collections import namedtuple
 from .. import dtypes as dt
 from ..ir import scalar_of, access_operands
 from .cemit import CEmitter, CodegenError
+from .sync_atomics import HipAtomics
 from .fp8 import FP8_FORMATS, StorageConversions
 
 __all__ = ["render_hip", "HipEmitter"]
@@ -86,12 +87,13 @@ _BF16_RN = {
 }
 
 
-def _waitcnt_imm(vmcnt, lgkmcnt) -> int:
-    """gfx9's s_waitcnt immediate: vmcnt in bits 3:0 and 15:14, expcnt 6:4 (7: no wait),
-    lgkmcnt 11:8; None is no wait (vmcnt 63, lgkmcnt 15)."""
+def _waitcnt_imm(vmcnt, lgkmcnt, expcnt=None) -> int:
+    """gfx9's s_waitcnt immediate: vmcnt in bits 3:0 and 15:14, expcnt 6:4, lgkmcnt 11:8;
+    None is no wait (vmcnt 63, expcnt 7, lgkmcnt 15)."""
     vm = 63 if vmcnt is None else vmcnt
     lgkm = 15 if lgkmcnt is None else lgkmcnt
-    return (vm & 0xF) | (vm >> 4) << 14 | 7 << 4 | lgkm << 8
+    exp = 7 if expcnt is None else expcnt
+    return (vm & 0xF) | (vm >> 4) << 14 | exp << 4 | lgkm << 8
 
 
 def _to_half(name, body):
@@ -153,7 +155,7 @@ _CROSS_LANE = {
 }
 
 
-class HipEmitter(StorageConversions, CEmitter):
+class HipEmitter(StorageConversions, HipAtomics, CEmitter):
     backend = "hip"
     device_fn_qualifiers = "static __attribute__((device)) __attribute__((always_inline)) inline"
     align_attr = "__attribute__((aligned({})))"
@@ -165,6 +167,24 @@ class HipEmitter(StorageConversions, CEmitter):
     barrier = ('__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");',
                "__builtin_amdgcn_s_barrier();",
                '__builtin_amdgcn_fence(__ATOMIC_ACQUIRE, "workgroup");')
+    # synchronization (codegen/sync_atomics.py): a wave is in lockstep, so sync_warp is a wave
+    # barrier (no instruction) that the compiler does not move memory accesses across
+    code_for_sync = {
+        "sync_warp": ('(void){mask}; __builtin_amdgcn_fence(__ATOMIC_ACQ_REL, "wavefront"); '
+                      "__builtin_amdgcn_wave_barrier();"),
+        "fence": {(scope, order): f'__builtin_amdgcn_fence({o}, "{s}");'
+                  for scope, s in (("block", "workgroup"), ("device", "agent"), ("system", ""))
+                  for order, o in (("acq_rel", "__ATOMIC_ACQ_REL"), ("seq_cst", "__ATOMIC_SEQ_CST"))},
+        "clock": {"clock": "(unsigned)__builtin_amdgcn_s_memtime()",
+                  "clock64": "(unsigned long long)__builtin_amdgcn_s_memtime()",
+                  "s_memtime": "(unsigned long long)__builtin_amdgcn_s_memtime()",
+                  "s_memrealtime": "(unsigned long long)__builtin_amdgcn_s_memrealtime()"},
+        "hint": {"s_setprio": "__builtin_amdgcn_s_setprio({0});",
+                 "s_nop": '__asm__ volatile("s_nop {0}");',
+                 "s_sleep": "__builtin_amdgcn_s_sleep({0});",
+                 "sched_barrier": "__builtin_amdgcn_sched_barrier({0});",
+                 "sched_group_barrier": "__builtin_amdgcn_sched_group_barrier({0}, {1}, {2});"},
+    }
     prelude = ("typedef unsigned opus_u32x2_t __attribute__((ext_vector_type(2)));",
                "typedef unsigned opus_u32x4_t __attribute__((ext_vector_type(4)));")
     thread_index = "__builtin_amdgcn_workitem_id_{}()"
@@ -191,7 +211,7 @@ class HipEmitter(StorageConversions, CEmitter):
     # groups are counted by the waits (vmcnt), so a commit is nothing; the empty asm keeps the
     # compiler from moving LDS accesses across the s_waitcnt
     async_wait = staticmethod(lambda s, attrs: (
-        f"__builtin_amdgcn_s_waitcnt({hex(_waitcnt_imm(attrs['vmcnt'], attrs['lgkmcnt']))});",
+        f"__builtin_amdgcn_s_waitcnt({hex(_waitcnt_imm(attrs['vmcnt'], attrs['lgkmcnt'], attrs.get('expcnt')))});",
         '__asm__ volatile("" ::: "memory");'))
     code_for_math = {
         "f32": {"exp": "__builtin_expf", "exp2": "__builtin_exp2f", "log": "__builtin_logf",

@@ -27,6 +27,7 @@ from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,
 from .semantics import (binary_fn, cmp_fn, unary_fn, math_fn, fma_fn, cast_fn)
 from .tma import TmaOps
 from .cross_lane import CrossLaneOps
+from .sync_atomics import SyncAtomicOps, LoopProgress, holds_atomics
 
 __all__ = ["Program", "Buf"]
 
@@ -56,7 +57,8 @@ class Buf:
 
 class State:
     __slots__ = ("values", "mask", "alive", "T", "nthreads", "block", "grid", "block_base", "bufs",
-                 "shadow", "prog", "asyncq", "tma", "wgmma", "checking")
+                 "shadow", "prog", "asyncq", "tma", "wgmma", "checking",
+                 "writes", "named_bars", "clock")  # interp/sync_atomics.py
 
     def who(self, t):
         """'block (x, y, z) thread (x, y, z)' of batch lane t."""
@@ -449,8 +451,9 @@ def check_pending(shadow, state, buf, b, t, op, verb):
         state.tma.check_access(shadow, state, buf, b, t, op, verb)
 
 
-class Program(TmaOps, CrossLaneOps):  # the exec_ methods of mbarriers and TMA (interp/tma.py)
-    # and of the cross-lane ops (interp/cross_lane.py)
+class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbarriers and TMA
+    # (interp/tma.py), of the cross-lane ops (interp/cross_lane.py) and of atomics and
+    # synchronization (interp/sync_atomics.py)
     """An IR Function compiled to closures for one target."""
 
     def __init__(self, fn, target):
@@ -465,6 +468,7 @@ class Program(TmaOps, CrossLaneOps):  # the exec_ methods of mbarriers and TMA (
         self.smem = []           # (slot, dtype, count, align, name)
         self.dyn = []            # (slot, dtype, offset)
         self.has_barrier = False
+        self.serial_blocks = False  # a block waits for earlier ones (spin_wait): no batches
         self.has_target_op = False
         self.executors = op_handlers(self, "exec_")  # op kind -> exec_<kind>
         self.param_slots = [self.slot(p.value) for p in fn.params]
@@ -479,7 +483,7 @@ class Program(TmaOps, CrossLaneOps):  # the exec_ methods of mbarriers and TMA (
         self.static_smem = off
         dal = fn.attrs.get("dyn_smem_align", 16)  # the region's base alignment (ir/ops.py)
         self.dyn_base = (off + dal - 1) // dal * dal
-        self.batchable = not (self.has_barrier or self.smem or self.dyn)
+        self.batchable = not (self.has_barrier or self.serial_blocks or self.smem or self.dyn)
 
     def slot(self, v):
         s = self.slots.get(v.id)  # keyed by id: language Values overload ==
@@ -754,6 +758,7 @@ class Program(TmaOps, CrossLaneOps):  # the exec_ methods of mbarriers and TMA (
             values = state.values
             buf, idx = address(values, state)
             mem_store(state, _op, buf, idx, values[sv], vec, window(values), state.mask)
+            state.writes += 1  # a loop that stores is making progress (LoopProgress)
         return run
 
     # -- asynchronous copies (interp/async_copies.py, which imports this module: at need) ------
@@ -992,12 +997,14 @@ class Program(TmaOps, CrossLaneOps):  # the exec_ methods of mbarriers and TMA (
         (cond_slot,) = cond_yields
         result_slots = [self.slot(r) for r in op.results]
         merges = [_merge_fn(r.type) for r in op.results]
+        spins = holds_atomics(op)  # a spin loop could repeat forever: LoopProgress reports it
 
         def run(state, _op=op):
             values = state.values
             cur = [values[s] for s in init_slots]
             m = state.mask
             base = m
+            progress = LoopProgress(_op) if spins else None
             while True:
                 state.mask = base
                 for sl, v in zip(cond_arg_slots, cur):
@@ -1019,6 +1026,8 @@ class Program(TmaOps, CrossLaneOps):  # the exec_ methods of mbarriers and TMA (
                     values[sl] = v
                 ys = _run(state, body_fns, body_yields)
                 cur = ys if full else [mg(act, y, x) for mg, y, x in zip(merges, ys, cur)]
+                if progress is not None:
+                    progress.check(state, cur, act)
                 if state.alive is not None:
                     base = state.alive if base is None else (base & state.alive)
                     if not base.any():
@@ -1081,6 +1090,7 @@ class Program(TmaOps, CrossLaneOps):  # the exec_ methods of mbarriers and TMA (
         state.shadow = Shadow(smem_arr.shape[0], self) if (checking and smem_arr is not None) else None
         state.checking = checking
         nb = max(1, min(nblocks, BATCH_THREADS // nthreads)) if self.batchable else 1
+        state.clock = 0  # clock reads count up over the launch (ir/ops.py, clock)
         whiches = {w for _, w in self.specials}
         tcache = {}
         body_f, _ = self.body
@@ -1101,6 +1111,7 @@ class Program(TmaOps, CrossLaneOps):  # the exec_ methods of mbarriers and TMA (
                 state.asyncq = None  # copies in flight die with their block
                 state.tma = None  # mbarriers and TMA copies: made by new_tma_state below
                 state.wgmma = None  # wgmma counters (interp/wgmma.py), made at need
+                state.writes, state.named_bars = 0, {}
                 if smem_arr is not None:
                     smem_arr.fill(POISON)
                     if state.shadow is not None:
@@ -1111,6 +1122,8 @@ class Program(TmaOps, CrossLaneOps):  # the exec_ methods of mbarriers and TMA (
                         f(state)
                     if state.tma is not None:
                         state.tma.finish(state)
+                    if state.named_bars:
+                        self.check_named_barriers(state)
                 except InterpError:
                     raise
                 except Exception as e:  # the choke point for errors while running an op
