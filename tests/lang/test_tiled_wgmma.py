@@ -2,7 +2,8 @@
 interpreter against numpy: 1, 2 and 4 warpgroups along m and n, atom repeats along m, n, k,
 A from shared memory and from registers, B K- and N-major; the partition layouts element by
 element against PTX's accumulator formula; fence/wait on tiled accumulators; HGMMA in SASS;
-bad arguments. Kernel and reference: tiled_wgmma_kernels.py (shared with the GPU twin in test_gpu_wgmma.py)."""
+bad arguments. Kernel and reference: tiled_wgmma_kernels.py (shared with the GPU twin in
+test_gpu_wgmma.py)."""
 import numpy as np
 import pytest
 
@@ -129,7 +130,8 @@ def test_uneven_row_blocks_are_refused():
         gaps = opus.make_layout(((3, 48), 64), ((48 * 64 + 512, 64), 1), swizzle=sw)
         _tmma().smem_a(s, gaps)  # ERR: gaps
     line = next(i for i, l in enumerate(open(__file__), 1) if "# ERR: gaps" in l)
-    with pytest.raises(opus.TraceError, match=rf"test_tiled_wgmma.py:{line} .*do not repeat at one offset"):
+    with pytest.raises(opus.TraceError,
+                       match=rf"test_tiled_wgmma.py:{line} .*do not repeat at one offset"):
         _trace(body)
 
 
@@ -139,10 +141,26 @@ def test_operand_kinds_checked():
         t = _tmma()
         la = opus.make_layout((128, 64), swizzle=opus.swizzle_bytes(128, f16))
         t(t.smem_b(s, la), t.smem_b(s, la))
-    with pytest.raises(opus.TraceError, match=r"A must be tmma.smem_a\(view, layout\).*got tmma.smem_b"):
+    with pytest.raises(opus.TraceError,
+                       match=r"A must be tmma.smem_a\(view, layout\).*got tmma.smem_b"):
         _trace(body)
 
 
 def test_wgmma_tiling_only_on_sm_90a():
     with pytest.raises(opus.TraceError, match="sm_90a"):
         _trace(lambda x, out: _tmma(), target="sm_90")
+
+
+def test_register_operands_checked():
+    def wrong_a(x, out):
+        s = opus.alloc_smem(f16, 64 * 64, align=1024)
+        t = _tmma(expand=(1, 1, 2), tile=(1, 1, 1), a_from="regs")
+        lb = opus.make_layout((64, 64), swizzle=opus.swizzle_bytes(128, f16))
+        t(opus.make_gmem(x).load(0, vec=8), (s, lb))   # one atom's A; the tile takes 2 x 8
+    with pytest.raises(opus.TraceError, match=r"A \(from registers\) must be a f16x16"):
+        _trace(wrong_a)
+
+    def wrong_c(x, out):
+        _tmma(expand=(2, 1, 1)).acc(opus.make_gmem(x).load(0, vec=8))
+    with pytest.raises(opus.TraceError, match="accumulator must be a f32x64 register vector"):
+        _trace(wrong_c)

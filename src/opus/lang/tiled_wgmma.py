@@ -33,6 +33,15 @@ def _err(msg):
     raise TraceError(msg)
 
 
+def _check_registers(v, n, dtype, what, hint):
+    """``v`` must be a register vector of ``n`` elements of ``dtype``."""
+    from ..ir import VectorType
+    want = VectorType(dtype, n)
+    if not isinstance(v, Value) or v.type != want:
+        got = type_str(v.type) if isinstance(v, Value) else type(v).__name__
+        _err(f"{what} must be a {type_str(want)} register vector{hint}, got {got}")
+
+
 class TiledSmemOperand:
     """A tiled wgmma's A or B in shared memory for the calling warpgroup: one descriptor
     operand (SmemOperand) per (m or n repeat, k repeat), in ``parts[i][kk]``."""
@@ -160,28 +169,17 @@ class TiledWgmma(TiledMma):
     def acc(self, value):
         """Register vector ``value`` (``elem_c`` elements in ``layout_c`` order, e.g. what
         ``wgmma_wait`` returned) as the tiled accumulator."""
-        if not isinstance(value, Value) or value.type != self._vtype(self.elem_c, self.atom.dtype_c):
-            got = type_str(value.type) if isinstance(value, Value) else type(value).__name__
-            _err(f"a tiled wgmma accumulator is a "
-                 f"{type_str(self._vtype(self.elem_c, self.atom.dtype_c))} register vector, got "
-                 f"{got}")
+        _check_registers(value, self.elem_c, self.atom.dtype_c, "a tiled wgmma accumulator",
+                         "")
         n = self.atom.elem_c
         return TiledWgmmaAcc(self.atom.acc(value[i * n:(i + 1) * n])
                              for i in range(self.expand[0] * self.expand[1]))
 
-    @staticmethod
-    def _vtype(n, dtype):
-        from ..ir import VectorType
-        return VectorType(dtype, n) if n > 1 else dtype
-
     def _a_parts(self, a):
         em, _, ek = self.expand
         if self.atom.a_from == "regs":
-            if not isinstance(a, Value) or a.type != self._vtype(self.elem_a, self.atom.instruction.reg_a):
-                got = type_str(a.type) if isinstance(a, Value) else type(a).__name__
-                _err(f"tiled wgmma A (from registers) must be a "
-                     f"{type_str(self._vtype(self.elem_a, self.atom.instruction.reg_a))} "
-                     f"register vector (tmma.layout_a), got {got}")
+            _check_registers(a, self.elem_a, self.atom.instruction.reg_a,
+                             "tiled wgmma A (from registers)", " (tmma.layout_a)")
             n = self.atom.elem_a
             return [[a[(i * ek + kk) * n:(i * ek + kk + 1) * n] for kk in range(ek)]
                     for i in range(em)]
