@@ -13,9 +13,17 @@ from .errors import OpusError, CompileError, ArgumentError, OpusRuntimeError
 from . import lang as _lang  # installs dtype conversion
 from .lang.context import TraceError
 from .lang.values import cast, bitcast
-from .lang.vectors import make_vector, insert, concat, splat, zeros
+from .lang.quantize import (scaled_cast, amax, tensor_scale, mx_scale, mx_quantize,
+                            mx_dequantize)
+from .lang.vectors import (make_vector, insert, concat, splat, zeros, vector_type, sizeof_bits,
+                           is_packed, num_packs)
+from .host_types import (pack_fp4, unpack_fp4, pack_fp6, unpack_fp6, pack_int4, unpack_int4,
+                         pack_uint4, unpack_uint4, pack, unpack, torch_dtype)
 from .lang.math import (exp, exp2, log, log2, sqrt, rsqrt, sin, cos, tanh, floor, ceil, trunc,
-                        rint, fma, max, min, select, tdiv, tmod)
+                        rint, fma, max, min, med3, mulhi, select, tdiv, tmod)
+from .lang.uniform import readfirstlane, uniform
+from .lang.mdiv import mdiv
+from .lang.numeric_limits import finfo, iinfo, numeric_limits
 from .lang.memory import make_gmem, make_smem, alloc_smem, dynamic_smem, load, store, Cache
 from .lang.async_copy import copy_async, copy_async_lds, commit_async, wait_async, s_waitcnt
 from .lang.threads import (thread_id_x, thread_id_y, thread_id_z, block_id_x, block_id_y,
@@ -72,7 +80,11 @@ __all__ = [
     "atomic_or", "atomic_xor", "atomic_inc", "atomic_dec", "atomic_load", "atomic_store",
     # math
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "floor", "ceil", "trunc",
-    "rint", "fma", "max", "min", "select", "tdiv", "tmod",
+    "rint", "fma", "max", "min", "med3", "mulhi", "select", "tdiv", "tmod",
+    # wave-uniform values
+    "readfirstlane", "uniform",
+    # fast division by a run-time divisor; numeric limits of every dtype
+    "mdiv", "finfo", "iinfo", "numeric_limits",
     # vectors
     "make_vector", "insert", "concat", "splat", "zeros",
     # layouts and x/p/y partitions

@@ -164,3 +164,21 @@ def test_register_operands_checked():
         _tmma(expand=(2, 1, 1)).acc(opus.make_gmem(x).load(0, vec=8))
     with pytest.raises(opus.TraceError, match="accumulator must be a f32x64 register vector"):
         _trace(wrong_c)
+
+
+@opus.kernel(block=256)
+def _store_inside(out: opus.Ptr[f32], rows: opus.i32, cols: opus.i32):
+    tmma = opus.make_tiled_mma(opus.make_wgmma(f16, f16, f32, (64, 16, 16)), (1, 2, 1), (2, 1, 1))
+    d = opus.wgmma_wait(0, opus.wgmma_fence(tmma.zeros_c())) + 1.0
+    opus.make_gmem(out).store_if(tmma.inside_c(rows, cols), d, tmma.layout_c((32, 1)), vec=1)
+
+
+def test_inside_c_over_warpgroups():
+    """A 128 x 32 tile over 2 warpgroups: only the rows x cols corner is stored (ragged edges
+    of a wgmma GEMM's D)."""
+    out = np.zeros((128, 32), np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        _store_inside[1, 256](out, 100, 21)
+    want = np.zeros((128, 32), np.float32)
+    want[:100, :21] = 1
+    np.testing.assert_array_equal(out, want)

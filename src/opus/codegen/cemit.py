@@ -207,6 +207,11 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
     # helper functions by name: their C definition (a str, or fn(emitter) -> str where a
     # target answer chooses the body), emitted once where used
     helper_sources: dict = {}
+    # readfirstlane / uniform: a 32-bit word read from the warp's first active lane ({}: the
+    # word), after lane_read_setup; uniform_word None: a uniform value is the value itself
+    readfirstlane_word = None
+    uniform_word = None
+    lane_read_setup = ""
 
     def __init__(self, fn, target):
         self.fn = fn
@@ -391,6 +396,8 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         return expr
 
     def from_f32(self, expr, e: DType, rounding="rn"):
+        if rounding in ("truncate", "truncate_with_nan"):
+            return f"{self.bf16_truncation(rounding)}({expr})"
         if e.name == "f16":
             return f"{self.use_helper(f'opus_f2h_{rounding}')}({expr})"
         if e.name == "bf16":
@@ -405,6 +412,8 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
 
     def assign_lanes(self, v, exprs, indent):
         """Define v from per-lane expressions."""
+        if isinstance(v.type, VectorType) and v.type.elem.packed:
+            return subbyte.assign_packed(self, v, exprs, indent)
         if isinstance(v.type, VectorType):
             n = self.declare(v, indent)
             for i, x in enumerate(exprs):
@@ -451,6 +460,11 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         r = op.results[0]
         e = scalar_of(r.type)
         o = op.attrs["op"]
+        if op.attrs.get("nan") == "ieee2008":  # the chip's own min/max (ir/ops.py)
+            f = self.use_helper(f"opus_{o}_ieee2008_{e.name}")
+            self.assign_lanes(r, [f"{f}({x}, {y})"
+                                  for x, y in zip(self._bcast(a, r), self._bcast(b, r))], indent)
+            return
         self.assign_lanes(r, [self.binary_expr(o, x, y, e)
                               for x, y in zip(self._bcast(a, r), self._bcast(b, r))], indent)
 
@@ -480,6 +494,9 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
             return f"({ct})({x} {_SYM[o]} {y})"
         if o in ("min", "max"):
             return f"({x} {'<' if o == 'min' else '>'} {y} ? {x} : {y})"
+        if o == "mulhi":  # 32-bit only (lang); IMAD.HI / v_mul_hi_[iu]32
+            wide = "long long" if e.kind == "int" else "unsigned long long"
+            return f"({ct})((({wide}){x} * ({wide}){y}) >> 32)"
         if o in ("floordiv", "mod", "tdiv", "tmod"):
             return f"{self.helper_div(o, e)}({x}, {y})"
         if o in ("shl", "shr"):
@@ -588,6 +605,64 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         lanes = zip(*(self._bcast(v, r) for v in op.operands))
         self.assign_lanes(r, [self.from_f32(f"{f}({', '.join(self.to_f32(x, e) for x in l)})", e)
                               for l in lanes], indent)
+
+    def render_med3(self, op, indent):
+        r = op.results[0]
+        e = scalar_of(r.type)
+        lanes = zip(*(self._bcast(v, r) for v in op.operands))
+        if f"opus_med3_{e.name}" in self.helper_sources:  # the dialect's instruction
+            f = self.use_helper(f"opus_med3_{e.name}")
+            self.assign_lanes(r, [f"{f}({x}, {y}, {z})" for x, y, z in lanes], indent)
+            return
+        if not e.is_float:  # NVIDIA: VIMNMX
+            out = []
+            for x, y, z in lanes:
+                if e.is_bool:  # the majority
+                    out.append(f"(({x} && {y}) || ({z} && ({x} || {y})))")
+                else:
+                    mn = f"({x} < {y} ? {x} : {y})"
+                    mx = f"({x} > {y} ? {x} : {y})"
+                    inner = f"({mx} < {z} ? {mx} : {z})"
+                    out.append(f"({mn} > {inner} ? {mn} : {inner})")
+            self.assign_lanes(r, out, indent)
+            return
+        f = self.med3_helper(dt.f64 if e.name == "f64" else dt.f32)
+        self.assign_lanes(r, [self.from_f32(f"{f}({', '.join(self.to_f32(x, e) for x in l)})", e)
+                              for l in lanes], indent)
+
+    def med3_helper(self, e: DType):
+        """The float median helper: the dialect's own (HIP: v_med3_f32), else min/max composed
+        with the NaN rule of ir/ops.py (a NaN operand: the minimum of the others)."""
+        name = f"opus_med3_{e.name}"
+        if name in self.helper_sources:
+            return self.use_helper(name)
+        ct, mn, mx = self.scalar_ctype(e), self.float_fn("fmin", e), self.float_fn("fmax", e)
+        return self.helper(name, f"{ct} {name}({ct} a, {ct} b, {ct} c) {{ "
+                                 f"{ct} lo = {mn}(a, b), m = {mx}(lo, {mn}({mx}(a, b), c)); "
+                                 f"return (a == a && b == b && c == c) ? m : {mn}(lo, c); }}")
+
+    def render_readfirstlane(self, op, indent):
+        self._lane_read(op, indent, self.readfirstlane_word)
+
+    def render_uniform(self, op, indent):
+        """The promise of one value per warp: read from the first lane where the dialect keeps
+        such values apart (AMD: an SGPR), else the value itself."""
+        self._lane_read(op, indent, self.uniform_word)
+
+    def _lane_read(self, op, indent, word):
+        (a,), r = op.operands, op.results[0]
+        if word is None:
+            self.names[r] = self.name(a)
+            return
+        e = scalar_of(r.type)
+        ct = self.scalar_ctype(e)
+        n = (e.itemsize + 3) // 4
+        name = f"opus_{op.kind}_{e.name}"
+        reads = " ".join(f"u.w[{i}] = {word.format(f'u.w[{i}]')};" for i in range(n))
+        f = self.helper(name, f"{ct} {name}({ct} x) {{ {self.lane_read_setup} "
+                              f"union {{ {ct} v; unsigned w[{n}]; }} u; u.w[0] = 0; u.v = x; "
+                              f"{reads} return u.v; }}")
+        self.assign_lanes(r, [f"{f}({self.name(a)})"], indent)
 
     def render_select(self, op, indent):
         c, a, b = op.operands

@@ -157,6 +157,10 @@ class CudaEmitter(StorageConversions, CudaAtomics, CEmitter):
     async_commit = ('asm volatile("cp.async.commit_group;" ::: "memory");',)
     async_wait = staticmethod(lambda s, attrs: (
         f'asm volatile("cp.async.wait_group {attrs["groups"]};" ::: "memory");',))
+    # readfirstlane: a shuffle from the lowest lane of __activemask() (uniform values need
+    # nothing: the compiler keeps them in uniform registers by itself)
+    lane_read_setup = "unsigned m = __activemask(); int src = __ffs(m) - 1;"
+    readfirstlane_word = "__shfl_sync(m, {}, src)"
     helper_sources = {
         # clock reads (special registers; volatile: each read happens where it is written)
         **{n: f'{t} {n}() {{ {t} r; asm volatile("mov.{p} %0, %%{reg};" : "={c}"(r) :: "memory"); return r; }}'

@@ -223,7 +223,22 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         "f64": {"sqrt": "__builtin_sqrt", "floor": "__builtin_floor", "ceil": "__builtin_ceil",
                 "trunc": "__builtin_trunc", "rint": "__builtin_rint", "rsqrt": "opus_rsqrt64"},
     }
+    readfirstlane_word = uniform_word = "(unsigned)__builtin_amdgcn_readfirstlane((int){})"
     helper_sources = {
+        # v_med3_f32 on quieted operands (ir/ops.py med3; quieting is free on computed values)
+        "opus_med3_f32": ("float opus_med3_f32(float a, float b, float c) { return "
+                          "__builtin_amdgcn_fmed3f(__builtin_canonicalizef(a), "
+                          "__builtin_canonicalizef(b), __builtin_canonicalizef(c)); }"),
+        # min/max written as the compiler's own (smin/smax) so it matches v_med3_i32/u32
+        **{f"opus_med3_{t}": (f"{c} opus_med3_{t}({c} a, {c} b, {c} c) {{ return "
+                              "__builtin_elementwise_max(__builtin_elementwise_min(a, b), "
+                              "__builtin_elementwise_min(__builtin_elementwise_max(a, b), c)); }")
+           for t, c in (("i32", "int"), ("u32", "unsigned"))},
+        # nan='ieee2008': the instruction itself (fmaxf quiets signaling NaNs first: 3 instructions)
+        **{f"opus_{o}_ieee2008_{t}": (f"{c} opus_{o}_ieee2008_{t}({c} a, {c} b) {{ {c} r; "
+                                      f'__asm__("v_{o}_{t} %0, %1, %2" : "=v"(r) : "v"(a), "v"(b)); '
+                                      f"return r; }}")
+           for o in ("min", "max") for t, c in (("f32", "float"), ("f64", "double"))},
         "opus_h2f": "float opus_h2f(unsigned short h) { return (float)__builtin_bit_cast(_Float16, h); }",
         "opus_b2f": ("float opus_b2f(unsigned short h) "
                      "{ return __builtin_bit_cast(float, (unsigned)h << 16); }"),

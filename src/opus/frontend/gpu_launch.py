@@ -24,7 +24,7 @@ from threading import get_ident
 
 from ..errors import ArgumentError
 from ..runtime.launch_plan import (C_ABI_VERSION, PTR, LaunchPlan, launch_stream, pointer_param,
-                                   scalar_param, tensor_map_param)
+                                   scalar_param, tensor_map_param, by_value_param)
 
 __all__ = ["GpuEntry", "EntryParams", "plan_of", "fast_launch_module"]
 
@@ -62,6 +62,8 @@ def plan_of(kernel, spec):
     for p, ip in zip(spec.function.params, run_params):
         if p.type.__class__.__name__ == "PointerType":
             plan.append(pointer_param(ip.index, p.name, p.type.elem, spec.align.get(p.name, 1)))
+        elif p.type.__class__.__name__ == "VectorType":  # opus.mdiv: 16 bytes by value
+            plan.append(by_value_param(ip.index, p.name, 16, 16))
         elif p.type.__class__.__name__ == "TensorMapType":
             need = spec.function.attrs.get("tensor_maps", {}).get(p.name)
             plan.append(tensor_map_param(ip.index, p.name, need))

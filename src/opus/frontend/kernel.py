@@ -20,6 +20,7 @@ from ..ir import Block, Builder, Function, Param, PointerType, TENSOR_MAP
 from ..lang.context import TraceContext, TraceError, tracing
 from ..lang.values import Val
 from ..lang.tma import TensorMapArg
+from ..lang.mdiv import mdiv, PARAM_TYPE as MDIV_PARAM_TYPE, _Traced as _MdivParam
 from ..runtime.tensor_map import TensorMap
 from ..targets import get_target
 from ..targets.base import UnsupportedOnTarget
@@ -84,6 +85,8 @@ def _parse_params(fn, source):
             params.append(ParamSpec(name, "scalar", a, default if has_default else None, i))
         elif a is TensorMap:
             params.append(ParamSpec(name, "tmap", None, None, i))
+        elif a is mdiv:
+            params.append(ParamSpec(name, "mdiv", None, None, i))
         elif isinstance(a, _Constexpr):
             params.append(ParamSpec(name, "constexpr", None, default, i))
             params[-1].default = p.default  # may be p.empty: required
@@ -92,7 +95,7 @@ def _parse_params(fn, source):
                 fn, source, name,
                 f"kernel {fn.__name__!r}: parameter {name!r} needs an annotation: opus.Ptr[dtype] "
                 f"for a pointer, a dtype such as opus.i32 for a scalar, opus.TensorMap for a TMA "
-                f"tensor map, or opus.constexpr for a compile-time value (got {a!r})")
+                f"tensor map, opus.mdiv for a prepared divisor, or opus.constexpr for a compile-time value (got {a!r})")
     return params
 
 
@@ -347,6 +350,11 @@ class Kernel:
         for p in self.params:
             if p.kind == "constexpr":
                 call_args.append(next(cit))
+                continue
+            if p.kind == "mdiv":  # 16 bytes by value: magic, shift, divisor (lang/mdiv.py)
+                v = body.add_arg(MDIV_PARAM_TYPE, p.name)
+                params.append(Param(p.name, v.type, v))
+                call_args.append(_MdivParam.of_param(v))
                 continue
             if p.kind == "tmap":
                 v = body.add_arg(self._tensor_map_type(target, p), p.name)

@@ -93,9 +93,20 @@ def _steps(fn, names_to_index, align):
             steps.append((True, i, p.name, p.type.elem, align.get(p.name, 1)))
         elif p.type == TENSOR_MAP:
             steps.append((False, i, p.name, _tensor_map_checker(fn, p.name), None))
+        elif isinstance(p.type, VectorType):  # a by-value struct (opus.mdiv): its u32 words
+            steps.append((False, i, p.name, _struct_checker(p.name, p.type), None))
         else:
             steps.append((False, i, p.name, scalar_checker(p.name, p.type), None))
     return steps
+
+
+def _struct_checker(name, t):
+    """A by-value struct argument (opus.mdiv, or its bytes) as the vector of words the kernel
+    reads."""
+    import numpy as np
+    from ..runtime.launch_plan import _bytes_checker
+    check = _bytes_checker(name, t.n * t.elem.itemsize)
+    return lambda a: np.frombuffer(check(a), t.elem.np_dtype).copy()
 
 
 def _tensor_map_checker(fn, name):

@@ -24,8 +24,10 @@ from ..ir import (VectorType, PointerType, TENSOR_MAP, scalar_of, lanes_of, op_h
                   access_operands)
 from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,
                      UninitializedReadError, where)
-from .semantics import (binary_fn, cmp_fn, unary_fn, math_fn, fma_fn, cast_fn)
+from .semantics import (binary_fn, med3_fn, cmp_fn, unary_fn, math_fn, fma_fn, cast_fn)
 from .tma import TmaOps
+from .packed import (read_codes, write_codes, check_packed_offsets, element_bytes,
+                     check_pointer_step, pack_lanes, unpack_lanes)
 from .cross_lane import CrossLaneOps
 from .sync_atomics import SyncAtomicOps, LoopProgress, holds_atomics
 
@@ -224,23 +226,34 @@ def _eidx_valid(state, idx, vec, bound, m):
     return eidx, valid, vl
 
 
-def _check_uniform(state, op, soff, ws):
-    """A load/store's soffset must be one value across the active lanes of each warp (AMD
-    reads it from the first active lane into an SGPR): an error naming a lane that differs."""
+def _first_active(state, x, ws):
+    """(each lane's warp's first active lane's x [T], the active lanes [T]) for x [T]; warps
+    count per block (a block's last warp may be partial)."""
     T, nt = state.T, state.nthreads
     t = np.arange(T)
     warp = (t // nt) * -(-nt // ws) + (t % nt) // ws
     act = np.ones(T, bool) if state.mask is None else state.mask
-    first = np.zeros(warp.max() + 1 if T else 0, I64)
+    first = np.zeros(warp.max() + 1 if T else 0, x.dtype)
     ta = t[act][::-1]  # the last write wins: the first active lane of each warp
-    first[warp[ta]] = soff[ta]
-    bad = act & (soff != first[warp])
+    first[warp[ta]] = x[ta]
+    return first[warp], act
+
+
+def _check_uniform(state, op, soff, ws, what="soffset"):
+    """A value that must be one value across the active lanes of each warp (a load/store's
+    soffset: AMD reads it from the first active lane into an SGPR; opus.uniform's promise): an
+    error naming a lane that differs."""
+    first, act = _first_active(state, soff, ws)
+    bad = act & (soff != first) & ~(_isnan(soff) & _isnan(first))
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
-        raise InterpError(f"{where(op.loc)}: soffset must be the same on every active lane of a "
+        raise InterpError(f"{where(op.loc)}: {what} must be the same on every active lane of a "
                           f"warp (AMD reads it from the first one); {state.who(k)} has "
-                          f"{int(soff[k])}, its warp's first active lane "
-                          f"{int(first[warp[k]])}")
+                          f"{soff[k].item()}, its warp's first active lane {first[k].item()}")
+
+
+def _isnan(x):
+    return np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, bool)
 
 
 def _check_all(state, op, kind, buf, idx, eidx, vec, bound):
@@ -554,7 +567,7 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
         a, b = op.operands
         r = op.results[0]
         e = scalar_of(a.type)
-        f = binary_fn(op.attrs["op"], e)
+        f = binary_fn(op.attrs["op"], e, op.attrs.get("nan"))
         (sa, xa), (sb, xb), sr = self._expand(a, r), self._expand(b, r), self.slot(r)
         if not xa and not xb:
             def run(state, _op=op):
@@ -595,16 +608,33 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
 
     def exec_cast(self, op):
         a = op.attrs
-        return self._unop(op, cast_fn(scalar_of(op.operands[0].type), a["to"],
-                                      a.get("rounding") or "rn", bool(a.get("sat"))))
+        f = cast_fn(scalar_of(op.operands[0].type), a["to"], a.get("rounding") or "rn",
+                    bool(a.get("sat")))
+        if len(op.operands) == 1:
+            return self._unop(op, f)
+        sa, sb, sr = self.slot(op.operands[0]), self.slot(op.operands[1]), self.slot(op.results[0])
+
+        def run(state, _op=op):  # stochastic rounding: the values and their random bits
+            values = state.values
+            values[sr] = f(values[sa], values[sb])
+        return run
 
     def exec_bitcast(self, op):
         to = op.results[0].type
         nd = scalar_of(to).np_dtype
         vec = isinstance(to, VectorType)
 
+        src = op.operands[0].type
+        packed_src = isinstance(src, VectorType) and src.elem.packed
+        packed_dst = vec and to.elem.packed
+
         def f(x):
-            x = np.ascontiguousarray(x).reshape(x.shape[0], -1).view(nd)
+            if packed_src:  # the packed bytes of the lanes (ir/ops.py)
+                x = pack_lanes(np.ascontiguousarray(x), src.elem.bits)
+            x = np.ascontiguousarray(x).reshape(x.shape[0], -1)
+            if packed_dst:
+                return unpack_lanes(x.view(np.uint8), to.elem.bits, nd)
+            x = x.view(nd)
             return x if vec else x[:, 0]
         return self._unop(op, f)
 
@@ -617,6 +647,35 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
         def run(state, _op=op):
             values = state.values
             values[sr] = f(*[values[s][:, None] if x else values[s] for s, x in ex])
+        return run
+
+    def exec_med3(self, op):
+        r = op.results[0]
+        f = med3_fn(scalar_of(r.type))
+        ex = [self._expand(v, r) for v in op.operands]
+        sr = self.slot(r)
+
+        def run(state, _op=op):
+            values = state.values
+            values[sr] = f(*[values[s][:, None] if x else values[s] for s, x in ex])
+        return run
+
+    def exec_readfirstlane(self, op):
+        sa, sr, ws = self.slot(op.operands[0]), self.slot(op.results[0]), self.ws
+
+        def run(state, _op=op):
+            x = state.values[sa]
+            state.values[sr] = x if x.shape[0] == 1 else _first_active(state, x, ws)[0]
+        return run
+
+    def exec_uniform(self, op):
+        sa, sr, ws = self.slot(op.operands[0]), self.slot(op.results[0]), self.ws
+
+        def run(state, _op=op):
+            x = state.values[sa]
+            if state.checking and x.shape[0] > 1:
+                _check_uniform(state, _op, x, ws, "a value declared opus.uniform")
+            state.values[sr] = x
         return run
 
     def exec_select(self, op):
@@ -688,6 +747,15 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
 
     def exec_ptr_add(self, op):
         address, sr = self._address(*op.operands[:2]), self.slot(op.results[0])
+        elem = op.operands[0].type.elem
+        if elem.packed:  # a pointer into packed memory moves by whole bytes (ir/ops.py)
+            so, pack = self.slot(op.operands[1]), elem.pack_elems
+
+            def run(state, _op=op):
+                values = state.values
+                check_pointer_step(state, _op, values[so], pack, elem.name)
+                values[sr] = address(values)
+            return run
 
         def run(state, _op=op):
             values = state.values
@@ -1066,6 +1134,8 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
                 values[s] = (v, np.zeros(1, I64))
             elif p.type == TENSOR_MAP:
                 values[s] = v  # the opus.TensorMap itself (interp/tma.py reads it)
+            elif isinstance(p.type, VectorType):  # a by-value struct's words (opus.mdiv)
+                values[s] = v[None, :]
             else:
                 values[s] = np.array([v], dtype=p.type.np_dtype)
         # shared memory: one byte array; static arrays first, then the dynamic part

@@ -13,8 +13,10 @@ import numpy as np
 
 from .. import dtypes as dt
 from ..dtypes import DType
+from ..targets.base import SR_FORMATS
 
-__all__ = ["binary_fn", "cmp_fn", "unary_fn", "math_fn", "fma_fn", "cast_fn", "UNSIGNED"]
+__all__ = ["binary_fn", "med3_fn", "cmp_fn", "unary_fn", "math_fn", "fma_fn", "cast_fn", "UNSIGNED",
+           "truncate_to_bf16", "stochastic_grid"]
 
 F32 = np.dtype(np.float32)
 F64 = np.dtype(np.float64)
@@ -110,7 +112,55 @@ _INT_BIN = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "and": np.bit
             "or": np.bitwise_or, "xor": np.bitwise_xor, "min": np.minimum, "max": np.maximum}
 
 
-def binary_fn(o, e: DType):
+def _is_snan(x):
+    """Signaling NaNs of an f32/f64 array: exponent all ones, quiet bit clear, mantissa not 0."""
+    bits = x.view(UNSIGNED[x.dtype.itemsize * 8])
+    quiet = bits.dtype.type(1 << (22 if x.dtype == F32 else 51))  # the mantissa's top bit
+    return np.isnan(x) & ((bits & quiet) == 0)
+
+
+def _ieee2008(f):
+    """min/max with nan='ieee2008': as the default, but a signaling NaN operand gives a quiet
+    NaN (IEEE 754-2008 minNum/maxNum; AMD v_min/v_max_f32/f64 in IEEE mode)."""
+    def g(a, b):
+        r = f(a, b)
+        s = _is_snan(np.asarray(a)) | _is_snan(np.asarray(b))
+        return np.where(s, r.dtype.type(np.nan), r) if np.any(s) else r
+    return g
+
+
+def _mulhi(e: DType):
+    """The high 32 bits of the exact 64-bit product of two 32-bit integers."""
+    if e.bits != 32:
+        raise NotImplementedError(f"binary mulhi on {e.name}")
+    wide = np.dtype(np.int64 if e.kind == "int" else np.uint64)
+    nd = e.np_dtype
+    return lambda a, b: ((a.astype(wide) * b.astype(wide)) >> wide.type(32)).astype(nd)
+
+
+def med3_fn(e: DType):
+    """The median of three (ir/ops.py med3): for floats with a NaN operand, the minimum of the
+    operands that are not NaN (AMD v_med3_f32's min3)."""
+    if e.is_float:
+        mn, mx = _FLOAT_BIN["min"], _FLOAT_BIN["max"]
+
+        def f(a, b, c):
+            med = mx(mn(a, b), mn(mx(a, b), c))
+            nan = np.isnan(a) | np.isnan(b) | np.isnan(c)
+            return np.where(nan, mn(mn(a, b), c), med) if np.any(nan) else med
+        return _via_f32(f, e) if _is_half(e) else f
+    if e.is_bool:
+        return lambda a, b, c: (a & b) | (c & (a | b))
+    return lambda a, b, c: np.maximum(np.minimum(a, b), np.minimum(np.maximum(a, b), c))
+
+
+def binary_fn(o, e: DType, nan=None):
+    if o == "mulhi":
+        if not e.is_int:
+            raise NotImplementedError(f"binary mulhi on {e.name}")
+        return _mulhi(e)
+    if nan == "ieee2008" and e.is_float and not _is_half(e):
+        return _ieee2008(_FLOAT_BIN[o])
     if e.is_float:
         f = _FLOAT_BIN.get(o)
         if f is None:
@@ -301,6 +351,13 @@ def _float_to_int(src: DType, to: DType):
 
 
 def cast_fn(src: DType, to: DType, rounding="rn", sat=False):
+    """The conversion src -> to with ``rounding`` and ``sat`` (ir/ops.py cast) as a function of
+    one array; with rounding 'sr', of two (the values and their u32 random bits)."""
+    if rounding == "sr":
+        return _stochastic(src, to, sat)
+    if rounding in ("truncate", "truncate_with_nan"):
+        to_f32 = cast_fn(src, dt.f32) if src.name != "f32" else (lambda a: a)
+        return lambda a: truncate_to_bf16(to_f32(a), rounding == "truncate_with_nan")
     tnd = to.np_dtype
     if to.is_bool:
         if _is_half(src) or src.storage_only:

@@ -17,8 +17,14 @@ Arithmetic (operands and result share one scalar or vector type unless said othe
                shl shr              integers; shr is arithmetic for signed, logical for unsigned;
                                     the amount b is read as unsigned and amounts >= width give 0
                                     (shl, logical shr) or the sign fill (arithmetic shr)
-               min max              floats: IEEE minNum/maxNum (a NaN operand yields the other)
-                                    with -0 < +0
+               min max              floats: IEEE 754-2019 minimumNumber/maximumNumber: a NaN
+                                    operand (quiet or signaling) yields the other, two NaNs a
+                                    NaN, -0 < +0. attrs nan='ieee2008' (the AMD one-instruction
+                                    form, opus.max(..., nan="fast") there): the same except
+                                    that a signaling NaN operand yields a quiet NaN (IEEE
+                                    754-2008 minNum/maxNum: v_min/v_max_f* in IEEE mode)
+               mulhi                32-bit integers: the high 32 bits of the exact 64-bit
+                                    product (signed for i32, unsigned for u32)
   cmp        a, b; attrs pred in lt le gt ge eq ne           -> bool (vector of bool for vectors)
                floats: ordered compares, ne is unordered (NaN != x is true)
   unary      a; attrs op in neg, invert (bitwise), not (bool), abs
@@ -27,14 +33,63 @@ Arithmetic (operands and result share one scalar or vector type unless said othe
                of the correctly rounded result, except floor/ceil/trunc/rint/sqrt: exact)
   fma        a, b, c  -> a*b+c with one rounding in f32/f64 (f16/bf16: f32 fma, then rounded)
   select     cond (bool, or bool vector of matching lanes), a, b
-  cast       a; attrs to (DType), rounding ('rn' nearest-even | 'rz' toward zero), sat (bool)
+  med3       a, b, c  -> the median of the three. Integers: exact. Floats (f16/bf16 computed in
+               f32): with no NaN operand the median, -0 < +0; with a NaN operand (quiet or
+               signaling) the minimum of the operands that are not NaN (-0 < +0; NaN only
+               when all three are). This is AMD's v_med3_f32 (CDNA3 ISA: a NaN operand gives
+               min3 of the operands, whose IEEE-mode min skips quiet NaNs; the lowering
+               quiets signaling NaNs first); NVIDIA composes min/max and tests for NaN.
+  cast       a [, rbits]; attrs to (DType), rounding, sat (bool)
                int->int: wraps (keeps the low bits, sign- or zero-extends)
                float->int: toward zero, saturating to the range, NaN -> 0
-               int->float, float->float: rounding per attrs ('rn' default; 'rz' only into
-               f16, bf16 and e8m0, an error elsewhere); fp8/fp4 targets
-               saturate when sat=True (finite max), else follow the format's overflow rule
+               int->float, float->float: rounded per attrs rounding:
+                 'rn'  nearest even (every destination; the default)
+                 'rz'  toward zero (into f16, bf16 and e8m0 only)
+                 'truncate'  (bf16 only) the high 16 bits of the f32 bits, NaNs included (a
+                       NaN whose payload lies in the low 16 bits becomes an infinity)
+                 'truncate_with_nan'  (bf16 only) the high 16 bits, then bit 0 set when the
+                       exponent is all ones and the low 16 bits are not zero (every NaN stays
+                       a NaN, sign and signalling bit kept; the original's bf16 modes 2 and 1)
+                 'sr'  stochastic: operand rbits (u32, one per lane) holds the random bits.
+                       Into f16, bf16 and the fp8 types, from f32, f16 or bf16 (exact in f32).
+                       For finite non-zero x with the destination's m mantissa bits and
+                       smallest normal exponent emin: e = max(exponent of |x|, emin),
+                       S = floor(|x| * 2^(23-e)) (a 24-bit integer; below the destination's
+                       normal range the bits under 2^(emin-23) are dropped first),
+                       R = rbits >> (9+m) (the top 23-m bits of the random word, added just
+                       below the kept mantissa), |result| = floor((S + R) / 2^(23-m)) * 2^(e-m),
+                       sign kept; then encoded as 'rn' encodes that (exact) value, so a result
+                       past the largest finite one follows sat and the format's overflow rule.
+                       Zero, infinities and NaN convert as with 'rn'. The rule is the one of
+                       AMD's gfx950 stochastic conversions (v_cvt_sr_*: the random word's top
+                       bits added below the kept mantissa, then truncation; AMD's host model in
+                       HIP's amd_hip_ocp_host.hpp, from_float_sr)
+               fp8/fp4 destinations saturate when sat=True (+-largest finite value, infinities
+               too), else follow the format's overflow rule (e5m2: inf; e4m3: NaN keeping the
+               sign; FNUZ: their NaN 0x80; e2m1: +-6)
                bool->x: 0/1; x->bool: x != 0
-  bitcast    a; attrs to (type of the same total bit width)
+  bitcast    a; attrs to (type of the same total bit width; packed vectors: their bytes)
+
+Sub-byte types (fp4_e2m1, fp6_e2m3, fp6_e3m2, int4, uint4: DType.packed)
+  A scalar is one byte holding the element's code in its low bits (the other bits 0). Vectors
+  and memory pack them without gaps: element i occupies bits [i*b, (i+1)*b) of the
+  little-endian byte stream (b the type's bits; element 0 in the low bits of byte 0, as the
+  original packs fp4; fp6 fields may cross bytes and 32-bit words, which is the layout of
+  gfx950's packed fp6 operands: 32 fp6 in 6 dwords). A vector holds a multiple of
+  DType.pack_elems elements (whole bytes: 2 for 4-bit, 4 for fp6). bitcast between a packed
+  vector and integers reads those bytes. Memory (load, store, ptr_add, views): offsets and
+  bounds count elements; an access moves whole bytes, so vec is a multiple of pack_elems and
+  the element offset (from the pointer's own element 0) too, and a pointer moves by multiples
+  of pack_elems; an access's address is aligned to the largest power of two dividing its
+  byte count (<= 16). A compile-time offset that breaks this is a trace error; a run-time one
+  is checked by the interpreter (a fault naming the rule) and unchecked on the GPU. With a
+  bound, the elements at or past it are neither read (0) nor written even where they share a
+  byte with an element before it (a store at an odd bound rewrites that byte's in-range bits
+  only, a read-modify-write: no other thread may write the byte's other elements at once).
+  Conversions: int4/uint4 are integers (casts wrap into them, floats truncate and saturate);
+  fp4/fp6 have no inf or NaN: a value past the largest finite one (infinities too) gives it
+  with its sign, as e2m1's rule above; NaN gives a zero of the opposite sign (ml_dtypes'
+  rule: +NaN -> -0).
 
 Vectors
   vector     n scalars of one type -> vector of n lanes
@@ -148,62 +203,6 @@ Asynchronous copies, global -> shared (per thread; src and dst share one element
                newest n copies (s_waitcnt vmcnt). lgkmcnt waits for LDS/scalar-memory counters
                (complete at once in the interpreter). Rendered: cp.async.wait_group n, or
                s_waitcnt with vmcnt (the language computes it from groups on AMD), lgkmcnt.
-
-Threads
-  special    attrs which in thread_id.{x,y,z} block_id.{x,y,z} block_dim.{x,y,z}
-               num_blocks.{x,y,z} (blocks in the grid) grid_size.{x,y,z} (threads in the
-               grid: num_blocks * block_dim, wrapping at 32 bits) lane_id warp_id    -> i32
-  barrier    (block-wide: every thread of the block waits; shared-memory writes before it are
-              visible to reads after it)
-  target_op  operands; attrs name (key in the Target's instruction table), plus its own attrs;
-             results as the table entry declares. Lowering, lane layout and emulation live
-             with the table entry (targets/).
-             Warp accesses (targets/warp_access.py: ldmatrix, stmatrix, ds_read_tr) take
-             p (shared pointer), off [, value]: address lanes 0 .. rows-1 of each warp each
-             read or write vec elements at p+off as one aligned vector access (as load/store:
-             unchecked bounds, vec*itemsize alignment); other lanes' p+off are not used. A load
-             returns the register vector element i of lane l = element e of lane s's row,
-             (s, e) = the row's source(l, i); a store writes the inverse. Whole warps only.
-             wgmma rows (targets/nv_wgmma.py, sm_90a) are issued by whole warpgroups of 128
-             threads: mma_async takes A (shared pointer + element offset, or registers), B
-             (pointer + offset), C, scale-d, with the descriptors' static bits in attrs, and
-             returns D and an i32 token; fence returns its operands, commit closes a group,
-             wait n returns its accumulator operands once their wgmmas completed (the
-             interpreter's model: interp/wgmma.py).
-  printf     operands; attrs fmt (printf-style, one conversion per operand)
-
-Cross-lane operations (lang/warp.py). A warp is warp_size consecutive threads of a block by
-linear thread index (the last one partial where the block is not a multiple: its missing lanes
-count as exited). Operands and results here are 32-bit scalars (i32, u32, f32; the language
-moves other types through them); a lane mask is u32 on 32-lane warps and u64 on 64-lane ones.
-The optional trailing mask operand (attrs mask True) names the member lanes: every executing
-lane must be in it and every lane of it that has not exited must execute the op (NVIDIA's
-membermask; a lane missing hangs the GPU: the interpreter reports it; AMD renders no mask).
-Without it the members are the lanes active at the op (NVIDIA activemask, AMD's EXEC).
-Reading a lane that is not a member is unspecified (NVIDIA: undefined; AMD ds_bpermute: 0):
-the interpreter gives 0 and its checking mode reports it, naming the line and both lanes.
-  shuffle    x, src (i32) [, mask]; attrs mode, width (power of two <= warp size), mask,
-             lowering -> x's type. Lanes form groups of width lanes (base b = lane & ~(width-1));
-             d = src mod warp size. The lane read, j:
-               idx   b + (src mod width)
-               up    lane - d, or lane itself when that is < b
-               down  lane + d, or lane itself when that is > b + width - 1
-               xor   lane ^ d, or lane itself when that is > b + width - 1 (so a mask >= width
-                     reads an earlier group, never a later one: CUDA's __shfl_xor_sync rule)
-             (PTX shfl.sync with c = ((32 - width) << 8) | clamp). attrs lowering: None (NVIDIA
-             shfl.sync; AMD ds_bpermute_b32), ('dpp', ctrl, old_is_x) on AMD where one DPP move
-             gives the same lanes (the language picks it for compile-time src), 'readlane'
-             (AMD v_readlane_b32: idx with a compile-time src, width = warp size). A lowering
-             never changes the result a member lane reads from a member lane.
-  dpp        old, x; attrs ctrl, row_mask, bank_mask, bound_ctrl, strict -> x's type (AMD GFX9
-             DPP16, CDNA3 ISA "DPP"; __builtin_amdgcn_update_dpp). Rows are 16 lanes, banks
-             the 4 groups of 4 lanes of a row (bank (lane % 16) // 4). ctrl names the source
-             lane s of each lane r (row position p = r % 16, row base R = r - p):
-               0x000-0x0ff quad_perm  s = r - r % 4 + ((ctrl >> 2 * (r % 4)) & 3)
-               0x101-0x10f row_shl n  s = r + n, invalid when p + n > 15
-               0x111-0x11f row_shr n  s = r - n, invalid when p < n
-               0x121-0x12f row_ror n  s = R + (p - n) mod 16
-               0x130 wave_shl1 s = r + 1 (invalid at the last lane); 0x138 wave_shr1 s = r - 1
                Optional attrs expcnt (AMD export counter, 0..7; nothing to wait for in the
                interpreter).
 
@@ -271,6 +270,71 @@ Synchronization
   clock      attrs which (clock clock64 globaltimer s_memtime s_memrealtime)  -> u32 or u64
                a counter read. Interpreter: a per-launch counter that counts clock ops executed
                (non-decreasing per thread; not a time).
+
+Threads
+  special    attrs which in thread_id.{x,y,z} block_id.{x,y,z} block_dim.{x,y,z}
+               num_blocks.{x,y,z} (blocks in the grid) grid_size.{x,y,z} (threads in the
+               grid: num_blocks * block_dim, wrapping at 32 bits) lane_id warp_id    -> i32
+  barrier    (block-wide: every thread of the block waits; shared-memory writes before it are
+              visible to reads after it)
+  readfirstlane  a (scalar)  -> a as held by the first (lowest) active lane of the executing
+              thread's warp, in every active lane (AMD v_readfirstlane_b32 per 32 bits, an
+              SGPR; NVIDIA a shuffle from the lowest lane of __activemask())
+  uniform    a (scalar)  -> a, which the kernel promises is the same on every active lane of
+              the warp (so AMD may keep it in an SGPR: it is rendered as readfirstlane;
+              NVIDIA: a itself). A lane that differs breaks the promise: the result is then
+              the first active lane's on AMD and each lane's own on NVIDIA; the interpreter
+              returns each lane's own and its checking mode reports the first lane that
+              differs, naming the line
+  target_op  operands; attrs name (key in the Target's instruction table), plus its own attrs;
+             results as the table entry declares. Lowering, lane layout and emulation live
+             with the table entry (targets/).
+             Warp accesses (targets/warp_access.py: ldmatrix, stmatrix, ds_read_tr) take
+             p (shared pointer), off [, value]: address lanes 0 .. rows-1 of each warp each
+             read or write vec elements at p+off as one aligned vector access (as load/store:
+             unchecked bounds, vec*itemsize alignment); other lanes' p+off are not used. A load
+             returns the register vector element i of lane l = element e of lane s's row,
+             (s, e) = the row's source(l, i); a store writes the inverse. Whole warps only.
+             wgmma rows (targets/nv_wgmma.py, sm_90a) are issued by whole warpgroups of 128
+             threads: mma_async takes A (shared pointer + element offset, or registers), B
+             (pointer + offset), C, scale-d, with the descriptors' static bits in attrs, and
+             returns D and an i32 token; fence returns its operands, commit closes a group,
+             wait n returns its accumulator operands once their wgmmas completed (the
+             interpreter's model: interp/wgmma.py).
+  printf     operands; attrs fmt (printf-style, one conversion per operand)
+
+Cross-lane operations (lang/warp.py). A warp is warp_size consecutive threads of a block by
+linear thread index (the last one partial where the block is not a multiple: its missing lanes
+count as exited). Operands and results here are 32-bit scalars (i32, u32, f32; the language
+moves other types through them); a lane mask is u32 on 32-lane warps and u64 on 64-lane ones.
+The optional trailing mask operand (attrs mask True) names the member lanes: every executing
+lane must be in it and every lane of it that has not exited must execute the op (NVIDIA's
+membermask; a lane missing hangs the GPU: the interpreter reports it; AMD renders no mask).
+Without it the members are the lanes active at the op (NVIDIA activemask, AMD's EXEC).
+Reading a lane that is not a member is unspecified (NVIDIA: undefined; AMD ds_bpermute: 0):
+the interpreter gives 0 and its checking mode reports it, naming the line and both lanes.
+  shuffle    x, src (i32) [, mask]; attrs mode, width (power of two <= warp size), mask,
+             lowering -> x's type. Lanes form groups of width lanes (base b = lane & ~(width-1));
+             d = src mod warp size. The lane read, j:
+               idx   b + (src mod width)
+               up    lane - d, or lane itself when that is < b
+               down  lane + d, or lane itself when that is > b + width - 1
+               xor   lane ^ d, or lane itself when that is > b + width - 1 (so a mask >= width
+                     reads an earlier group, never a later one: CUDA's __shfl_xor_sync rule)
+             (PTX shfl.sync with c = ((32 - width) << 8) | clamp). attrs lowering: None (NVIDIA
+             shfl.sync; AMD ds_bpermute_b32), ('dpp', ctrl, old_is_x) on AMD where one DPP move
+             gives the same lanes (the language picks it for compile-time src), 'readlane'
+             (AMD v_readlane_b32: idx with a compile-time src, width = warp size). A lowering
+             never changes the result a member lane reads from a member lane.
+  dpp        old, x; attrs ctrl, row_mask, bank_mask, bound_ctrl, strict -> x's type (AMD GFX9
+             DPP16, CDNA3 ISA "DPP"; __builtin_amdgcn_update_dpp). Rows are 16 lanes, banks
+             the 4 groups of 4 lanes of a row (bank (lane % 16) // 4). ctrl names the source
+             lane s of each lane r (row position p = r % 16, row base R = r - p):
+               0x000-0x0ff quad_perm  s = r - r % 4 + ((ctrl >> 2 * (r % 4)) & 3)
+               0x101-0x10f row_shl n  s = r + n, invalid when p + n > 15
+               0x111-0x11f row_shr n  s = r - n, invalid when p < n
+               0x121-0x12f row_ror n  s = R + (p - n) mod 16
+               0x130 wave_shl1 s = r + 1 (invalid at the last lane); 0x138 wave_shr1 s = r - 1
                (invalid at lane 0); 0x134 wave_rol1 s = (r + 1) mod ws; 0x13c wave_ror1
                s = (r - 1) mod ws
                0x140 row_mirror s = R + 15 - p; 0x141 row_half_mirror s = r - p % 8 + 7 - p % 8
@@ -323,7 +387,8 @@ class OpSpec:
         self.attrs, self.terminator = tuple(attrs), terminator
 
 
-BINARY_OPS = frozenset("add sub mul div floordiv mod tdiv tmod and or xor shl shr min max".split())
+BINARY_OPS = frozenset("add sub mul div floordiv mod tdiv tmod and or xor shl shr min max mulhi"
+                       .split())
 CMP_PREDS = frozenset("lt le gt ge eq ne".split())
 UNARY_OPS = frozenset("neg invert not abs".split())
 MATH_FNS = frozenset("exp exp2 log log2 sqrt rsqrt sin cos tanh floor ceil trunc rint".split())
@@ -340,7 +405,8 @@ OPS = {s.kind: s for s in [
     OpSpec("math", 1, attrs=("fn",)),
     OpSpec("fma", 3),
     OpSpec("select", 3),
-    OpSpec("cast", 1, attrs=("to", "rounding", "sat")),
+    OpSpec("med3", 3),
+    OpSpec("cast", None, attrs=("to", "rounding", "sat")),
     OpSpec("bitcast", 1, attrs=("to",)),
     OpSpec("vector", None),
     OpSpec("extract", 1, attrs=("index",)),
@@ -366,8 +432,17 @@ OPS = {s.kind: s for s in [
     OpSpec("lds_load", None, attrs=("nbytes",)),
     OpSpec("async_commit", 0),
     OpSpec("async_wait", 0, attrs=("groups", "vmcnt", "lgkmcnt")),
+    OpSpec("atomic", None, attrs=("op", "order", "scope", "vec", "bounded")),
+    OpSpec("spin_wait", 3, attrs=("cmp", "scope")),
+    OpSpec("sync_warp", 1),
+    OpSpec("named_barrier", None, attrs=("arrive", "counted")),
+    OpSpec("memory_fence", 0, attrs=("scope", "order")),
+    OpSpec("sched_hint", 0, attrs=("name", "args")),
+    OpSpec("clock", 0, attrs=("which",)),
     OpSpec("special", 0, attrs=("which",)),
     OpSpec("barrier", 0),
+    OpSpec("readfirstlane", 1),
+    OpSpec("uniform", 1),
     OpSpec("shuffle", None, attrs=("mode", "width", "mask", "lowering")),
     OpSpec("dpp", 2, attrs=("ctrl", "row_mask", "bank_mask", "bound_ctrl", "strict")),
     OpSpec("vote", None, attrs=("mode", "mask")),

@@ -10,7 +10,7 @@ from .context import TraceError, ctx
 from .values import emit1, check_arith, binary, as_value, _coerce, cast, is_static, to_bool
 
 __all__ = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "floor", "ceil",
-           "trunc", "rint", "fma", "abs", "max", "min", "select", "tdiv", "tmod"]
+           "trunc", "rint", "fma", "abs", "max", "min", "med3", "mulhi", "select", "tdiv", "tmod"]
 
 
 # The math family's docstring. Targets: f64 versions of the functions the AMD backends cannot
@@ -91,12 +91,22 @@ def abs(x):
     return builtins.abs(x)
 
 
+_NAN_MODES = ("number", "fast")
+
+
 def _minmax(op, pyf):
-    def f(a, b, *more):
+    def f(a, b, *more, nan="number"):
+        if nan not in _NAN_MODES:
+            raise TraceError(f"opus.{op}: nan must be 'number' or 'fast', got {nan!r}")
         if more:
-            return f(f(a, b), *more)
+            return f(f(a, b, nan=nan), *more, nan=nan)
         if is_static(a) and is_static(b):
             return pyf(a, b)
+        mode = ctx().target.fast_minmax_nan if nan == "fast" else None
+        if mode is not None:  # the chip's one instruction differs on f32/f64 (targets)
+            x, y, t = _coerce(a, b, f"opus.{op}")
+            if scalar_of(t).name in ("f32", "f64"):
+                return emit1("binary", [x, y], t, {"op": op, "nan": mode})
         return binary(op, a, b)
     f.__name__ = op
     f.__doc__ = _MINMAX_DOC.format(op=op, order=_ORDER[op])
@@ -105,8 +115,17 @@ def _minmax(op, pyf):
 
 _ORDER = {"max": "+0 > -0", "min": "-0 < +0"}
 _MINMAX_DOC = """Elementwise {op} of two or more operands: ``opus.{op}(a, b, c)`` is
-``opus.{op}(opus.{op}(a, b), c)``. For floats a NaN operand yields the other one, and {order}.
-Python numbers alone fold at trace time.
+``opus.{op}(opus.{op}(a, b), c)``. For floats a NaN operand (quiet or signaling) yields the
+other one (two NaNs give NaN), and {order} (IEEE 754-2019 {op}imumNumber). Python numbers
+alone fold at trace time.
+
+One instruction on NVIDIA (FMNMX, VIMNMX) and, for integers and computed floats, on AMD. An
+AMD float operand straight from memory is quieted first (one more ``v_{op}_f32 x, x``, as a
+signaling NaN would otherwise not be skipped); ``nan="fast"`` skips that: ``v_{op}_f32``
+alone, where a signaling NaN operand gives a quiet NaN instead of the other operand (IEEE
+754-2008 {op}Num). Signaling NaNs never come out of arithmetic, only from bits in memory, so
+the two differ only on such inputs. Elsewhere (NVIDIA, integers, 16-bit floats) ``"fast"`` is
+the exact rule already.
 
 :param a: first operand
 :type a: run-time value or Python number
@@ -114,6 +133,8 @@ Python numbers alone fold at trace time.
 :type b: run-time value or Python number
 :param more: further operands
 :type more: run-time values or Python numbers
+:param nan: ``"number"`` (the exact rule above) or ``"fast"``
+:type nan: str
 :returns: the {op}, in the operands' common type (vectors lane by lane)
 :targets: all targets
 """
@@ -121,6 +142,60 @@ Python numbers alone fold at trace time.
 
 max = _minmax("max", builtins.max)
 min = _minmax("min", builtins.min)
+
+
+def _median(a, b, c):
+    return sorted((a, b, c))[1]
+
+
+def med3(a, b, c):
+    """The median of three, elementwise (the original's ``med3``): one ``v_med3_f32`` /
+    ``v_med3_i32`` / ``v_med3_u32`` on AMD, min/max composed on NVIDIA. ``opus.med3(x, lo, hi)``
+    with ``lo <= hi`` clamps x to [lo, hi].
+
+    Floats: -0 < +0; with a NaN operand the result is the minimum of the other operands
+    (AMD's rule; NaN only when all three are), so ``med3(nan, lo, hi)`` is ``lo``. f16 and bf16
+    compute in f32 (exact). Python numbers alone fold at trace time.
+
+    :param a: first operand
+    :type a: run-time value or Python number
+    :param b: second operand
+    :type b: run-time value or Python number
+    :param c: third operand
+    :type c: run-time value or Python number
+    :returns: the median, in the operands' common type (vectors lane by lane)
+    :targets: all targets
+    """
+    if is_static(a) and is_static(b) and is_static(c):
+        nums = [x for x in (a, b, c) if x == x]
+        return _median(a, b, c) if len(nums) == 3 else builtins.min(nums, default=a)
+    vals = [x for x in (a, b, c) if isinstance(x, Value)]
+    t = vals[0]
+    for v in vals[1:]:
+        t = _coerce(t, v, "opus.med3")[0]
+    a, b, c = (_coerce(x, t, "opus.med3")[0] for x in (a, b, c))
+    check_arith(a.type, "opus.med3")
+    return emit1("med3", [a, b, c], a.type)
+
+
+def mulhi(a, b):
+    """The high 32 bits of the full 64-bit product of two 32-bit integers (CUDA's ``__umulhi``
+    / ``__mulhi``: one IMAD.HI; AMD ``v_mul_hi_u32`` / ``v_mul_hi_i32``).
+
+    :param a: first factor
+    :type a: run-time i32 or u32 value, or Python int
+    :param b: second factor
+    :type b: run-time i32 or u32 value, or Python int
+    :returns: ``(a * b) >> 32`` computed exactly, in the operands' common type (signed for i32)
+    :targets: all targets
+    """
+    if is_static(a) and is_static(b):
+        return (a * b) >> 32
+    a, b, t = _coerce(a, b, "opus.mulhi")
+    e = scalar_of(t)
+    if not e.is_int or e.bits != 32:
+        raise TraceError(f"opus.mulhi needs 32-bit integer operands (i32 or u32), got {e.name}")
+    return emit1("binary", [a, b], t, {"op": "mulhi"})
 
 
 def select(cond, a, b):

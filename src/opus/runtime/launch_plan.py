@@ -274,6 +274,9 @@ def _bytes_checker(name, size, need=None):
     def check_bytes(x):
         if tensor_map is not None and isinstance(x, tensor_map):
             return check_tensor_map(x, name, need)
+        packed = getattr(type(x), "opus_param_bytes", None)  # opus.mdiv and other structs
+        if packed is not None:
+            x = packed(x)
         try:
             m = memoryview(x)
         except TypeError:

@@ -29,6 +29,15 @@ _NO_REGISTER_FORM["tf32"] = ("tf32 is the tensor cores' input format, not a regi
                              "shape), whose operands are f32 registers")
 # conversions that may truncate (rounding='rz'); every other one rounds to nearest even
 RZ_CONVERSIONS = ("f16", "bf16", "e8m0")
+# the original's bf16 truncations (ir/ops.py cast): its modes 2 and 1
+TRUNCATE_CONVERSIONS = ("bf16",)
+# stochastic rounding (rounding='sr', random bits an operand): destinations and sources
+# destination -> (mantissa bits m, smallest normal exponent emin), the parameters of the rule
+SR_FORMATS = {"f16": (10, -14), "bf16": (7, -126), "fp8_e4m3": (3, -6), "fp8_e5m2": (2, -14),
+              "fp8_e4m3fnuz": (3, -7), "fp8_e5m2fnuz": (2, -15)}
+SR_CONVERSIONS = tuple(SR_FORMATS)
+SR_SOURCES = ("f32", "f16", "bf16")
+ROUNDINGS = ("rn", "rz", "truncate", "truncate_with_nan", "sr")
 
 
 class Instruction:
@@ -143,20 +152,44 @@ class Target:
             raise UnsupportedOnTarget(f"{d.name} {what} are not available on {self.name}: {why}")
         return d
 
+    hw_sr: frozenset = frozenset()   # destinations the chip rounds stochastically itself
+    # (src name, dst name, rounding) -> the instruction converting two lanes at once
+    packed_conversions: dict = {}
+
     def conversion(self, src, dst, rounding="rn", sat=False) -> str:
-        """How ``src`` converts to ``dst`` here: 'hardware' (an fp8 conversion instruction),
-        'software' (exact bit arithmetic: storage types the chip does not convert) or 'native'
-        (the dialect's arithmetic). Raises UnsupportedOnTarget for what cannot be done."""
+        """How ``src`` converts to ``dst`` here: 'hardware' (a conversion instruction: fp8, or
+        stochastic rounding the chip does), 'software' (exact bit arithmetic: storage types the
+        chip does not convert, stochastic rounding it lacks) or 'native' (the dialect's
+        arithmetic). Raises UnsupportedOnTarget for what cannot be done."""
         src, dst = self.require_dtype(src), self.require_dtype(dst)
-        if rounding == "rz" and dst.name not in RZ_CONVERSIONS:
-            raise UnsupportedOnTarget(
-                f"rounding='rz' is available for conversions to {', '.join(RZ_CONVERSIONS)}; "
-                f"conversions to {dst.name} round to nearest even")
+        self._check_rounding(src, dst, rounding)
+        if rounding == "sr":
+            return "hardware" if dst.name in self.hw_sr else "software"
         if not (src.storage_only or dst.storage_only):
             return "native"
         if src.name in self.hw_fp8 or dst.name in self.hw_fp8:
             return "hardware"
         return "software"
+
+    @staticmethod
+    def _check_rounding(src, dst, rounding):
+        """UnsupportedOnTarget for a rounding mode the conversion src -> dst does not have
+        (the same on every target: ir/ops.py cast)."""
+        allowed = {"rz": RZ_CONVERSIONS, "truncate": TRUNCATE_CONVERSIONS,
+                   "truncate_with_nan": TRUNCATE_CONVERSIONS, "sr": SR_CONVERSIONS}.get(rounding)
+        if allowed is not None and dst.name not in allowed:
+            raise UnsupportedOnTarget(
+                f"rounding={rounding!r} is available for conversions to {', '.join(allowed)}; "
+                f"conversions to {dst.name} round to nearest even")
+        if rounding == "sr" and src.name not in SR_SOURCES and src is not dst:
+            raise UnsupportedOnTarget(
+                f"rounding='sr' converts from {', '.join(SR_SOURCES)} (exact in f32); convert "
+                f"the {src.name} value to f32 first")
+
+    def packed_conversion(self, src, dst, rounding="rn"):
+        """The instruction that converts two lanes of ``src`` to ``dst`` at once here (a name
+        from ``packed_conversions``), or None: vector casts pair their lanes through it."""
+        return self.packed_conversions.get((src.name, dst.name, rounding))
 
     def has_math(self, fn, dtype) -> bool:
         return dtype.name != "f64" or self.math_f64 is None or fn in self.math_f64
@@ -192,6 +225,10 @@ class Target:
     # Each vendor has one kind: NVIDIA's cp.async (any destination address per thread, groups
     # committed and waited for) and AMD's buffer_load ... lds (one slot per lane from a
     # wave-uniform LDS base, counted by vmcnt). The *_missing texts say why a chip lacks one.
+    # opus.min/max(nan="fast"): the op's nan attr where the chip's one min/max instruction
+    # differs from the exact rule on f32/f64 (ir/ops.py binary min/max); None: it does not
+    # (PTX min/max.f32/f64 skip every NaN and order -0 < +0)
+    fast_minmax_nan = None
     cp_async_sizes: tuple = ()       # bytes one cp.async moves (.ca); .cg moves 16 only
     cp_async_missing = "it has no cp.async"
     lds_load_sizes: tuple = ()       # bytes one buffer_load ... lds moves per lane
