@@ -7,7 +7,8 @@ pointers, numbers for scalars.
 
 Checking mode (``opus.interp.check = True``, ``with opus.interp.checking():`` or the environment
 variable ``OPUS_INTERP_CHECK=1``) also reports shared-memory races between barriers, reads of
-shared memory nothing wrote, and accesses of an async copy's destination before its wait. Out-of-bounds accesses without a bound, misaligned vector accesses
+shared memory nothing wrote, cross-lane reads of lanes that do not take part (shuffles,
+warp reductions: InactiveLaneReadError), and accesses of an async copy's destination before its wait. Out-of-bounds accesses without a bound, misaligned vector accesses
 and barriers reached by part of a block are always errors.
 """
 from __future__ import annotations
@@ -23,10 +24,11 @@ from ..ir import PointerType, TENSOR_MAP
 from ..targets.limits import check_dynamic_smem, check_launch_shape
 from .engine import Program, Buf
 from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,
-                     UninitializedReadError, AsyncCopyPendingError)
+                     UninitializedReadError, AsyncCopyPendingError, InactiveLaneReadError)
 
 __all__ = ["make_runner", "run_function", "check", "checking", "InterpError", "MemoryFault",
-           "BarrierError", "SharedRaceError", "UninitializedReadError", "AsyncCopyPendingError"]
+           "BarrierError", "SharedRaceError", "UninitializedReadError", "AsyncCopyPendingError",
+           "InactiveLaneReadError"]
 
 check = False  # module-level switch for checking mode
 
