@@ -638,9 +638,9 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
             return x if vec else x[:, 0]
         return self._unop(op, f)
 
-    def exec_fma(self, op):
+    def _lanewise(self, op, f):
+        """Run f on the operands, scalar operands broadcast against a vector result."""
         r = op.results[0]
-        f = fma_fn(scalar_of(r.type))
         ex = [self._expand(v, r) for v in op.operands]
         sr = self.slot(r)
 
@@ -648,17 +648,12 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
             values = state.values
             values[sr] = f(*[values[s][:, None] if x else values[s] for s, x in ex])
         return run
+
+    def exec_fma(self, op):
+        return self._lanewise(op, fma_fn(scalar_of(op.results[0].type)))
 
     def exec_med3(self, op):
-        r = op.results[0]
-        f = med3_fn(scalar_of(r.type))
-        ex = [self._expand(v, r) for v in op.operands]
-        sr = self.slot(r)
-
-        def run(state, _op=op):
-            values = state.values
-            values[sr] = f(*[values[s][:, None] if x else values[s] for s, x in ex])
-        return run
+        return self._lanewise(op, med3_fn(scalar_of(op.results[0].type)))
 
     def exec_readfirstlane(self, op):
         sa, sr, ws = self.slot(op.operands[0]), self.slot(op.results[0]), self.ws
