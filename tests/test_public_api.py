@@ -187,6 +187,10 @@ def _table_missing(name):
         return {t.name for t in TARGETS
                 if not any(getattr(i, "family", None) == name and i.available_on(t)
                            for i in t.instructions.values())}
+    if name in ("mov_dpp", "upd_dpp", "dpp"):  # AMD DPP (lang/warp.py)
+        return {t.name for t in TARGETS if t.dpp_missing is not None}
+    if name == "permute":  # the forward lane permute, ds_permute_b32
+        return {t.name for t in TARGETS if t.ds_permute_missing is not None}
     if name in TMA_NAMES:
         return {t.name for t in TARGETS if t.tma_missing is not None}
     if name in WGMMA_NAMES:  # the rows of the wgmma family (targets/nv_wgmma.py)

@@ -53,6 +53,11 @@ SECTIONS = [
     ("Warpgroup matrix multiply-accumulate (NVIDIA sm_90a)",
      ["make_wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "setmaxnreg_inc",
       "setmaxnreg_dec"]),
+    ("Cross-lane operations", [
+        "shfl", "shfl_up", "shfl_down", "shfl_xor", "mov_dpp", "upd_dpp", "dpp", "ballot",
+        "any_lanes", "all_lanes", "warp_any", "warp_all", "active_mask", "lanemask_lt",
+        "lanemask_le", "lanemask_gt", "lanemask_ge", "permute", "bpermute", "warp_reduce",
+        "warp_scan"]),
     ("Warp-level shared loads and stores", ["ldmatrix", "stmatrix", "ds_read_tr"]),
     ("Kernels and launching", ["kernel", "func", "Ptr", "constexpr", "range", "static_ford"]),
     ("Targets", ["set_target", "current_target"]),
