@@ -20,10 +20,9 @@ class UnsupportedOnTarget(OpusError):
     """What a kernel asks for does not exist on the target (a trace-time error)."""
 
 
-# No target has a register representation of the 4-bit types yet: they exist on the host
-# (numpy, the interpreter's semantics) but cannot be loaded, stored or converted in kernels.
-_NO_REGISTER_FORM = {n: "4-bit types have no register representation in generated code yet"
-                     for n in ("fp4_e2m1", "int4", "uint4")}
+# Types no target holds in registers. The sub-byte types (fp4, fp6, int4, uint4) are held
+# everywhere: a scalar is a byte with the code in its low bits, a vector packs them (ir/ops.py).
+_NO_REGISTER_FORM = {}
 _NO_REGISTER_FORM["tf32"] = ("tf32 is the tensor cores' input format, not a register type: keep "
                              "the values in f32 and ask make_mma(opus.tf32, opus.tf32, opus.f32, "
                              "shape), whose operands are f32 registers")
