@@ -8,7 +8,7 @@ __version__ = "0.1.0"
 
 from .dtypes import (DType, bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64,
                      fp16, fp32, fp64, fp8_e4m3, fp8_e4m3fnuz, fp8_e5m2, fp8_e5m2fnuz, fp4_e2m1,
-                     e8m0, int4, uint4, fp8, bf8, fp4, tf32)
+                     fp6_e2m3, fp6_e3m2, e8m0, int4, uint4, fp8, bf8, fp4, tf32)
 from .errors import OpusError, CompileError, ArgumentError, OpusRuntimeError
 from . import lang as _lang  # installs dtype conversion
 from .lang.context import TraceError
@@ -60,7 +60,11 @@ __all__ = [
     # types and conversions
     "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16", "f32",
     "f64", "fp16", "fp32", "fp64", "fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz",
-    "fp4_e2m1", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "tf32", "cast", "bitcast",
+    "fp4_e2m1", "fp6_e2m3", "fp6_e3m2", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "tf32",
+    "cast", "bitcast", "vector_type", "sizeof_bits", "is_packed", "num_packs",
+    # sub-byte arrays on the host, torch's dtypes
+    "pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6", "pack_int4", "unpack_int4", "pack_uint4",
+    "unpack_uint4", "pack", "unpack", "torch_dtype",
     # memory
     "make_gmem", "make_smem", "alloc_smem", "dynamic_smem", "load", "store", "Cache",
     # asynchronous global -> shared copies
@@ -116,6 +120,10 @@ def __getattr__(name):
     if name == "interp":
         import importlib
         return importlib.import_module(".interp", __name__)
+    from .lang.vectors import vector_type_named
+    vt = vector_type_named(name)  # opus.f16x8, opus.fp4x32, ...
+    if vt is not None:
+        return vt
     hint = ""
     if not name.startswith("_"):  # a misspelt opus.exp in a kernel: name the close ones
         import difflib

@@ -14,8 +14,9 @@ from __future__ import annotations
 __all__ = [
     "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64",
     "f16", "bf16", "f32", "f64", "fp16", "fp32", "fp64",
-    "fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz", "fp4_e2m1", "e8m0",
-    "int4", "uint4", "fp8", "bf8", "fp4", "tf32", "ALL_DTYPES", "dtype_from_name", "dtype_of_numpy",
+    "fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2", "fp8_e5m2fnuz", "fp4_e2m1", "fp6_e2m3", "fp6_e3m2",
+    "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "tf32", "ALL_DTYPES", "dtype_from_name",
+    "dtype_of_numpy",
 ]
 
 
@@ -88,8 +89,33 @@ class DType:
 
     @property
     def itemsize(self):
-        """Bytes of one element in memory; sub-byte types report a fraction via bits."""
+        """Bytes of one element in a register (sub-byte types: one byte holding the code in its
+        low bits); in memory and vectors sub-byte types are packed (``packed``)."""
         return max(1, self.bits // 8)
+
+    @property
+    def packed(self) -> bool:
+        """Sub-byte types (fp4, fp6, int4, uint4): packed without gaps in memory and in
+        register vectors, element i at bits [i*bits, (i+1)*bits) of the little-endian byte
+        stream (element 0 in the low bits of byte 0, as the original packs fp4)."""
+        return self.bits < 8 and self.kind != "bool"
+
+    @property
+    def pack_elems(self) -> int:
+        """Elements in the smallest whole number of bytes: 2 for 4-bit types, 4 for fp6 (three
+        bytes), 1 for the others. Vectors and memory accesses hold multiples of it."""
+        if not self.packed:
+            return 1
+        n = 1
+        while (n * self.bits) % 8:
+            n += 1
+        return n
+
+    def nbytes(self, count: int) -> int:
+        """Bytes that ``count`` elements take in memory (a multiple of ``pack_elems``)."""
+        if self.kind == "bool":
+            return count
+        return count * self.bits // 8
 
     def int_range(self):
         """(lo, hi) inclusive for integer types."""
@@ -136,7 +162,12 @@ _FORMATS = {
     "fp8_e5m2fnuz": "FP8 E5M2 FNUZ (AMD CDNA3): 5 exponent and 2 mantissa bits, largest finite "
                     "value 57344; no infinity, no -0, one NaN 0x80",
     "fp4_e2m1": "OCP MX FP4 E2M1: 2 exponent and 1 mantissa bits, largest finite value 6 "
-                "(values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives); no infinity or NaN",
+                "(values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and their negatives); no infinity or NaN; packed "
+                "two per byte",
+    "fp6_e2m3": "OCP MX FP6 E2M3: 2 exponent and 3 mantissa bits, largest finite value 7.5; "
+                "no infinity or NaN; packed four to three bytes",
+    "fp6_e3m2": "OCP MX FP6 E3M2: 3 exponent and 2 mantissa bits, largest finite value 28; "
+                "no infinity or NaN; packed four to three bytes",
     "tf32": "TensorFloat-32, the tensor cores' input format, held in f32 registers (8 exponent and "
             "23 mantissa bits, largest finite value 3.4028e38) of which the instruction reads the "
             "sign, the exponent and the top 10 mantissa bits. It names a matrix atom's operands "
@@ -209,6 +240,8 @@ fp8_e4m3fnuz = DType("fp8_e4m3fnuz", 8, "float", "ml_dtypes.float8_e4m3fnuz", st
 fp8_e5m2 = DType("fp8_e5m2", 8, "float", "ml_dtypes.float8_e5m2", storage_only=True)
 fp8_e5m2fnuz = DType("fp8_e5m2fnuz", 8, "float", "ml_dtypes.float8_e5m2fnuz", storage_only=True)
 fp4_e2m1 = DType("fp4_e2m1", 4, "float", "ml_dtypes.float4_e2m1fn", storage_only=True)
+fp6_e2m3 = DType("fp6_e2m3", 6, "float", "ml_dtypes.float6_e2m3fn", storage_only=True)
+fp6_e3m2 = DType("fp6_e3m2", 6, "float", "ml_dtypes.float6_e3m2fn", storage_only=True)
 e8m0 = DType("e8m0", 8, "float", "ml_dtypes.float8_e8m0fnu", storage_only=True)
 int4 = DType("int4", 4, "int", "ml_dtypes.int4", storage_only=True)
 uint4 = DType("uint4", 4, "uint", "ml_dtypes.uint4", storage_only=True)
@@ -222,7 +255,8 @@ fp16, fp32, fp64 = f16, f32, f64
 fp4 = fp4_e2m1
 
 ALL_DTYPES = (bool_, i8, i16, i32, i64, u8, u16, u32, u64, f16, bf16, f32, f64,
-              fp8_e4m3, fp8_e4m3fnuz, fp8_e5m2, fp8_e5m2fnuz, fp4_e2m1, e8m0, int4, uint4)
+              fp8_e4m3, fp8_e4m3fnuz, fp8_e5m2, fp8_e5m2fnuz, fp4_e2m1, fp6_e2m3, fp6_e3m2, e8m0,
+              int4, uint4)
 # An input format of the matrix units, not a register type: matrix atoms take it (carried in f32
 # registers, targets.matrix.register_type); every target refuses it elsewhere. Not in
 # ALL_DTYPES (its host twin is float32, which names f32).

@@ -270,23 +270,6 @@ def test_scalar_arguments_in_the_interpreter(n, v, needles):
 # -- what a target does not have: refused while tracing, the same in the interpreter -------------
 
 @opus.kernel
-def int4_param(x: opus.Ptr[opus.int4],  # ERR: int4-param
-               out: opus.Ptr[f32]):
-    out[0] = 1.0
-
-
-@opus.kernel
-def to_fp4(x: opus.Ptr[f32]):
-    x[0] = opus.f32(opus.cast(x[1], opus.fp4_e2m1))  # ERR: to-fp4
-
-
-@opus.kernel
-def uint4_smem(x: opus.Ptr[f32]):
-    s = opus.alloc_smem(opus.uint4, 64)  # ERR: uint4-smem
-    x[0] = opus.f32(s[0])
-
-
-@opus.kernel
 def exp64(x: opus.Ptr[opus.f64]):
     x[0] = opus.exp(x[1])  # ERR: exp64
 
@@ -302,14 +285,6 @@ def rz_fp8(x: opus.Ptr[f32], y: opus.Ptr[opus.fp8]):
 
 
 UNAVAILABLE = [
-    (int4_param, "sm_90a", lambda: (np.zeros(4, opus.int4.np_dtype), out_array()),
-     "int4 pointers are not available on sm_90a", "int4-param"),
-    (int4_param, "gfx942", lambda: (np.zeros(4, opus.int4.np_dtype), out_array()),
-     "int4 pointers are not available on gfx942", "int4-param"),
-    (to_fp4, "sm_80", lambda: (out_array(),), "fp4_e2m1 values are not available on sm_80", "to-fp4"),
-    (to_fp4, "gfx950", lambda: (out_array(),), "fp4_e2m1 values are not available on gfx950", "to-fp4"),
-    (uint4_smem, "sm_89", lambda: (out_array(),), "uint4 shared arrays are not available on sm_89",
-     "uint4-smem"),
     (exp64, "gfx942", lambda: (np.ones(4),), "opus.exp on f64 is not available on gfx942", "exp64"),
     (exp64, "gfx950", lambda: (np.ones(4),), "opus.exp on f64 is not available on gfx950", "exp64"),
     (say, "gfx942", lambda: (out_array(),), "printf is not available on gfx942", "printf"),

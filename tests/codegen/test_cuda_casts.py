@@ -170,24 +170,6 @@ def test_interp_special_decodes_and_bool():
     assert b.tolist() == [False, False, True, True]  # -0 is zero, NaN is not
 
 
-def test_interp_refuses_int4_as_the_compilers_do():
-    """No target has a register form of the 4-bit types yet, so the interpreter running as one
-    refuses them at trace time with the error tracing gives for every target (the interpreter
-    keeps their semantics for when they arrive: interp/semantics.py)."""
-    @opus.kernel
-    def k(x: opus.Ptr[f32], i: opus.Ptr[opus.i32], a: opus.Ptr[opus.i32], b: opus.Ptr[opus.i32]):
-        t = opus.thread_id_x()
-        a[t] = opus.i32(opus.cast(x[t], opus.int4))   # truncate, saturate, NaN -> 0
-        b[t] = opus.i32(opus.cast(i[t], opus.uint4))  # wrap
-    x = np.float32([np.nan, 9.5, -100, -1.5])
-    i = np.int32([-1, 16, 17, 7])
-    a, b = np.zeros(4, np.int32), np.zeros(4, np.int32)
-    with opus.set_target("sm_90a", interpret=True):
-        with pytest.raises(opus.TraceError, match="int4 values are not available on sm_90a"):
-            k[1, 4](x, i, a, b)
-    assert not a.any() and not b.any()
-
-
 def test_rz_to_fp8_is_refused():
     with pytest.raises(opus.TraceError, match="rz.*fp8_e4m3"):  # refused when tracing
         interp_encode(opus.fp8_e4m3, False, "rz", np.zeros(4, np.float32))
@@ -237,16 +219,6 @@ def test_sm90a_uses_one_cvt_per_lane_pair(t, sat):
         sass = decoder(t, to, 4).sass(target="sm_90a")
         assert sass.count(f"F2FP.F16.{kind}.UNPACK_B") == 2
     assert "F2FP" not in encoder(t, sat, "rn", 4).sass(target="sm_80")
-
-
-@pytest.mark.parametrize("t", [opus.fp4_e2m1, opus.int4, opus.uint4], ids=lambda t: t.name)
-def test_cuda_subbyte_conversions_are_clear_errors(t):
-    @opus.kernel
-    def k(x: opus.Ptr[f32]):
-        x[0] = opus.f32(opus.cast(x[1], t))
-
-    with pytest.raises(opus.TraceError, match=f"{t.name} values are not available on sm_90a.*4-bit"):
-        k.source(target="sm_90a")
 
 
 def test_cuda_rz_to_fp8_is_a_clear_error():

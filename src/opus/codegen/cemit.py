@@ -29,6 +29,7 @@ from ..errors import OpusError
 from ..ir import (VectorType, PointerType, TensorMapType, scalar_of, lanes_of, op_handlers,
                   access_operands)
 from .tma import TmaRendering
+from . import subbyte  # the sub-byte types' register and memory forms
 from .cross_lane import CrossLaneRendering
 from .sync_atomics import SyncAtomicsRendering
 
@@ -65,6 +66,9 @@ _CTYPES = {
     "f32": "float", "f64": "double", "f16": "unsigned short", "bf16": "unsigned short",
     "fp8_e4m3": "unsigned char", "fp8_e4m3fnuz": "unsigned char", "fp8_e5m2": "unsigned char",
     "fp8_e5m2fnuz": "unsigned char", "e8m0": "unsigned char",
+    # sub-byte types: the code in the low bits of a byte (codegen/subbyte.py)
+    "fp4_e2m1": "unsigned char", "fp6_e2m3": "unsigned char", "fp6_e3m2": "unsigned char",
+    "int4": "unsigned char", "uint4": "unsigned char",
 }
 _UNSIGNED = {8: "unsigned char", 16: "unsigned short", 32: "unsigned", 64: "unsigned long long"}
 _HALF = ("f16", "bf16")
@@ -265,6 +269,8 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
 
     def vector_struct(self, elem_name, n):
         e = dt.dtype_from_name(elem_name)
+        if e.packed:
+            return subbyte.packed_struct(self, VectorType(e, n))
         nbytes = n * e.itemsize
         align = min(16, 1 << (nbytes.bit_length() - 1)) if nbytes else 1
         return (f"struct {self.align_attr.format(align)} opus_{elem_name}x{n} "
@@ -333,7 +339,10 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
                 a = op.attrs
                 nm = a["name"]
                 self.names[op.results[0]] = nm
-                out.append(f"  {self.shared_decl(self.scalar_ctype(a['dtype']), nm, a['count'], a['align'])}")
+                d, count = a["dtype"], a["count"]
+                if d.packed:  # the packed bytes
+                    count = d.nbytes(count)
+                out.append(f"  {self.shared_decl(self.scalar_ctype(d), nm, count, a['align'])}")
         return out
 
     # -- expressions --------------------------------------------------------------------------
@@ -344,12 +353,18 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         """C expressions for each lane of value v (a scalar has one)."""
         n = self.name(v)
         if isinstance(v.type, VectorType):
+            if v.type.elem.packed:
+                return subbyte.packed_lanes(n, v.type)
             return [self.lane(n, i) for i in range(v.type.n)]
         return [n]
 
     def const_expr(self, x, e: DType) -> str:
         if e.is_bool:
             return "true" if x else "false"
+        if e.packed:  # the code (codegen/subbyte.py)
+            import numpy as np
+            code = int(np.array(x, dtype=e.np_dtype).view(np.uint8)) & ((1 << e.bits) - 1)
+            return f"(unsigned char){hex(code)}"
         if e.is_int:
             x = int(x)
             suffix = {"i64": "ll", "u64": "ull", "u32": "u"}.get(e.name, "")
@@ -387,6 +402,8 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
 
     # f32 view of a 16-bit float or storage-type lane (computation happens in f32)
     def to_f32(self, expr, e: DType):
+        if e.packed:
+            return subbyte.cast_packed(self, expr, e, dt.f32, "rn", False)
         if e.storage_only:
             return self.cast_storage(expr, e, dt.f32, "rn", False)
         if e.name == "f16":
@@ -683,6 +700,8 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
             return f"({self.to_f32(x, src)} != 0)"
         if src.is_bool:
             return self.cast_expr(f"({x} ? 1 : 0)", dt.i32, to, rounding, sat)
+        if src.packed or to.packed:
+            return subbyte.cast_packed(self, x, src, to, rounding, sat)
         if src.storage_only or to.storage_only:
             return self.cast_storage(x, src, to, rounding, sat)
         if to.is_int and src.is_int:
@@ -743,7 +762,10 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
 
     def render_ptr_add(self, op, indent):
         p, off = op.operands
-        self.assign_lanes(op.results[0], [f"({self.name(p)} + {self.name(off)})"], indent)
+        o = self.name(off)
+        if p.type.elem.packed:  # whole bytes (ir/ops.py)
+            o = subbyte.packed_byte_offset(o, p.type.elem)
+        self.assign_lanes(op.results[0], [f"({self.name(p)} + {o})"], indent)
 
     def render_smem_alloc(self, op, indent):
         pass  # declared at the kernel top
@@ -797,6 +819,8 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         return f"{bound_c} >= {vec} && (unsigned){off_c} <= (unsigned)({bound_c} - {vec})"
 
     def render_load(self, op, indent):
+        if op.operands[0].type.elem.packed:
+            return subbyte.render_packed_load(self, op, indent)
         p, off_c, bound, hint = self._access(op, indent)
         off = op.operands[1] if not op.attrs.get("soffset") else off_c
         r = op.results[0]
@@ -833,6 +857,8 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         self.line(indent, "}")
 
     def render_store(self, op, indent):
+        if op.operands[0].type.elem.packed:
+            return subbyte.render_packed_store(self, op, indent)
         p, off_c, bound, hint = self._access(op, indent)
         off = op.operands[1] if not op.attrs.get("soffset") else off_c
         val = op.operands[2]

@@ -526,7 +526,7 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
 
     def render_load(self, op, indent):
         p, off, _, bound, soff = access_operands(op)
-        if not self._is_global(p):
+        if not self._is_global(p) or p.type.elem.packed:  # sub-byte: codegen/subbyte.py
             return super().render_load(op, indent)
         if bound is None:
             return super().render_load(op, indent)
@@ -561,7 +561,7 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
 
     def render_store(self, op, indent):
         p, off, val, bound, soff = access_operands(op)
-        if not self._is_global(p):
+        if not self._is_global(p) or p.type.elem.packed:  # sub-byte: codegen/subbyte.py
             return super().render_store(op, indent)
         if bound is None:
             return super().render_store(op, indent)

@@ -55,7 +55,7 @@ class SyncAtomicsRendering:
         ptr = f"({self.name(p)} + {self.name(off)})"
         if a["vec"] > 1:  # a packed pair: its address as a pointer to the pair's struct
             ptr = f"(({self.ctype(VectorType(p.type.elem, a['vec']))}*){ptr})"
-        args = [self.name(x) for x in (value, compare) if x is not None]
+        args = [self.name(x) for x in (value, compare) if x is not None]  # HIP: (value, compare)
         r = op.results[0] if op.results else None
         if bound is None:
             call = self.atomic_call(op, ptr, p.type.space, args, used)
@@ -156,7 +156,9 @@ class CudaAtomics:
         sp = ".global" if space != "shared" else ".shared::cta"
         sem, scope = "." + a["order"], _PTX_SCOPE[a["scope"]]
         addr = '"l"(p)' if space != "shared" else '"r"((unsigned)__cvta_generic_to_shared(p))'
-        returning = used or kind == "load"
+        returning = used or kind in ("load", "exch", "cas")  # red has no exch or cas
+        if kind == "cas":
+            args = [args[1], args[0]]  # atom.cas d, [a], compare, new
         name = f"opus_{kind}_{key}_{a['order']}_{a['scope']}_{space}{'' if returning else '_red'}"
         n_in = len(args)
         params = ", ".join([f"{ct}* p"] + [f"{ct} x{i}" for i in range(n_in)])

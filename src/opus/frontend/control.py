@@ -294,7 +294,7 @@ class Runtime:
         vals = tuple(values)
         f = _frame()
         for _ in range(_MAX_STATIC_WHILE):
-            cv = cond_fn(*vals)
+            cv = _probe_condition(cond_fn, vals)
             if isinstance(cv, Value):
                 return _dynamic_while(cond_fn, body_fn, names, vals, line)
             if not cv:
@@ -307,6 +307,23 @@ class Runtime:
 
 
 RT = Runtime()
+
+
+def _probe_condition(cond_fn, vals):
+    """A ``while`` condition's value, traced into a scratch block first: a run-time one is
+    traced again inside the loop, and the probe's ops must not run once more before it (a
+    condition with side effects, an atomic compare-and-swap, would). A compile-time condition
+    that emitted ops is traced again where it stands."""
+    b = ctx().builder
+    scratch = b.new_block()
+    b.push(scratch)
+    try:
+        cv = cond_fn(*vals)
+    finally:
+        b.pop()
+    if isinstance(cv, Value) or not scratch.ops:
+        return cv
+    return cond_fn(*vals)
 
 
 def _merge_branches(cond, blocks, names, outs, line, strict=False):

@@ -53,7 +53,12 @@ def _ptr_arg(a, name, elem, align):
     if not isinstance(a, np.ndarray):
         raise ArgumentError(f"parameter {name!r} expects a numpy array in the interpreter, got "
                             f"{type(a).__name__}")
-    if a.dtype != elem.np_dtype:
+    if elem.packed:  # sub-byte types take their packed bytes (host_types.py)
+        from ..host_types import packed_arg_error
+        why = packed_arg_error(elem, a.dtype, a.nbytes)
+        if why is not None:
+            raise ArgumentError(f"parameter {name!r}: {why}")
+    elif a.dtype != elem.np_dtype:
         raise ArgumentError(f"parameter {name!r} expects an array of {elem.name} "
                             f"({elem.np_dtype}), got {a.dtype}")
     if not a.flags.c_contiguous:
@@ -63,7 +68,7 @@ def _ptr_arg(a, name, elem, align):
     if align > 1 and addr % align:
         raise ArgumentError(f"parameter {name!r}: address {hex(addr)} is not aligned to {align} "
                             f"bytes, which the kernel's {align}-byte vector accesses need")
-    return Buf(a.reshape(-1), name, "global", addr)
+    return Buf(a.reshape(-1), name, "global", addr, ebits=elem.bits if elem.packed else None)
 
 
 def _dim3(x, what):

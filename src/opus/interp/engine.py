@@ -1061,6 +1061,7 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
         result_slots = [self.slot(r) for r in op.results]
         merges = [_merge_fn(r.type) for r in op.results]
         spins = holds_atomics(op)  # a spin loop could repeat forever: LoopProgress reports it
+        self.serial_blocks |= spins  # it may wait for an earlier block: blocks one at a time
 
         def run(state, _op=op):
             values = state.values

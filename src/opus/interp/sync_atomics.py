@@ -99,7 +99,7 @@ def apply_in_order(arr, e, v, c, step, accumulate):
         pos = order[s:s + k]
         a = int(e[pos[0]])
         if accumulate is not None:
-            run = accumulate.accumulate(np.r_[arr[a:a + 1], v[pos]].astype(arr.dtype))
+            run = accumulate.accumulate(np.r_[arr[a:a + 1], v[pos]].astype(arr.dtype), dtype=arr.dtype)
             old[pos] = run[:-1]
             changed += int(np.count_nonzero(_bits(run[1:]) != _bits(run[:-1])))
             arr[a] = run[-1]
@@ -137,10 +137,10 @@ class LoopProgress:
             f"carried value and no memory ({len(lanes)} thread(s) still looping, first "
             f"{state.who(lanes[0])}), so it would spin forever. The interpreter runs a block's "
             f"threads in lockstep and blocks one after another, so a spin on a lock or flag "
-            f"that a lane of the same warp (or a later block) would release never ends; on the "
-            f"GPU the same loop deadlocks on AMD (a wave runs in lockstep) and is fragile on "
-            f"NVIDIA. Let one lane per warp take the lock and release it inside the loop body, "
-            f"or wait only for blocks that run earlier")
+            f"that a thread of the same block (or a later block) would release never ends "
+            f"here; on the GPU such a loop deadlocks within a warp on AMD (a wave runs in "
+            f"lockstep). Take block-level locks with one thread per block, release a lock "
+            f"inside the loop body that took it, or wait only for blocks that run earlier")
 
 
 def _snapshot(x):

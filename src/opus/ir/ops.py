@@ -108,7 +108,8 @@ Memory (offsets count elements, not bytes)
                a shifted pointer's bound starts at its own address), each element at index
                off+i is accessed only if 0 <= off+i < bound: loads read 0 for the others,
                stores drop them. Without it the access is unchecked (caller's promise).
-               A vec > 1 access needs its address aligned to vec*itemsize bytes.
+               A vec > 1 access needs its address aligned to vec*itemsize bytes (sub-byte
+               types: see "Sub-byte types" above).
                The bound is exact per element on every target. AMD lowers it to the buffer
                unit's range check (CDNA3 ISA, "Buffer range checking": a raw buffer, stride
                0; offsets are unsigned; an access of at most 4 bytes is in range when all its

@@ -68,7 +68,26 @@ def _size(size, what="size"):
 def ptr_add(p, off):
     if is_static(off) and not isinstance(off, (bool, float)) and off == 0:
         return p
+    _check_packed_offset(off, p.type.elem, "pointer arithmetic")
     return emit1("ptr_add", [p, _offset(off)], p.type)
+
+
+def _check_packed_offset(off, elem: DType, what):
+    """A compile-time element offset into sub-byte memory must start a byte (ir/ops.py,
+    sub-byte types); run-time ones are the interpreter's to check."""
+    if elem.packed and isinstance(off, int) and not isinstance(off, bool) and off % elem.pack_elems:
+        _err(f"{what}: element offset {off} into {elem.name} memory does not start a byte: "
+             f"{elem.name} is packed {elem.pack_elems} elements to {elem.nbytes(elem.pack_elems)} "
+             f"byte{'s' if elem.pack_elems > 2 else ''}, so offsets and pointer steps are "
+             f"multiples of {elem.pack_elems}")
+
+
+def access_alignment(vec, elem: DType) -> int:
+    """Bytes the address of a ``vec``-element access must be aligned to: its size, or for
+    sub-byte types whose accesses are not a power of two bytes (fp6: 3, 6, 12) the largest
+    power of two dividing it (ir/ops.py)."""
+    nbytes = elem.nbytes(vec) if elem.packed else vec * elem.itemsize
+    return nbytes & -nbytes
 
 
 def _check_vec(vec, elem: DType):
@@ -77,6 +96,9 @@ def _check_vec(vec, elem: DType):
     if vec * elem.bits > 128 and vec > 1:
         _err(f"vec={vec} of {elem.name} is {vec * elem.bits // 8} bytes; one access moves at most "
              f"16 bytes (split it into several loads)")
+    if vec % elem.pack_elems:
+        _err(f"vec={vec} of {elem.name}: an access of the {elem.bits}-bit type {elem.name} moves "
+             f"whole bytes, so vec must be a multiple of {elem.pack_elems}")
 
 
 def _note_alignment(p, nbytes):
@@ -216,13 +238,15 @@ def load(p, off=0, vec=1, bound=None, cache=None, soffset=None):
     attrs = {"vec": vec, **_cache_attrs(cache, p, "load")}
     elem = p.type.elem
     _check_vec(vec, elem)
+    _check_packed_offset(off, elem, "load")
+    _check_packed_offset(soffset, elem, "load soffset")
     operands = [p, _offset(off)]
     if bound is not None:
         operands.append(_size(bound))
     if soffset is not None:
         operands += _soffset_operand(soffset, "load")
         attrs["soffset"] = True
-    _note_alignment(p, vec * elem.itemsize)
+    _note_alignment(p, access_alignment(vec, elem))
     rt = VectorType(elem, vec) if vec > 1 else elem
     return emit1("load", operands, rt, attrs)
 
@@ -261,13 +285,15 @@ def store(p, value, off=0, vec=None, bound=None, cache=None, soffset=None):
     value = convert_implicitly(value, elem, f"store into {_memory_of(p)}")
     if vec > 1 and n == 1:
         value = emit1("broadcast", [value], VectorType(elem, vec), {"n": vec})
+    _check_packed_offset(off, elem, "store")
+    _check_packed_offset(soffset, elem, "store soffset")
     operands = [p, _offset(off), value]
     if bound is not None:
         operands.append(_size(bound))
     if soffset is not None:
         operands += _soffset_operand(soffset, "store")
         attrs["soffset"] = True
-    _note_alignment(p, vec * elem.itemsize)
+    _note_alignment(p, access_alignment(vec, elem))
     emit("store", operands, [], {**attrs, "vec": vec})
 
 
@@ -480,14 +506,22 @@ class Smem(_View):
 
 def _bytes_to_elements(nbytes, elem: DType):
     """The element bound that ``nbytes`` bytes give (whole elements only)."""
-    per_byte = 8 // elem.bits if elem.bits < 8 else None
+    if elem.packed:  # whole groups of pack_elems elements (fp6: 4 in 3 bytes)
+        group = elem.nbytes(elem.pack_elems)
+        if isinstance(nbytes, int) and not isinstance(nbytes, bool):
+            if nbytes < 0 or nbytes % group:
+                _err(f"nbytes must be a non-negative multiple of {group} (the bytes of "
+                     f"{elem.pack_elems} packed {elem.name}), got {nbytes}; or give size= in "
+                     f"elements")
+            return nbytes // group * elem.pack_elems
+        return _offset(nbytes, "nbytes") // group * elem.pack_elems
     if isinstance(nbytes, int) and not isinstance(nbytes, bool):
-        if nbytes < 0 or (per_byte is None and nbytes % elem.itemsize):
+        if nbytes < 0 or nbytes % elem.itemsize:
             _err(f"nbytes must be a non-negative multiple of {elem.itemsize} (the size of one "
                  f"{elem.name}), got {nbytes}; or give size= in elements")
     else:
         nbytes = _offset(nbytes, "nbytes")  # run time: the elements wholly inside
-    return nbytes * per_byte if per_byte else nbytes // elem.itemsize
+    return nbytes // elem.itemsize
 
 
 def make_gmem(ptr, size=None, *, nbytes=None):
@@ -571,7 +605,10 @@ def alloc_smem(dtype: DType, count: int, align: int = 16):
     if align not in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
         _err(f"alloc_smem align must be a power of two up to 1024, got {align}")
     # arrays are laid out in order, each at its alignment (as the interpreter places them)
-    total = (c.smem_bytes + align - 1) // align * align + count * dtype.itemsize
+    if count % dtype.pack_elems:
+        _err(f"alloc_smem({dtype.name}, {count}): {dtype.name} is packed {dtype.pack_elems} "
+             f"elements to whole bytes, so count must be a multiple of {dtype.pack_elems}")
+    total = (c.smem_bytes + align - 1) // align * align + dtype.nbytes(count)
     why = static_smem_error(c.target.limits, c.target.name, total)
     if why is not None:
         _err(f"alloc_smem({dtype.name}, {count}): {why}")

@@ -337,9 +337,14 @@ class workgroup_barrier:
         return atomic_load(self.ptr, off, order="relaxed", scope="device")
 
     def _wait(self, cmp, value, off):
-        v = value if isinstance(value, Value) else as_value(value, dt.u32)
-        if not (scalar_of(v.type) == dt.u32 and lanes_of(v.type) == 1):
-            _err(f"workgroup_barrier wait value must be a u32 (or an int), got {_describe(value)}")
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2 ** 32:
+            v = as_value(value, dt.u32)
+        elif (isinstance(value, Value) and not isinstance(value.type, PointerType)
+              and lanes_of(value.type) == 1 and scalar_of(value.type).is_int):
+            v = _cast(value, dt.u32)  # the counters are u32 (block indices are i32)
+        else:
+            _err(f"workgroup_barrier wait value must be an integer (the u32 count to wait "
+                 f"for), got {_describe(value)}")
         operands = [self.ptr, _offset(off, "workgroup_barrier offset"), v]
         _when(_first_thread(), lambda: emit("spin_wait", operands, [], {"cmp": cmp,
                                                                          "scope": "device"}))

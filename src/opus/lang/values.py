@@ -44,7 +44,17 @@ def emit(kind, operands=(), result_types=(), attrs=None, regions=()):
         e = t.elem if isinstance(t, (VectorType, PointerType)) else t
         if e.name in c.target.unavailable_dtypes:
             c.target.require_dtype(e, "pointers" if isinstance(t, PointerType) else "values")
+        if isinstance(t, VectorType) and t.n % e.pack_elems:
+            _err(packed_length_error(e, t.n))
     return c.builder.emit(kind, operands, result_types, attrs, regions)
+
+
+def packed_length_error(e: DType, n: int) -> str:
+    """Why a vector of ``n`` sub-byte ``e`` elements cannot exist (ir/ops.py, sub-byte types)."""
+    group = e.nbytes(e.pack_elems)
+    return (f"a vector of {n} {e.name}: vectors of the {e.bits}-bit type {e.name} hold whole "
+            f"bytes, a multiple of {e.pack_elems} elements ({e.pack_elems} {e.name} = {group} "
+            f"byte{'s' if group > 1 else ''})")
 
 
 def emit1(kind, operands, result_type, attrs=None):
@@ -470,6 +480,11 @@ def bitcast(x, to):
         _err("bitcast needs a run-time value")
     if isinstance(to, DType):
         to = ctx().target.resolve_dtype(to)
+    elif isinstance(to, VectorType):  # opus.fp8x4: the flavoured element resolved too
+        to = VectorType(ctx().target.resolve_dtype(to.elem), to.n)
+    else:
+        _err(f"bitcast target must be an opus dtype or vector type (opus.u32, opus.fp4x8), got "
+             f"{to!r}")
     src_bits = x.type.bits if isinstance(x.type, VectorType) else x.type.bits
     if src_bits != to.bits:
         _err(f"bitcast from {type_str(x.type)} ({src_bits} bits) to {type_str(to)} "

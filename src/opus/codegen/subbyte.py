@@ -1,0 +1,229 @@
+"""Sub-byte types in generated C (fp4 e2m1, fp6 e2m3/e3m2, int4, uint4): ir/ops.py's register and
+memory forms, for every dialect (CEmitter calls these functions with itself as ``em``).
+
+* A scalar is an ``unsigned char`` holding the element's code in its low bits, the others 0.
+* A vector of n elements is a struct of words ``{ W w[k]; }`` holding the packed bits, element i
+  at bits [i*b, (i+1)*b) (little-endian: element 0 in the low bits of w[0]); W is 32-bit when
+  the vector's bytes are a multiple of 4 (fp4x8 is one word, fp4x32 four, fp6x32 the six dwords
+  gfx950's packed fp6 instructions take), else 16- or 8-bit. Its alignment is the largest power
+  of two dividing its size (<= 16), so its size has no padding and ``bitcast`` through a union
+  reads exactly its bytes. Lanes are read by shifts and masks (``packed_lanes``) and written by
+  assembling the words (``assign_packed``), so every op that works lane by lane (casts, vector
+  building, insert, extract, select, constants) works on packed vectors unchanged.
+* Memory is ``unsigned char*``; element offsets become byte offsets (a multiple of pack_elems
+  elements, ir/ops.py). A whole access is one load/store of the struct (or of its words, for
+  the 3-, 6- and 12-byte fp6 accesses); a bounded access partly past its bound goes byte by
+  byte, each byte read or rewritten under the mask of its in-range bits.
+* Conversions are exact bit arithmetic with the interpreter's rules (interp/semantics.py):
+  decode by placing the code's bits in an f32 and scaling by a power of two; encode by
+  rounding to nearest even, values past the largest finite one giving it (fp4/fp6 have no inf
+  or NaN), NaN giving the zero of the opposite sign.
+"""
+from __future__ import annotations
+
+from .. import dtypes as dt
+
+__all__ = ["packed_struct", "packed_lanes", "assign_packed", "cast_packed", "packed_byte_offset",
+           "render_packed_load", "render_packed_store", "small_float_format"]
+
+_WORD = {4: "unsigned", 2: "unsigned short", 1: "unsigned char"}
+
+
+def small_float_format(d):
+    """(mantissa bits, exponent bias, largest finite code) of fp4/fp6 type ``d``."""
+    m = {"fp4_e2m1": 1, "fp6_e2m3": 3, "fp6_e3m2": 2}[d.name]
+    e = d.bits - 1 - m
+    return m, (1 << (e - 1)) - 1, (1 << (d.bits - 1)) - 1
+
+
+def _word_bytes(nbytes):
+    """Bytes of one word of a packed vector (or access) of ``nbytes``: 4, 2 or 1."""
+    return 4 if nbytes % 4 == 0 else 2 if nbytes % 2 == 0 else 1
+
+
+# -- register form -----------------------------------------------------------------------
+def packed_struct(em, t):
+    """The C struct of packed vector type ``t``."""
+    nbytes = t.elem.nbytes(t.n)
+    wb = _word_bytes(nbytes)
+    align = min(16, nbytes & -nbytes)
+    return (f"struct {em.align_attr.format(align)} opus_{t.elem.name}x{t.n} "
+            f"{{ {_WORD[wb]} w[{nbytes // wb}]; }};")
+
+
+def packed_lanes(name, t):
+    """C expressions (unsigned char codes) of each element of packed vector ``name``."""
+    b = t.elem.bits
+    W = 8 * _word_bytes(t.elem.nbytes(t.n))
+    mask = (1 << b) - 1
+    out = []
+    for i in range(t.n):
+        k, s = divmod(i * b, W)
+        x = f"((unsigned){name}.w[{k}] >> {s})" if s else f"(unsigned){name}.w[{k}]"
+        if s + b > W:  # the field continues in the next word
+            x = f"({x} | ((unsigned){name}.w[{k + 1}] << {W - s}))"
+        out.append(f"(unsigned char)({x} & {mask}u)")
+    return out
+
+
+def assign_packed(em, v, exprs, indent):
+    """Define packed vector v from its elements' codes (C expressions with clear high bits)."""
+    t = v.type
+    n = em.declare(v, indent)
+    b = t.elem.bits
+    W = 8 * _word_bytes(t.elem.nbytes(t.n))
+    words = [[] for _ in range(t.elem.nbytes(t.n) * 8 // W)]
+    for i, x in enumerate(exprs):
+        k, s = divmod(i * b, W)
+        words[k].append(f"((unsigned)({x}) << {s})" if s else f"(unsigned)({x})")
+        if s + b > W:
+            words[k + 1].append(f"((unsigned)({x}) >> {W - s})")
+    ct = _WORD[W // 8]
+    for k, parts in enumerate(words):
+        em.line(indent, f"{n}.w[{k}] = ({ct})({' | '.join(parts)});")
+
+
+# -- conversions ---------------------------------------------------------------------------
+def cast_packed(em, x, src, to, rounding, sat):
+    """One lane from or to a sub-byte type (exact: module docstring)."""
+    if src.packed:
+        if src.is_int:
+            v = f"((int)(signed char)((unsigned)({x}) << 4) >> 4)" if src.kind == "int" \
+                else f"(int)({x})"
+            return v if to.name == "i32" else em.cast_expr(v, dt.i32, to, rounding, sat)
+        f = f"{_small_decoder(em, src)}({x})"
+        return f if to.name == "f32" else em.cast_expr(f, dt.f32, to, rounding, sat)
+    if to.is_int:  # int4/uint4: integers wrap into them, floats truncate and saturate first
+        mask = (1 << to.bits) - 1
+        if src.is_int:
+            return f"(unsigned char)((unsigned long long)({x}) & {mask}u)"
+        lo, hi = to.int_range()
+        i = em.cast_expr(x, src, dt.i32, "rn", False)
+        return f"(unsigned char)((unsigned)(({i}) < {lo} ? {lo} : (({i}) > {hi} ? {hi} : ({i}))) & {mask}u)"
+    f = x if src.name == "f32" else em.cast_expr(x, src, dt.f32, "rn", False)
+    return f"{_small_encoder(em, to)}({f})"
+
+
+def _small_decoder(em, d):
+    """opus_<d>_to_f32(c): the code's magnitude bits placed in an f32 (subnormals too) and
+    scaled by 2^(127-bias): exact."""
+    m, bias, _ = small_float_format(d)
+    n = f"opus_{d.name}_to_f32"
+    mag = f"(c & {(1 << (d.bits - 1)) - 1}u)"
+    v = f"{em.bits_to_f32(f'({mag} << {23 - m})')} * {float(2.0 ** (127 - bias)).hex()}f"
+    return em.helper(n, f"float {n}(unsigned char c) {{ float v = {v}; "
+                          f"return (c >> {d.bits - 1}) ? -v : v; }}")
+
+
+def _small_encoder(em, d):
+    """opus_f32_to_<d>(f): nearest even; |f| at or past the largest finite value (inf too)
+    gives it with f's sign; NaN the zero of the opposite sign (interp/semantics.py)."""
+    m, bias, top = small_float_format(d)
+    n = f"opus_f32_to_{d.name}"
+    sh = 23 - m
+    top_value = float((2 - 2.0 ** -m) * 2.0 ** ((1 << (d.bits - 1 - m)) - 1 - bias))
+    fabs, rint = em.float_fn("fabs", dt.f32), em.float_fn("rint", dt.f32)
+    body = (f"unsigned u = {em.f32_to_bits('f')}; unsigned s = (u >> 31) << {d.bits - 1}; "
+            f"float a = {fabs}(f); "
+            f"if (a != a) return (unsigned char)(s ^ {1 << (d.bits - 1)}u); "
+            f"if (a >= {top_value.hex()}f) return (unsigned char)(s | {top}u); "
+            f"unsigned v = {em.f32_to_bits('a')}; unsigned r = a < {float(2.0 ** (1 - bias)).hex()}f ? "
+            f"(unsigned){rint}(a * {float(2.0 ** (m + bias - 1)).hex()}f) : "
+            f"((v + {(1 << (sh - 1)) - 1}u + ((v >> {sh}) & 1u)) >> {sh}) - {(127 - bias) << m}u; "
+            f"return (unsigned char)(s | r);")
+    return em.helper(n, f"unsigned char {n}(float f) {{ {body} }}")
+
+
+# -- memory ----------------------------------------------------------------------------------
+def packed_byte_offset(off_c, e):
+    """C expression: the byte offset of element offset ``off_c`` (a multiple of pack_elems)."""
+    per, nb = e.pack_elems, e.nbytes(e.pack_elems)
+    q = f"({off_c}) / {per}" if per > 1 else f"({off_c})"
+    return f"(({q}) * {nb})" if nb > 1 else f"({q})"
+
+
+def _packed_whole(em, kind, vt, addr, nbytes, value, hint):
+    """Lines of a whole packed access (load into / store from ``value``) at byte ``addr``:
+    one access of the struct when its size is a power of two, else one per word."""
+    wb = _word_bytes(nbytes)
+    if nbytes & (nbytes - 1) == 0:
+        parts = [(addr, vt, nbytes, value)]
+    else:
+        parts = [(f"{addr} + {j * wb}" if j else addr, _WORD[wb], wb, f"{value}.w[{j}]")
+                 for j in range(nbytes // wb)]
+    out = []
+    for a, ct, nb, v in parts:
+        if kind == "load":
+            e = (f"*(const {ct}*)({a})" if hint is None else em.load_expr(a, ct, nb, hint))
+            out.append(f"{v} = {e};")
+        else:
+            out.append(f"*({ct}*)({a}) = {v};" if hint is None else
+                       em.store_stmt(a, v, ct, nb, hint))
+    return out
+
+
+def _byte_masks(em, e, vec, off_c, bound_c):
+    """For each byte of a vec access at element ``off_c`` with bound ``bound_c``: the C
+    expression of the mask of its bits whose elements lie in [0, bound)."""
+    from .cemit import _lane_in
+    b = e.bits
+    masks = []
+    for j in range(e.nbytes(vec)):
+        terms = []
+        for i in range(vec):
+            lo, hi = max(i * b, 8 * j), min((i + 1) * b, 8 * j + 8)
+            if lo < hi:
+                bits = ((1 << (hi - lo)) - 1) << (lo - 8 * j)
+                terms.append(f"(({_lane_in(off_c, bound_c, i)}) ? {bits}u : 0u)")
+        masks.append(f"(unsigned char)({' | '.join(terms)})")
+    return masks
+
+
+def render_packed_load(em, op, indent):
+    p, off_c, bound, hint = em._access(op, indent)
+    off = op.operands[1] if not op.attrs.get("soffset") else off_c
+    r, vec, e = op.results[0], op.attrs["vec"], p.type.elem
+    vt, nbytes = em.ctype(r.type), e.nbytes(vec)
+    addr = f"{em.name(p)} + {packed_byte_offset(off_c, e)}"
+    n = em.declare(r, indent)
+    whole = _packed_whole(em, "load", vt, addr, nbytes, n, hint)
+    if bound is None:
+        for text in whole:
+            em.line(indent, text)
+        return
+    em.line(indent, f"if ({em._whole_vector_in(off, off_c, bound, vec)}) {{")
+    for text in whole:
+        em.line(indent + 1, text)
+    em.line(indent, "} else {")  # byte by byte, the bits of elements past the bound 0
+    u = em.fresh(prefix="pk")
+    em.line(indent + 1, f"union {{ {vt} v; unsigned char b[{nbytes}]; }} {u};")
+    for j, m in enumerate(_byte_masks(em, e, vec, off_c, em.name(bound))):
+        em.line(indent + 1, f"{{ unsigned char m = {m}; {u}.b[{j}] = m ? "
+                              f"(unsigned char)(((const unsigned char*)({addr}))[{j}] & m) : 0; }}")
+    em.line(indent + 1, f"{n} = {u}.v;")
+    em.line(indent, "}")
+
+
+def render_packed_store(em, op, indent):
+    p, off_c, bound, hint = em._access(op, indent)
+    off = op.operands[1] if not op.attrs.get("soffset") else off_c
+    val, vec, e = op.operands[2], op.attrs["vec"], p.type.elem
+    vt, nbytes = em.ctype(val.type), e.nbytes(vec)
+    addr = f"{em.name(p)} + {packed_byte_offset(off_c, e)}"
+    whole = _packed_whole(em, "store", vt, addr, nbytes, em.name(val), hint)
+    if bound is None:
+        for text in whole:
+            em.line(indent, text)
+        return
+    em.line(indent, f"if ({em._whole_vector_in(off, off_c, bound, vec)}) {{")
+    for text in whole:
+        em.line(indent + 1, text)
+    em.line(indent, "} else {")  # each byte: its in-range bits rewritten, the rest kept
+    u = em.fresh(prefix="pk")
+    em.line(indent + 1, f"union {{ {vt} v; unsigned char b[{nbytes}]; }} {u}; "
+                          f"{u}.v = {em.name(val)};")
+    for j, m in enumerate(_byte_masks(em, e, vec, off_c, em.name(bound))):
+        at = f"((unsigned char*)({addr}))[{j}]"
+        em.line(indent + 1, f"{{ unsigned char m = {m}; if (m) {at} = (unsigned char)"
+                              f"(({at} & ~m) | ({u}.b[{j}] & m)); }}")
+    em.line(indent, "}")
