@@ -240,3 +240,23 @@ def test_vector_straddling_the_start_of_a_shifted_view(target, tmp_path):
                 e = off + t * 4 + j  # index in the shifted view, whose bound is 40 - k
                 want[t * 4 + j] = x[k + e] if 0 <= e < 40 - k else 0
         np.testing.assert_array_equal(launch.args[1], want, err_msg=f"k={k} off={off}")
+
+
+def test_benchmark_counts_the_register_file_once(tmp_path_factory):
+    """gfx90a+ metadata: .vgpr_count is the whole unified file (architectural VGPRs up to the
+    accumulator offset, then the AGPRs), so registers = .vgpr_count, not + .agpr_count again
+    (the 2026-11-24 report's 360 for 308). The original's style, same clang, stays near its
+    quoted 47-instruction loop and 298 registers."""
+    from opus.runtime.amd_build import assemble_amd, resources_amd
+    from opus.targets import get_target
+    family, make = _bench_kernels(tmp_path_factory)["CASES"]["mfma 4 waves 4x4, index, unbounded"]
+    asm = asm_of(make(), "gfx942")
+    total = int(re.search(r"; TotalNumVgprs: (\d+)", asm).group(1))
+    arch = int(re.search(r"; NumVgprs: (\d+)", asm).group(1))
+    agprs = int(re.search(r"; NumAgprs: (\d+)", asm).group(1))
+    (res,) = resources_amd(asm).values()
+    assert res["vgprs"] == total and total < arch + agprs + 8  # accum offset rounding only
+    orig = assemble_amd(amd_codegen.ORIGINAL_STYLE_HIP, get_target("gfx942"))
+    loop, _ = amd_codegen.hot_loop(orig, "mfma_4wave_4x4")
+    (r,) = resources_amd(orig).values()
+    assert loop <= 47 and r["vgprs"] <= 310 and r["scratch_bytes"] == 0, (loop, r)
