@@ -35,7 +35,7 @@ SECTIONS = [
         "TensorMap", "TmaPipeline", "alloc_mbarriers", "tma_load", "tma_store", "tma_commit",
         "tma_wait", "fence_proxy_async", "fence_mbarrier_init"]),
     ("Layouts and x/p/y partitions", [
-        "make_layout", "Layout", "zipped_divide", "Swizzle", "swizzle_bytes", "Y", "P", "Tile",
+        "make_layout", "Layout", "CachedLayout", "zipped_divide", "Swizzle", "swizzle_bytes", "Y", "P", "Tile",
         "partition",
         "unfold_x_stride", "unfold_p_coord", "p_shape", "y_shape"]),
     ("Threads and synchronisation", [
