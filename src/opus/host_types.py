@@ -18,7 +18,7 @@ from .errors import ArgumentError
 __all__ = ["pack", "unpack", "pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6", "pack_int4",
            "unpack_int4", "pack_uint4", "unpack_uint4", "torch_dtype", "TORCH_NAMES",
            "packed_nbytes", "packed_elements", "codes_to_bytes", "bytes_to_codes",
-           "packed_arg_error", "PACKED_ARGS"]
+           "packed_arg_error", "packed_takes", "PACKED_ARGS"]
 
 # opus dtype name -> torch dtype name (torch.float4_e2m1fn_x2 holds two fp4 per element: the
 # packed bytes; int4, uint4 and fp6 have no torch dtype: torch.uint8 holds their bytes)
@@ -59,14 +59,19 @@ PACKED_ARGS = ("a uint8 array of the packed bytes (opus.pack_{short}(values)); o
                "torch uint8 tensor{torch}")
 
 
+def packed_takes(dtype) -> str:
+    """What an ``opus.Ptr[dtype]`` parameter of a sub-byte type takes, for messages."""
+    short = {"fp4_e2m1": "fp4", "int4": "int4", "uint4": "uint4"}.get(dtype.name, "fp6")
+    torch = " or a torch.float4_e2m1fn_x2 tensor" if dtype.name == "fp4_e2m1" else ""
+    return PACKED_ARGS.format(short=short, torch=torch)
+
+
 def packed_arg_error(dtype, got, nbytes):
     """Why an array of numpy dtype ``got`` holding ``nbytes`` bytes cannot be the argument of
     an ``opus.Ptr[dtype]`` parameter (sub-byte ``dtype``), or None: such a parameter takes the
     packed bytes, never one element per byte (ml_dtypes' float4_e2m1fn arrays are that)."""
     import numpy as np
-    short = {"fp4_e2m1": "fp4", "int4": "int4", "uint4": "uint4"}.get(dtype.name, "fp6")
-    torch = " or a torch.float4_e2m1fn_x2 tensor" if dtype.name == "fp4_e2m1" else ""
-    takes = PACKED_ARGS.format(short=short, torch=torch)
+    takes = packed_takes(dtype)
     group = dtype.nbytes(dtype.pack_elems)
     if np.dtype(got) == dtype.np_dtype:
         return (f"expects {dtype.name} packed {dtype.pack_elems} to {group} byte"

@@ -156,6 +156,11 @@ class Runtime:
     call = staticmethod(call)
 
     @staticmethod
+    def declare(value, annotation):  # ``name: annotation = value`` (lang.vectors.declare)
+        from ..lang.vectors import declare
+        return declare(value, annotation)
+
+    @staticmethod
     def current(local_vars, names):
         return tuple(local_vars[n] if n in local_vars else
                      Undefined(n, "is used before it is assigned") for n in names)

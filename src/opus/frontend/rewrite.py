@@ -475,6 +475,16 @@ class _Rewriter(ast.NodeTransformer):
         return _call("current", [ast.Call(ast.Name("locals", ast.Load()), [], []),
                                  _str_tuple(names)], node)
 
+    def visit_AnnAssign(self, node):
+        """``x: T = v`` -> ``x = rt.declare(v, T)``: the annotation is evaluated when tracing
+        and a dtype or vector type (opus.f32x4) types the value (lang.vectors.declare); a bare
+        ``x: T`` declares nothing."""
+        self.generic_visit(node)
+        if node.value is None or not isinstance(node.target, ast.Name):
+            return node
+        value = _call("declare", [node.value, node.annotation], node)
+        return _at(ast.Assign([node.target], value), node)
+
     def visit_With(self, node):
         for item in node.items:
             item.context_expr = self.visit(item.context_expr)

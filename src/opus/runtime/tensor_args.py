@@ -44,14 +44,8 @@ _torch_stream = None
 def init_torch():
     global _torch_stream
     import torch
-    names = {
-        "f16": "float16", "bf16": "bfloat16", "f32": "float32", "f64": "float64",
-        "i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "u8": "uint8",
-        "u16": "uint16", "u32": "uint32", "u64": "uint64", "bool": "bool",
-        "fp8_e4m3": "float8_e4m3fn", "fp8_e4m3fnuz": "float8_e4m3fnuz", "fp8_e5m2": "float8_e5m2",
-        "fp8_e5m2fnuz": "float8_e5m2fnuz", "e8m0": "float8_e8m0fnu",
-    }
-    for opus_name, torch_name in names.items():
+    from opus.host_types import TORCH_NAMES  # one table: opus.torch_dtype reads it too
+    for opus_name, torch_name in TORCH_NAMES.items():
         t = getattr(torch, torch_name, None)  # older torch lacks some (uint32, e8m0, ...)
         if t is not None:
             _TORCH_OF_OPUS[_dt.dtype_from_name(opus_name)] = t
@@ -82,9 +76,26 @@ def torch_device_index(arg):
 def _from_torch(t, param, dtype):
     if not t.is_cuda:
         raise _wrong_device(param, t.device.type)
-    if dtype is not None and t.dtype is not _TORCH_OF_OPUS.get(dtype):
+    if dtype is not None and dtype.packed:  # the packed bytes: uint8 (or float4_e2m1fn_x2)
+        import torch
+        if t.dtype is torch.uint8:
+            _check_packed(param, dtype, "uint8", t.numel())
+        elif t.dtype is not _TORCH_OF_OPUS.get(dtype):
+            from opus.host_types import packed_takes
+            raise ArgumentError(f"parameter {param!r} expects {dtype.name} as {packed_takes(dtype)}; "
+                                f"got a {t.dtype} tensor")
+    elif dtype is not None and t.dtype is not _TORCH_OF_OPUS.get(dtype):
         raise _mismatch(param, dtype, f"a {t.dtype} tensor")
     return t.data_ptr()
+
+
+def _check_packed(param, dtype, got, nbytes):
+    """ArgumentError unless an array of numpy dtype name ``got`` (nbytes bytes) holds the
+    packed bytes a sub-byte ``dtype`` parameter takes (host_types.packed_arg_error)."""
+    from opus.host_types import packed_arg_error
+    why = packed_arg_error(dtype, got, nbytes)
+    if why is not None:
+        raise ArgumentError(f"parameter {param!r}: {why}")
 
 
 # -- __cuda_array_interface__ ------------------------------------------------------------------
@@ -111,7 +122,13 @@ def _describe(got) -> str:
 
 def _from_cai(obj, param, dtype):
     cai = obj.__cuda_array_interface__
-    if dtype is not None:
+    if dtype is not None and dtype.packed:
+        got = _np_dtype_of(obj, cai)
+        count = 1
+        for s in cai["shape"]:
+            count *= s
+        _check_packed(param, dtype, got, count * got.itemsize)
+    elif dtype is not None:
         got = _np_dtype_of(obj, cai)
         if not _dtype_matches(got, dtype):
             raise _mismatch(param, dtype, f"a {type(obj).__name__} of {_describe(got)}")
@@ -178,7 +195,9 @@ def _from_dlpack(obj, param, dtype):
     if dev_type not in (_DL_CUDA, _DL_CUDA_MANAGED):
         raise _wrong_device(param, _DL_DEVICES.get(int(dev_type), f"DLPack device {dev_type}"))
     t, _, _ = _read_dlpack(_dlpack_capsule(obj, on_cuda=True))
-    if dtype is not None:
+    if dtype is not None and dtype.packed and (t.code, t.bits, t.lanes) == (1, 8, 1):
+        pass  # the packed bytes as uint8
+    elif dtype is not None:
         got = _DL_DTYPES.get((t.code, t.bits)) if t.lanes == 1 else None
         if got != dtype.name:
             desc = got or f"DLPack dtype (code={t.code}, bits={t.bits}, lanes={t.lanes})"
