@@ -60,7 +60,8 @@ class Buf:
 class State:
     __slots__ = ("values", "mask", "alive", "T", "nthreads", "block", "grid", "block_base", "bufs",
                  "shadow", "prog", "asyncq", "tma", "wgmma", "checking",
-                 "writes", "named_bars", "clock")  # interp/sync_atomics.py
+                 "writes", "named_bars", "clock",  # interp/sync_atomics.py
+                 "paths", "path")  # interp/paths.py
 
     def who(self, t):
         """'block (x, y, z) thread (x, y, z)' of batch lane t."""
@@ -415,6 +416,39 @@ def _run(state, fns, ys):
     return [values[s] for s in ys]
 
 
+def _fork(state, op, sides):
+    """Run the sides ((mask, closures, yields) each) of a divergent ``if`` as paths that may
+    wait for each other (interp/paths.py); returns each side's yields. Each path has its own
+    mask and record of returned threads; the rest of the state is shared."""
+    from .paths import Paths
+    if state.paths is None:
+        state.paths = Paths()
+        state.path = state.paths.root
+    kids = []
+    for mask, _, _ in sides:
+        kid = object.__new__(State)
+        for name in State.__slots__:
+            setattr(kid, name, getattr(state, name))
+        kid.mask = mask
+        kids.append(kid)
+
+    def job(kid, fns, ys):
+        def run(path):
+            kid.path = path
+            return _run(kid, fns, ys)
+        return run
+    names = (f"the then-path of {where(op.loc)}", f"the else-path of {where(op.loc)}")
+    out = state.paths.fork(state.path, [(n, job(k, f, y)) for n, k, (_, f, y)
+                                        in zip(names, kids, sides)])
+    alive = [k.alive for k in kids if k.alive is not None]
+    if alive:
+        a = alive[0]
+        for x in alive[1:]:
+            a = a & x
+        state.alive = a
+    return out
+
+
 def _restore_mask(state, m):
     a = state.alive
     if a is None:
@@ -483,6 +517,7 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
         self.has_barrier = False
         self.serial_blocks = False  # a block waits for earlier ones (spin_wait): no batches
         self.has_target_op = False
+        self.has_waits = False  # mbarrier waits: divergent ifs run as paths (_fork)
         self.executors = op_handlers(self, "exec_")  # op kind -> exec_<kind>
         self.param_slots = [self.slot(p.value) for p in fn.params]
         self.body = self.block(fn.body)
@@ -964,7 +999,11 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
                 ct = c if m is None else (c & m)
                 ce = ~c if m is None else (m & ~c)
                 at, ae = ct.any(), ce.any()
-                if at and ae:
+                if at and ae and self.has_waits and then_fns and else_fns:
+                    vt, ve = _fork(state, _op, ((ct, then_fns, then_yields),
+                                                (ce, else_fns, else_yields)))
+                    vals = [mg(c, x, y) for mg, x, y in zip(merges, vt, ve)]
+                elif at and ae:
                     state.mask = ct
                     vt = _run(state, then_fns, then_yields)
                     state.mask = ce if state.alive is None else (ce & state.alive)
@@ -1118,6 +1157,7 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
                               f"{nthreads} threads is not a whole number of {self.ws}-thread warps")
         state = State()
         state.prog = self
+        state.paths = state.path = None  # divergent paths that wait for each other (paths.py)
         state.block, state.grid, state.nthreads = (bx, by, bz), (gx, gy, gz), nthreads
         state.bufs = []
         values = state.values = [None] * len(self.slots)

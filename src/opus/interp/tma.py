@@ -9,9 +9,10 @@ in flight; each thread's bulk groups of TMA stores. Phases and parity follow PTX
   then counts its bytes against its mbarrier's tx) at the first wait or try_wait on that
   mbarrier: the latest moment the hardware allows, so a read before the wait sees what the
   tile held before. In checking mode such a read (or a write) is an error naming both lines.
-* A wait that cannot complete (wrong parity, missing arrivals or bytes) is an error at its line:
-  the block's threads run in lockstep here, so nothing else could complete it later. A
-  try_wait polled many times with nothing changing is the same error (a spin that never ends).
+* A wait that cannot complete (wrong parity, missing arrivals or bytes) is an error at its line
+  once no other path of the block can go on (the sides of a divergent if run as paths that
+  wait for each other: interp/paths.py). A try_wait polled many times with nothing changing is
+  the same error (a spin that never ends).
 * A TMA store reads its shared source and writes the tensor when a bulk_wait_group of its
   thread covers it (or at the block's end; checking mode reports that as a missing wait).
   Checking mode also reports writes to a source before that wait, and sources written by a
@@ -341,7 +342,7 @@ class TmaOps:
         return self._bar_ops(op, each)
 
     def exec_mbarrier_try_wait(self, op):
-        self.has_tma = True
+        self.has_tma = self.has_waits = True
         sr = self.slot(op.results[0])
         sp, spar = self.slot(op.operands[0]), self.slot(op.operands[1])
 
@@ -353,6 +354,10 @@ class TmaOps:
             for t in _lanes_of(state):
                 bar = tma.barrier(state, _op, int(t), *_pointer(state, values[sp], t))
                 out[t] = tma.observe(state, bar, int(par[t]))
+                if not out[t] and state.paths is not None and state.paths.let_others_run(
+                        state.path):  # another path ran: look again, not a spin's poll
+                    out[t] = tma.observe(state, bar, int(par[t]))
+                    continue
                 if not out[t]:
                     bar.polls += 1
                     if bar.polls > _POLL_LIMIT:
@@ -361,10 +366,18 @@ class TmaOps:
         return run
 
     def exec_mbarrier_wait(self, op):
+        self.has_waits = True
+
         def each(state, op, tma, t, buf, e, parity):
             bar = tma.barrier(state, op, t, buf, e)
-            if not tma.observe(state, bar, parity):
-                raise InterpError(_never(state, op, t, bar, parity, "waits"))
+            if tma.observe(state, bar, parity):
+                return
+            never = lambda: InterpError(_never(state, op, t, bar, parity, "waits"))  # noqa: E731
+            if state.paths is None:
+                raise never()
+            state.paths.wait(state.path, lambda: tma.observe(state, bar, parity),
+                             f"the phase of parity {parity & 1} of mbarrier {bar.name} at "
+                             f"{where(op.loc)}", never)
         return self._bar_ops(op, each)
 
     def exec_fence(self, op):
@@ -463,5 +476,4 @@ def _never(state, op, t, bar, parity, verb):
             f"never completes: {bar.describe()}{extra}. Waiting on the parity of the current "
             f"phase waits for it to complete: check the parity (the k-th phase of a barrier, "
             f"counting from 0, has parity k & 1) and that its arrivals and expect_tx bytes match "
-            f"what is issued. The interpreter runs a block's threads in lockstep, so arrivals "
-            f"from threads on another path (warp-specialized code) cannot come while it waits")
+            f"what is issued")
