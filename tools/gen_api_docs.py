@@ -26,8 +26,11 @@ SECTIONS = [
     ("Types and conversions", [
         "DType", "bool_", "i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16", "bf16",
         "f32", "f64", "fp16", "fp32", "fp64", "fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2",
-        "fp8_e5m2fnuz", "fp4_e2m1", "e8m0", "int4", "uint4", "fp8", "bf8", "fp4", "tf32", "cast",
-        "bitcast"]),
+        "fp8_e5m2fnuz", "fp4_e2m1", "fp6_e2m3", "fp6_e3m2", "e8m0", "int4", "uint4", "fp8", "bf8",
+        "fp4", "tf32", "cast", "bitcast", "sizeof_bits", "is_packed", "num_packs"]),
+    ("Sub-byte arrays on the host and torch's dtypes", [
+        "pack", "unpack", "pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6", "pack_int4",
+        "unpack_int4", "pack_uint4", "unpack_uint4", "torch_dtype"]),
     ("Memory", ["make_gmem", "make_smem", "alloc_smem", "dynamic_smem", "load", "store", "Cache"]),
     ("Asynchronous copies", ["copy_async", "copy_async_lds", "commit_async", "wait_async",
                              "s_waitcnt"]),
@@ -48,7 +51,7 @@ SECTIONS = [
               "tmod"]),
     ("Fast division and numeric limits", ["mdiv", "finfo", "iinfo", "numeric_limits"]),
     ("Wave-uniform values", ["readfirstlane", "uniform"]),
-    ("Vectors", ["make_vector", "insert", "concat", "splat", "zeros"]),
+    ("Vectors", ["make_vector", "insert", "concat", "splat", "zeros", "vector_type"]),
     ("Matrix atoms", ["make_mma", "make_tiled_mma"]),
     ("Warpgroup matrix multiply-accumulate (NVIDIA sm_90a)",
      ["make_wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "setmaxnreg_inc",
