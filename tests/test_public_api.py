@@ -181,8 +181,10 @@ def _table_missing(name):
         return {t.name for t in TARGETS if not t.cp_async_sizes}
     if name == "copy_async_lds":
         return {t.name for t in TARGETS if not t.lds_load_sizes}
-    if name == "s_waitcnt":
+    if name in ("s_waitcnt", "s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt"):
         return {t.name for t in TARGETS if t.s_waitcnt_missing is not None}
+    if name in SYNC_ROWS:  # targets/sync_atomics.py: named barriers, AMD hints, clocks
+        return {t.name for t in TARGETS if _refuses(SYNC_ROWS[name], t)}
     if name in ("ldmatrix", "stmatrix", "ds_read_tr"):  # instruction rows of that family
         return {t.name for t in TARGETS
                 if not any(getattr(i, "family", None) == name and i.available_on(t)
@@ -200,6 +202,25 @@ def _table_missing(name):
     return set()
 
 
+def _refuses(check, target) -> bool:
+    from opus.targets.base import UnsupportedOnTarget
+    try:
+        check(target)
+    except UnsupportedOnTarget:
+        return True
+    return False
+
+
+def _sync_rows():
+    from opus.targets import sync_atomics as sa
+    rows = {n: (lambda t, n=n: sa.require_named_barrier(t, n)) for n in ("barrier_sync",
+                                                                        "barrier_arrive")}
+    rows.update({n: (lambda t, n=n: sa.require_amd_hint(t, n)) for n in sa.HINTS})
+    rows.update({n: (lambda t, n=n: sa.require_clock(t, n)) for n in sa.CLOCKS})
+    return rows
+
+
+SYNC_ROWS = _sync_rows()
 WGMMA_NAMES = ("make_wgmma", "wgmma_fence", "wgmma_commit", "wgmma_wait", "setmaxnreg_inc",
                "setmaxnreg_dec")
 TMA_NAMES = ("TensorMap", "TmaPipeline", "alloc_mbarriers", "tma_load", "tma_store", "tma_commit",

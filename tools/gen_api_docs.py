@@ -46,6 +46,13 @@ SECTIONS = [
         "block_size_x", "block_size_y", "block_size_z", "num_blocks_x", "num_blocks_y",
         "num_blocks_z", "grid_size_x", "grid_size_y", "grid_size_z", "lane_id", "warp_id",
         "warp_size", "sync_threads", "printf"]),
+    ("Synchronization", [
+        "sync_warp", "barrier_sync", "barrier_arrive", "fence", "workgroup_barrier",
+        "s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt", "s_setprio", "s_nop", "s_sleep", "sched_barrier",
+        "sched_group_barrier", "clock", "clock64", "globaltimer", "s_memtime", "s_memrealtime"]),
+    ("Atomics", [
+        "atomic_add", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas", "atomic_and",
+        "atomic_or", "atomic_xor", "atomic_inc", "atomic_dec", "atomic_load", "atomic_store"]),
     ("Math", ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "floor",
               "ceil", "trunc", "rint", "fma", "max", "min", "med3", "mulhi", "select", "tdiv",
               "tmod"]),

@@ -347,6 +347,23 @@ def test_sync_warp_mask_rules(arch):
 
 
 @opus.kernel
+def two_groups(o: opus.Ptr[i32]):
+    t = opus.thread_id_x()
+    s = opus.alloc_smem(i32, 32)
+    s[t] = t + 100
+    opus.sync_warp(opus.select(t < 16, opus.u32(0xFFFF), opus.u32(0xFFFF0000)))
+    o[t] = s[t ^ 1]
+
+
+def test_sync_warp_disjoint_groups_each_with_its_mask():
+    """Two half-warps syncing on their own masks at once is legal (CUDA __syncwarp)."""
+    o = np.zeros(32, np.int32)
+    with opus.set_target("sm_90a", interpret=True), interp.checking():
+        two_groups[(1,), (32,)](o)
+    np.testing.assert_array_equal(o, (np.arange(32) ^ 1) + 100)
+
+
+@opus.kernel
 def clocks(o: opus.Ptr[u64]):
     a = opus.clock64()
     b = opus.clock64()

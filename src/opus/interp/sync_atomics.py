@@ -306,12 +306,18 @@ class SyncAtomicOps:
                     f"{_where(_op.loc)}: sync_warp with mask {hex(int(mask[k]))} by "
                     f"{state.who(k)}, but lane {j} of its warp, named in the mask and not exited, "
                     f"is in another branch or loop iteration: it deadlocks on the GPU")
-            for w in np.unique(warp[act]).tolist():  # every lane named must use the same mask
-                ms = np.unique(mask[act & (warp == w)])
-                if len(ms) > 1:
-                    overlap = [hex(int(x)) for x in ms]
-                    raise BarrierError(f"{_where(_op.loc)}: the lanes of warp {w} call sync_warp "
-                                       f"with different masks ({', '.join(overlap)}) at once")
+            for w in np.unique(warp[act]).tolist():  # the lanes a mask names use that mask
+                sel = np.flatnonzero(act & (warp == w))
+                if len(np.unique(mask[sel])) == 1:
+                    continue
+                by_lane = dict(zip(lane[sel].tolist(), mask[sel].tolist()))
+                for ln, m in by_lane.items():
+                    other = next((j for j, mj in by_lane.items() if (m >> j) & 1 and mj != m), None)
+                    if other is not None:
+                        raise BarrierError(
+                            f"{_where(_op.loc)}: sync_warp in warp {w}: lane {ln}'s mask "
+                            f"{hex(m)} names lane {other}, which calls it with a different mask "
+                            f"{hex(by_lane[other])} (the lanes a mask names must use that mask)")
             if state.shadow is not None:
                 _forget_accesses(state.shadow, act)
         return run
