@@ -246,6 +246,14 @@ def _shift(name, base, n):
     return DppCtrl(base + n, f"{name}({n})")
 
 
+def _fixed(value, name):
+    """A control without arguments, as a static method of ``dpp``."""
+    def make():
+        return DppCtrl(value, f"{name}()")
+    make.__name__ = name
+    return staticmethod(make)
+
+
 class dpp:
     """The DPP controls of AMD GFX9 (CDNA3 ISA, "DPP"; ``opus.mov_dpp`` / ``opus.upd_dpp``
     take them, or the raw numbers the original passes). Rows are 16 lanes; lane r of a row
@@ -285,37 +293,14 @@ class dpp:
     def row_ror(n):
         return _shift("row_ror", 0x120, n)
 
-    @staticmethod
-    def wave_shl():
-        return DppCtrl(0x130, "wave_shl()")
-
-    @staticmethod
-    def wave_rol():
-        return DppCtrl(0x134, "wave_rol()")
-
-    @staticmethod
-    def wave_shr():
-        return DppCtrl(0x138, "wave_shr()")
-
-    @staticmethod
-    def wave_ror():
-        return DppCtrl(0x13C, "wave_ror()")
-
-    @staticmethod
-    def row_mirror():
-        return DppCtrl(0x140, "row_mirror()")
-
-    @staticmethod
-    def row_half_mirror():
-        return DppCtrl(0x141, "row_half_mirror()")
-
-    @staticmethod
-    def row_bcast15():
-        return DppCtrl(0x142, "row_bcast15()")
-
-    @staticmethod
-    def row_bcast31():
-        return DppCtrl(0x143, "row_bcast31()")
+    wave_shl = _fixed(0x130, "wave_shl")
+    wave_rol = _fixed(0x134, "wave_rol")
+    wave_shr = _fixed(0x138, "wave_shr")
+    wave_ror = _fixed(0x13C, "wave_ror")
+    row_mirror = _fixed(0x140, "row_mirror")
+    row_half_mirror = _fixed(0x141, "row_half_mirror")
+    row_bcast15 = _fixed(0x142, "row_bcast15")
+    row_bcast31 = _fixed(0x143, "row_bcast31")
 
 
 def _valid_ctrl(c):
