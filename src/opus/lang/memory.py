@@ -620,15 +620,19 @@ def alloc_smem(dtype: DType, count: int, align: int = 16):
     return Smem(p)
 
 
-def dynamic_smem(dtype: DType, offset: int = 0):
+def dynamic_smem(dtype: DType, offset: int = 0, align: int = 16):
     """A view of the dynamic shared memory given at launch (``kernel[grid, block](...,
     smem=nbytes)``), from ``offset`` bytes on. Views made with different dtypes alias the same
-    bytes.
+    bytes. The region starts at a multiple of the largest ``align`` any view of the kernel asks
+    for (swizzled TMA/wgmma tiles need 1024: ``dynamic_smem(bf16, 0, align=1024)``).
 
     :param dtype: the element type
     :type dtype: DType
     :param offset: where the view starts, in bytes: a multiple of the element size
     :type offset: int (compile-time)
+    :param align: the region's alignment in bytes (a power of two, 16 to 1024); the view is
+        aligned to it where ``offset`` is a multiple of it
+    :type align: int (compile-time)
     :returns: a view of the dynamic shared memory, unbounded
     :rtype: Smem
     :targets: all targets
@@ -643,6 +647,10 @@ def dynamic_smem(dtype: DType, offset: int = 0):
     if offset >= most:
         _err(f"dynamic_smem offset {offset} is beyond the {most} bytes of shared memory a "
              f"block may have on {c.target.name}")
+    if type(align) is not int or align < 16 or align > 1024 or align & (align - 1):
+        _err(f"dynamic_smem align must be a power of two from 16 to 1024 (bytes), got {align!r}")
     c.uses_dyn_smem = True
-    p = emit1("dyn_smem", [], PointerType(dtype, "shared"), {"dtype": dtype, "offset": offset})
+    c.dyn_smem_align = max(c.dyn_smem_align, align)
+    p = emit1("dyn_smem", [], PointerType(dtype, "shared"),
+              {"dtype": dtype, "offset": offset, "align": align})
     return Smem(p)
