@@ -421,6 +421,16 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
             return f"{self.use_helper(f'opus_f2b_{rounding}')}({expr})"
         return expr
 
+    def bf16_truncation(self, rounding):
+        """opus_f2b_<rounding>(f): the original's bf16 truncations (ir/ops.py cast): the high
+        half of the bits; 'truncate_with_nan' sets bit 0 of a NaN whose payload is in the low
+        half, so it stays a NaN."""
+        keep = (" | (unsigned short)((u & 0x7F800000u) == 0x7F800000u && (u & 0xFFFFu) != 0u)"
+                if rounding == "truncate_with_nan" else "")
+        n = f"opus_f2b_{rounding}"
+        return self.helper(n, f"unsigned short {n}(float f) {{ unsigned u = {self.f32_to_bits('f')}; "
+                              f"return (unsigned short)(u >> 16){keep}; }}")
+
     # -- statements ---------------------------------------------------------------------------
     def declare(self, v, indent):
         n = self.fresh(v)
@@ -688,11 +698,20 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
                               zip(self._bcast(c, r), self._bcast(a, r), self._bcast(b, r))], indent)
 
     def render_cast(self, op, indent):
-        (a,) = op.operands
+        a = op.operands[0]
         r = op.results[0]
         src, to = scalar_of(a.type), op.attrs["to"]
+        if op.attrs["rounding"] == "sr":  # the random bits are the second operand
+            self.assign_lanes(r, [self.cast_sr_expr(x, bits, src, to, op.attrs["sat"])
+                                  for x, bits in zip(self.lanes(a), self.lanes(op.operands[1]))],
+                              indent)
+            return
         self.assign_lanes(r, [self.cast_expr(x, src, to, op.attrs["rounding"], op.attrs["sat"])
                               for x in self.lanes(a)], indent)
+
+    def cast_sr_expr(self, x, bits, src, to, sat):
+        """Stochastic rounding of one lane (codegen/fp8.py StorageConversions)."""
+        raise CodegenError(f"internal: the {self.backend} renderer has no stochastic rounding")
 
     def cast_expr(self, x, src: DType, to: DType, rounding, sat):
         ct = self.scalar_ctype(to)

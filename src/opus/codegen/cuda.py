@@ -247,29 +247,38 @@ class CudaEmitter(StorageConversions, CudaAtomics, CEmitter):
         return super().cast_storage(x, src, to, rounding, sat)
 
     def render_cast(self, op, indent):
-        """Lane pairs share one cvt where the hardware converts fp8 two at a time."""
-        (a,) = op.operands
+        """Lane pairs share one cvt where the target's table has a packed conversion
+        (Target.packed_conversion: f32 -> f16x2/bf16x2, OCP fp8 both ways on sm_89+)."""
+        a = op.operands[0]
         src, to, rnd, sat = scalar_of(a.type), op.attrs["to"], op.attrs["rounding"], op.attrs["sat"]
         xs = self.lanes(a)
-        enc = self.in_hardware(to) and rnd == "rn" and not src.storage_only
-        dec = self.in_hardware(src) and not to.storage_only
-        if len(xs) < 2 or not (enc or dec):
+        pk = self.target.packed_conversion(src, to, rnd) if len(op.operands) == 1 else None
+        if len(xs) < 2 or pk is None:
             return super().render_cast(op, indent)
         out = []
         for lo, hi in zip(xs[0::2], xs[1::2]):
-            t = self.fresh(prefix="pk")
-            if enc:
-                lo, hi = (self.cast_expr(v, src, dt.f32, "rn", False) for v in (lo, hi))
-                self.line(indent, f"unsigned short {t} = {self._hw_encoder(to, sat)}({lo}, {hi});")
-                out += [f"(unsigned char){t}", f"(unsigned char)({t} >> 8)"]
-            else:
-                self.line(indent, f"unsigned {t} = {self._hw_decoder(src)}((unsigned short)({lo} | ({hi} << 8)));")
-                halves = [f"(unsigned short){t}", f"(unsigned short)({t} >> 16)"]
-                out += halves if to.name == "f16" else \
-                    [self.cast_expr(self.to_f32(h, dt.f16), dt.f32, to, rnd, sat) for h in halves]
+            out += self._packed_pair(lo, hi, src, to, rnd, sat, indent)
         if len(xs) % 2:
             out.append(self.cast_expr(xs[-1], src, to, rnd, sat))
         self.assign_lanes(op.results[0], out, indent)
+
+    def _packed_pair(self, lo, hi, src, to, rnd, sat, indent):
+        """The two result lanes of one packed cvt of lanes lo, hi (C expressions)."""
+        t = self.fresh(prefix="pk")
+        if to.name in ("f16", "bf16") and src.name == "f32":
+            n = f"opus_f32x2_to_{to.name}x2_{rnd}"
+            self.helper(n, f"unsigned {n}(float lo, float hi) {{ unsigned r; "
+                           f'asm("cvt.{rnd}.{to.name}x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); '
+                           f"return r; }}")
+            self.line(indent, f"unsigned {t} = {n}({lo}, {hi});")
+            return [f"(unsigned short){t}", f"(unsigned short)({t} >> 16)"]
+        if not src.storage_only:  # f32 -> OCP fp8 pairs
+            self.line(indent, f"unsigned short {t} = {self._hw_encoder(to, sat)}({lo}, {hi});")
+            return [f"(unsigned char){t}", f"(unsigned char)({t} >> 8)"]
+        self.line(indent, f"unsigned {t} = {self._hw_decoder(src)}((unsigned short)({lo} | ({hi} << 8)));")
+        halves = [f"(unsigned short){t}", f"(unsigned short)({t} >> 16)"]
+        return halves if to.name == "f16" else \
+            [self.cast_expr(self.to_f32(h, dt.f16), dt.f32, to, rnd, sat) for h in halves]
 
     def hw_fp8_decode(self, x, d: DType):
         return self.to_f32(f"(unsigned short){self._hw_decoder(d)}({x})", dt.f16)
@@ -281,13 +290,7 @@ class CudaEmitter(StorageConversions, CudaAtomics, CEmitter):
         """opus_f32x2_to_<d>(lo, hi): two lanes into one 16-bit word, lo in the low byte. The
         instruction saturates; NaN gets the canonical code and, without sat, |f| past the
         rounding limit the format's overflow code."""
-        info = FP8_FORMATS[d.name]
-        fix = f"opus_fix_{d.name}{'_sat' if sat else ''}"
-        body = f"return f != f ? {info['nan']}u : b;"
-        if not sat:
-            cond, code = self.fp8_overflowed(d, sat, "fabsf(f)")
-            body = f"return f != f ? {info['nan']}u : ({cond} ? {code} : b);"
-        self.helper(fix, f"unsigned {fix}(float f, unsigned b) {{ {body} }}")
+        fix = self.fp8_fixup(d, sat)
         n = f"opus_f32x2_to_{d.name}{'_sat' if sat else ''}"
         kind = d.name.split("_")[1] + "x2"
         return self.helper(n, f"unsigned short {n}(float lo, float hi) {{ unsigned short r; "

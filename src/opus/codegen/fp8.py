@@ -7,6 +7,7 @@ NaN, 0x80, and no -0); kind: the AMD builtins' name for the format (fp8 = e4m3, 
 The language's conversion rules are in docs/language.md.
 """
 from .. import dtypes as dt
+from ..targets.base import SR_FORMATS
 from .cemit import CodegenError
 
 __all__ = ["FP8_FORMATS", "fp8_consts", "StorageConversions"]
@@ -94,6 +95,18 @@ class StorageConversions:
             code = f"{info['ovf_bits']}u"
         return f"{a} {'>=' if info['ovf_incl'] else '>'} {info['ovf']:.1f}f", code
 
+    def fp8_fixup(self, d, sat):
+        """opus_fix_<d>[_sat](f, b): the code b an instruction gave for lane f, with NaN given
+        the canonical code and, without sat, |f| past the rounding limit the overflow code
+        (the instructions saturate or are fed clamped values)."""
+        info = FP8_FORMATS[d.name]
+        n = f"opus_fix_{d.name}{'_sat' if sat else ''}"
+        body = f"return f != f ? {info['nan']}u : b;"
+        if not sat:
+            cond, code = self.fp8_overflowed(d, sat, f"{self.float_fn('fabs', dt.f32)}(f)")
+            body = f"return f != f ? {info['nan']}u : ({cond} ? {code} : b);"
+        return self.helper(n, f"unsigned {n}(float f, unsigned b) {{ {body} }}")
+
     def sw_fp8_decoder(self, d):
         """opus_<d>_to_f32(b) in bit arithmetic, for any fp8 format."""
         info = FP8_FORMATS[d.name]
@@ -131,6 +144,41 @@ class StorageConversions:
                 f"((v + {(1 << (sh - 1)) - 1}u + ((v >> {sh}) & 1u)) >> {sh}) - {(127 - bias) << m}u; "
                 f"return (unsigned char)({zero});")
         return self.helper(n, f"unsigned char {n}(float f) {{ {body} }}")
+
+    # -- stochastic rounding (ir/ops.py cast 'sr') ------------------------------------------------
+    def cast_sr_expr(self, x, bits, src, to, sat):
+        """One lane rounded stochastically: the chip's instruction where the target's table has
+        it (``Target.hw_sr``, spelled by the dialect's ``hw_sr``), else the exact grid value in
+        bit arithmetic (``sr_grid``) converted with 'rn', which is exact on the grid and applies
+        sat and the overflow rule."""
+        f = x if src.name == "f32" else self.to_f32(x, src)
+        if self.target.conversion(src, to, "sr", sat) == "hardware":
+            return self.hw_sr(f, bits, to, sat)
+        return self.cast_expr(f"{self.sr_grid(to)}({f}, {bits})", dt.f32, to, "rn", sat)
+
+    def sr_grid(self, to):
+        """opus_sr_grid_<to>(f, r): f32 f rounded stochastically to ``to``'s precision with the
+        random word r, as the f32 holding the result (interp.semantics.stochastic_grid)."""
+        m, emin = SR_FORMATS[to.name]
+        n = f"opus_sr_grid_{to.name}"
+        keep = (0xFFFFFFFF << (23 - m)) & 0xFFFFFFFF
+        # below 2^emin: the 24-bit significand shifted to exponent emin (bits under it dropped),
+        # the random bits added, the sum's top bits counting steps of 2^(emin-m); bf16's steps
+        # are f32 subnormals, spelled by their bits
+        small = (f"{self.bits_to_f32(f'q << {23 - m}')}" if emin == -126 else
+                 f"(float)q * {float(2.0 ** (emin - m)).hex()}f")
+        body = (f"unsigned u = {self.f32_to_bits('f')}; unsigned a = u & 0x7FFFFFFFu; "
+                f"if (a == 0u || a >= 0x7F800000u) return f; r >>= {9 + m}; unsigned mag; "
+                f"if (a >= {(emin + 127) << 23}u) mag = (a + r) & {hex(keep)}u; "
+                f"else {{ unsigned e = a >> 23; unsigned sh = {emin + 127}u - (e ? e : 1u); "
+                f"unsigned s = sh > 31u ? 0u : ((a & 0x7FFFFFu) | (e ? 0x800000u : 0u)) >> sh; "
+                f"unsigned q = (s + r) >> {23 - m}; mag = {self.f32_to_bits(small)}; }} "
+                f"return {self.bits_to_f32('mag | (u & 0x80000000u)')};")
+        return self.helper(n, f"float {n}(float f, unsigned r) {{ {body} }}")
+
+    def hw_sr(self, f, bits, to, sat):
+        raise CodegenError(f"internal: the {self.backend} renderer has no stochastic-rounding "
+                           f"instruction for {to.name} on {self.target.name}")
 
     def e8m0_decoder(self):
         """opus_e8m0_to_f32(b) = 2^(b-127); b = 0 is the f32 subnormal 2^-127, 0xFF is NaN."""

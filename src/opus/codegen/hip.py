@@ -30,7 +30,14 @@ from .. import dtypes as dt
 from ..ir import scalar_of, access_operands
 from .cemit import CEmitter, CodegenError
 from .sync_atomics import HipAtomics
+from ..targets.base import SR_FORMATS
 from .fp8 import FP8_FORMATS, StorageConversions
+
+
+def np_f32_bits(x: float) -> int:
+    """The bits of float x as an f32."""
+    import struct
+    return struct.unpack("<I", struct.pack("<f", x))[0]
 
 __all__ = ["render_hip", "HipEmitter"]
 
@@ -186,6 +193,7 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
                  "sched_group_barrier": "__builtin_amdgcn_sched_group_barrier({0}, {1}, {2});"},
     }
     prelude = ("typedef unsigned opus_u32x2_t __attribute__((ext_vector_type(2)));",
+               "typedef float opus_f32x2_t __attribute__((ext_vector_type(2)));",
                "typedef unsigned opus_u32x4_t __attribute__((ext_vector_type(4)));")
     thread_index = "__builtin_amdgcn_workitem_id_{}()"
     block_size_along = "__builtin_amdgcn_workgroup_size_{}()"
@@ -290,6 +298,80 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
             body += f"if ({cond}) return (unsigned char){code}; "
         self.helper(n, f"unsigned char {n}(float f) {{ {body}{clamp} }}")
         return f"{n}({f})"
+
+    # -- two lanes per instruction (Target.packed_conversion) -----------------------------------
+    def render_cast(self, op, indent):
+        """Lane pairs share one v_cvt_pk_* where the target's table has a packed conversion:
+        f32 <-> the flavour's fp8 (v_cvt_pk_{fp8,bf8}_f32, v_cvt_pk_f32_{fp8,bf8}). (gfx950's
+        f32 -> bf16 pairs need nothing here: clang fuses two (__bf16) casts into one
+        v_cvt_pk_bf16_f32.)"""
+        a = op.operands[0]
+        src, to, rnd, sat = scalar_of(a.type), op.attrs["to"], op.attrs["rounding"], op.attrs["sat"]
+        xs = self.lanes(a)
+        pk = self.target.packed_conversion(src, to, rnd) if len(op.operands) == 1 else None
+        if len(xs) < 2 or pk is None:
+            return super().render_cast(op, indent)
+        out = []
+        for lo, hi in zip(xs[0::2], xs[1::2]):
+            out += self._packed_pair(pk, lo, hi, src, to, rnd, sat, indent)
+        if len(xs) % 2:
+            out.append(self.cast_expr(xs[-1], src, to, rnd, sat))
+        self.assign_lanes(op.results[0], out, indent)
+
+    def _packed_pair(self, pk, lo, hi, src, to, rnd, sat, indent):
+        t = self.fresh(prefix="pk")
+        kind = FP8_FORMATS[(src if src.storage_only else to).name]["kind"]
+        if src.storage_only:  # v_cvt_pk_f32_{fp8,bf8}: bytes 0 and 1 of the word
+            self.line(indent, f"opus_f32x2_t {t} = __builtin_amdgcn_cvt_pk_f32_{kind}"
+                              f"((int)((unsigned){lo} | ((unsigned){hi} << 8)), false);")
+            return [f"{t}[{i}]" if to.name == "f32" else self.cast_expr(f"{t}[{i}]", dt.f32, to, rnd, sat)
+                    for i in (0, 1)]
+        f = [v if src.name == "f32" else self.cast_expr(v, src, dt.f32, "rn", False) for v in (lo, hi)]
+        self.line(indent, f"unsigned short {t} = {self._pk_encoder(to, sat, kind)}({f[0]}, {f[1]});")
+        return [f"(unsigned char){t}", f"(unsigned char)({t} >> 8)"]
+
+    def _pk_encoder(self, d, sat, kind):
+        """opus_f32x2_to_<d>[_sat](lo, hi): one v_cvt_pk_{fp8,bf8}_f32 of the clamped lanes (lo in
+        byte 0), NaN and overflow fixed up per lane as hw_fp8_encode does."""
+        fix = self.fp8_fixup(d, sat)
+        mx = f"{FP8_FORMATS[d.name]['max']:.1f}f"
+        n = f"opus_f32x2_to_{d.name}{'_sat' if sat else ''}"
+        clamp = "__builtin_fminf(__builtin_fmaxf({}, -{mx}), {mx})"
+        return self.helper(n, f"unsigned short {n}(float lo, float hi) {{ unsigned w = (unsigned)"
+                              f"__builtin_amdgcn_cvt_pk_{kind}_f32({clamp.format('lo', mx=mx)}, "
+                              f"{clamp.format('hi', mx=mx)}, 0, false); "
+                              f"return (unsigned short)({fix}(lo, w & 0xFFu) | ({fix}(hi, (w >> 8) & 0xFFu) << 8)); }}")
+
+    # -- stochastic rounding in hardware (Target.hw_sr) ------------------------------------------
+    def hw_sr(self, f, bits, to, sat):
+        """v_cvt_sr_{fp8,bf8}_f32 (gfx942: FNUZ, gfx950: OCP) and gfx950's v_cvt_sr_{bf16,f16}_f32.
+        fp8: NaN takes the canonical code; with sat the value is clamped first (the grid then
+        never passes max), without it overflow is decided from the bits as the rule says
+        (the top bits of r added below the kept mantissa carry past the largest finite value)."""
+        if to.name in ("bf16", "f16"):
+            ht = "__bf16" if to.name == "bf16" else "_Float16"
+            n = f"opus_sr_{to.name}"
+            self.helper(n, f"unsigned short {n}(float f, unsigned r) {{ typedef {ht} h2 "
+                           f"__attribute__((ext_vector_type(2))); h2 z = {{0, 0}}; "
+                           f"return __builtin_bit_cast(unsigned short, "
+                           f"__builtin_amdgcn_cvt_sr_{to.name}_f32(z, f, r, false)[0]); }}")
+            return f"{n}({f}, {bits})"
+        info = FP8_FORMATS[to.name]
+        m, _ = SR_FORMATS[to.name]
+        mx = f"{info['max']:.1f}f"
+        n = f"opus_sr_{to.name}{'_sat' if sat else ''}"
+        body = (f"unsigned a = __builtin_bit_cast(unsigned, f) & 0x7FFFFFFFu; "
+                f"if (a > 0x7F800000u) return (unsigned char){info['nan']}u; ")
+        if not sat:
+            maxbits = int(np_f32_bits(info["max"]))
+            code = (f"({info['ovf_bits']}u | ((__builtin_bit_cast(unsigned, f) >> 24) & 0x80u))"
+                    if info["signed_ovf"] else f"{info['ovf_bits']}u")
+            body += (f"if (((a + (r >> {9 + m})) & {hex((0xFFFFFFFF << (23 - m)) & 0xFFFFFFFF)}u) > "
+                     f"{maxbits}u) return (unsigned char){code}; ")
+        body += (f"f = __builtin_fminf(__builtin_fmaxf(f, -{mx}), {mx}); "
+                 f"return (unsigned char)__builtin_amdgcn_cvt_sr_{info['kind']}_f32(f, (int)r, 0, 0);")
+        self.helper(n, f"unsigned char {n}(float f, unsigned r) {{ {body} }}")
+        return f"{n}({f}, {bits})"
 
     # -- memory: buffer resources for bounded global accesses ----------------------------------
     def _is_global(self, p):
@@ -497,7 +579,7 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         """The parts of a bounded buffer access: element type, size, resource, soffset, aux."""
         p, off, value, bound, soff = access_operands(op)
         e = p.type.elem
-        if e.bits % 8:
+        if e.bits % 8 and not e.is_bool:  # bool is one byte in memory
             raise CodegenError(f"internal: bounded {what} of {e.name} reached the hip renderer "
                                "(sub-byte types are refused while tracing)")
         s = e.itemsize

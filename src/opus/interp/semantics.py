@@ -438,3 +438,47 @@ def _to_e8m0(rounding, sat):
         pos = (u - np.uint32(1)) < np.uint32(0x7F800000)  # positive: finite non-zero or +inf
         return np.where(pos, k, 255).astype(np.uint8).view(dt.e8m0.np_dtype)
     return f
+
+
+# -- the original's bf16 truncations and stochastic rounding (ir/ops.py cast) -------------------
+
+def truncate_to_bf16(x, keep_nan):
+    """f32 array -> bf16 by its high 16 bits; ``keep_nan`` sets bit 0 where the exponent is all
+    ones and the low half is not zero, so a NaN whose payload lies there stays a NaN."""
+    u = np.ascontiguousarray(x, F32).view(np.uint32)
+    h = (u >> np.uint32(16)).astype(np.uint16)
+    if keep_nan:
+        nan_low = ((u & np.uint32(0x7F800000)) == np.uint32(0x7F800000)) & ((u & np.uint32(0xFFFF)) != 0)
+        h = h | nan_low.astype(np.uint16)
+    return h.view(dt.bf16.np_dtype)
+
+
+def stochastic_grid(x, rbits, m, emin):
+    """The stochastic rounding of f32 array ``x`` with u32 ``rbits`` to m mantissa bits and
+    smallest normal exponent emin, as an f32 array holding the (exact) result value: the top
+    23-m random bits are added just below the kept mantissa of the value's 24-bit significand at
+    exponent max(e, emin), and the rest is dropped (ir/ops.py cast, 'sr'). Zero, infinities and
+    NaN come back unchanged (they then convert as with 'rn')."""
+    u = np.ascontiguousarray(x, F32).view(np.uint32)
+    r = np.asarray(rbits).astype(np.uint32) >> np.uint32(9 + m)
+    a = u & np.uint32(0x7FFFFFFF)
+    keep = np.uint32((0xFFFFFFFF << (23 - m)) & 0xFFFFFFFF)
+    normal = (a + r) & keep  # a carry into the exponent is the rounding up to the next binade
+    with np.errstate(over="ignore", invalid="ignore"):
+        s = np.floor(np.abs(x.astype(F64)) * 2.0 ** (23 - emin)).astype(np.uint64)
+        q = (s + r.astype(np.uint64)) >> np.uint64(23 - m)
+        small = (q.astype(F64) * 2.0 ** (emin - m)).astype(F32).view(np.uint32)
+    mag = np.where(a >= np.uint32((emin + 127) << 23), normal, small)
+    out = (mag | (u & np.uint32(0x80000000))).view(F32)
+    special = (a == 0) | (a >= np.uint32(0x7F800000))
+    return np.where(special, x, out).astype(F32)
+
+
+def _stochastic(src: DType, to: DType, sat):
+    m, emin = SR_FORMATS[to.name]
+    encode = cast_fn(dt.f32, to, "rn", sat)
+    exact = cast_fn(src, dt.f32) if src.name != "f32" else (lambda a: a)
+
+    def f(a, rbits):
+        return encode(stochastic_grid(exact(a), rbits, m, emin))
+    return f

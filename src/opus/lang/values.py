@@ -403,41 +403,58 @@ def to_bool(x, what="condition"):
 
 # -- casts ------------------------------------------------------------------------------------
 
-_ROUNDINGS = ("rn", "rz")
+# rounding modes (ir/ops.py cast); the original's bf16 mode names are accepted for them
+_ROUNDINGS = ("rn", "rz", "truncate", "truncate_with_nan", "sr")
+_ROUNDING_ALIASES = {"standard": "rn"}
 
 
-def cast(x, to: DType, rounding="rn", sat=False):
+def cast(x, to: DType, rounding="rn", sat=False, rbits=None):
     """Convert ``x`` to element type ``to``, lane by lane for a vector; also ``x.to(to)`` and
     ``to(x)``. Ints wrap; floats to ints truncate toward zero and saturate (NaN gives 0); to
     and from the fp8/e8m0 storage types it is exact through f32 (docs/language.md, "Types and
-    conversions").
+    conversions"). Vector casts convert two lanes per instruction where the chip has a packed
+    conversion (``Target.packed_conversion``).
 
-    Example: ``h = opus.cast(acc, opus.bf16, rounding="rz")``.
+    Example: ``h = opus.cast(acc, opus.bf16, rounding="truncate")``;
+    ``q = opus.cast(v, opus.fp8_e4m3, rounding="sr", rbits=bits, sat=True)``.
 
     :param x: the value to convert
     :type x: run-time value (scalar or vector) or Python number
     :param to: the element type
     :type to: DType
-    :param rounding: 'rn' (nearest even) or 'rz' (toward zero: only for conversions to f16,
-        bf16 and e8m0)
+    :param rounding: 'rn' (nearest even; also 'standard'), 'rz' (toward zero: into f16, bf16
+        and e8m0), 'truncate' / 'truncate_with_nan' (into bf16: the high half of the f32 bits,
+        the second keeping every NaN a NaN), 'sr' (stochastic, into f16, bf16 and fp8, from
+        f32/f16/bf16: the top bits of ``rbits`` are added below the kept mantissa, then
+        truncated; ir/ops.py gives the rule)
     :type rounding: str
     :param sat: for conversions to fp8 and e8m0: clamp values beyond the largest finite one
         (infinities too) to it instead of giving inf/NaN
     :type sat: bool
+    :param rbits: with rounding='sr' only: the random bits, a u32 (or i32) run-time value with
+        one lane per lane of ``x`` (results are reproducible from them)
+    :type rbits: run-time value
     :returns: ``x`` as ``to`` (a vector of ``to`` for a vector)
     :targets: all targets (fp8 conversions use the chip's instructions where it has them, else
-        exact bit arithmetic with the same results; see each fp8 dtype)
+        exact bit arithmetic with the same results; stochastic rounding is v_cvt_sr_* on
+        gfx942 (FNUZ fp8) and gfx950 (OCP fp8, bf16, f16), the same rule in bit arithmetic
+        elsewhere)
     """
     if not isinstance(to, DType):
         _err(f"cast target must be an opus dtype, got {to!r}")
+    rounding = _ROUNDING_ALIASES.get(rounding, rounding) if isinstance(rounding, str) else rounding
     if rounding not in _ROUNDINGS:
-        _err(f"unknown rounding {rounding!r}; use one of {_ROUNDINGS}")
+        _err(f"unknown rounding {rounding!r}; use one of {_ROUNDINGS} ('standard' is 'rn')")
+    if (rbits is None) != (rounding != "sr"):
+        _err("rounding='sr' needs its random bits: pass rbits= (a u32 value, one per lane)"
+             if rbits is None else
+             f"rbits= is the random bits of rounding='sr'; this cast rounds with {rounding!r}")
     target = ctx().target
     to = target.resolve_dtype(to)
     target.conversion(to, to, rounding, sat)  # the rules that depend on the destination alone
     if isinstance(x, Undefined):
         x._fail()
-    if isinstance(x, _STATIC) and rounding == "rz":  # the run-time conversion defines rz
+    if isinstance(x, _STATIC) and rounding != "rn":  # the run-time conversion defines the mode
         x = as_value(x, dt.f32 if isinstance(x, float) else py_default_type(x))
     if isinstance(x, _STATIC):
         if to.storage_only:
@@ -458,10 +475,43 @@ def cast(x, to: DType, rounding="rn", sat=False):
     if isinstance(x.type, PointerType):
         _err(f"cannot convert a pointer to {to.name}")
     src = scalar_of(x.type)
-    if src is to:
+    if src is to and rounding != "sr":
         return x
     target.conversion(src, to, rounding, sat)
-    return emit1("cast", [x], _result_like(x.type, to), {"to": to, "rounding": rounding, "sat": sat})
+    attrs = {"to": to, "rounding": rounding, "sat": sat}
+    if rounding == "sr":
+        if src is to:
+            return x
+        return emit1("cast", [x, _random_bits(rbits, x)], _result_like(x.type, to), attrs)
+    return emit1("cast", [x], _result_like(x.type, to), attrs)
+
+
+def _random_bits(rbits, x):
+    """``rbits`` as the u32 operand of a stochastic cast of ``x``: one lane per lane of x."""
+    if isinstance(rbits, _STATIC) and not isinstance(rbits, bool) and isinstance(rbits, int):
+        if not 0 <= rbits < 2 ** 32:
+            _err(f"rbits={rbits!r} does not fit u32 (0 .. 2**32-1)")
+        rbits = const(rbits, dt.u32)
+        if isinstance(x.type, VectorType):
+            rbits = emit1("broadcast", [rbits], VectorType(dt.u32, x.type.n), {"n": x.type.n})
+        return rbits
+    if not isinstance(rbits, Value) or isinstance(rbits.type, PointerType) \
+            or scalar_of(rbits.type).name not in ("u32", "i32"):
+        _err(f"rbits must be a u32 or i32 run-time value (the random bits of rounding='sr'), "
+             f"got {_describe(rbits)}")
+    if lanes_of(rbits.type) != lanes_of(x.type) or \
+            isinstance(rbits.type, VectorType) != isinstance(x.type, VectorType):
+        _err(f"rbits has {lanes_of(rbits.type)} lane(s) but the value converted has "
+             f"{lanes_of(x.type)}: stochastic rounding takes one random word per lane")
+    if scalar_of(rbits.type).name == "i32":
+        rbits = bitcast(rbits, _result_like(rbits.type, dt.u32))
+    return rbits
+
+
+def _describe(v):
+    if isinstance(v, Value):
+        return f"a {type_str(v.type)} value"
+    return f"{type(v).__name__} {v!r}"
 
 
 def bitcast(x, to):
@@ -540,8 +590,8 @@ class Val(Value):
 
     __int__ = __float__ = __index__
 
-    def astype(self, to, rounding="rn", sat=False):
-        return cast(self, to, rounding, sat)
+    def astype(self, to, rounding="rn", sat=False, rbits=None):
+        return cast(self, to, rounding, sat, rbits)
 
     to = astype
 

@@ -41,6 +41,19 @@ def _limits(name):
 _CACHE_HINTS = {"normal": {"load": 0, "store": 0}, "streaming": {"load": 2, "store": 2}}
 
 
+def _packed_conversions(flavours):
+    """Two lanes per instruction: v_cvt_pk_{fp8,bf8}_f32 (f32 -> the flavour's fp8) and
+    v_cvt_pk_f32_{fp8,bf8} (back to f32, on to f16/bf16 from there). CDNA4's f32 -> bf16
+    (v_cvt_pk_bf16_f32) pairs without help: clang fuses two (__bf16) casts into one."""
+    table = {}
+    for d in flavours.values():
+        kind = "fp8" if "e4m3" in d.name else "bf8"
+        table[("f32", d.name, "rn")] = f"v_cvt_pk_{kind}_f32"
+        for to in ("f32", "f16", "bf16"):
+            table[(d.name, to, "rn")] = f"v_cvt_pk_f32_{kind}"
+    return table
+
+
 class AmdTarget(Target):
     vendor = "amd"
     warp_size = 64
@@ -95,6 +108,10 @@ class AmdTarget(Target):
         # f32 -> bf16 round-to-nearest-even in one instruction (v_cvt_pk_bf16_f32, CDNA4);
         # gfx942 rounds in integer arithmetic
         self.hw_bf16 = name == "gfx950"
+        # stochastic rounding in one instruction: v_cvt_sr_{fp8,bf8}_f32 (the flavour's fp8),
+        # and on CDNA4 v_cvt_sr_{bf16,f16}_f32
+        self.hw_sr = self.hw_fp8 | (frozenset(("bf16", "f16")) if name == "gfx950" else frozenset())
+        self.packed_conversions = _packed_conversions(self.flavours)
         # buffer_load_{ubyte,ushort,dword} ... lds; CDNA4 adds dwordx3 and dwordx4 (clang's
         # __builtin_amdgcn_raw_ptr_buffer_load_lds refuses other sizes: "invalid size value")
         self.lds_load_sizes = (1, 2, 4, 12, 16) if name == "gfx950" else (1, 2, 4)

@@ -43,6 +43,15 @@ static inline void cvt_rn_f16_f32(unsigned short& d, float a) { d = F::f32_to_f1
 static inline void cvt_rz_f16_f32(unsigned short& d, float a) { d = F::f32_to_f16(a, true); }
 static inline void cvt_rn_bf16_f32(unsigned short& d, float a) { d = F::f32_to_bf16(a, false); }
 static inline void cvt_rz_bf16_f32(unsigned short& d, float a) { d = F::f32_to_bf16(a, true); }
+// cvt.{rn,rz}.{f16x2,bf16x2}.f32 d, a, b: d.hi = cvt(a), d.lo = cvt(b) (PTX ISA, cvt)
+static inline void cvt_rn_f16x2_f32(unsigned& d, float a, float b) {
+  d = (unsigned)F::f32_to_f16(a, false) << 16 | F::f32_to_f16(b, false); }
+static inline void cvt_rz_f16x2_f32(unsigned& d, float a, float b) {
+  d = (unsigned)F::f32_to_f16(a, true) << 16 | F::f32_to_f16(b, true); }
+static inline void cvt_rn_bf16x2_f32(unsigned& d, float a, float b) {
+  d = (unsigned)F::f32_to_bf16(a, false) << 16 | F::f32_to_bf16(b, false); }
+static inline void cvt_rz_bf16x2_f32(unsigned& d, float a, float b) {
+  d = (unsigned)F::f32_to_bf16(a, true) << 16 | F::f32_to_bf16(b, true); }
 
 // cvt.rzi.<int>.<float>: toward zero, saturating to the integer's range, NaN -> 0
 template <class I, class T> static inline I rzi(T a) {

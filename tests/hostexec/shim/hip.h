@@ -139,6 +139,15 @@ template <class T> static inline void opus_host_buffer_store(T v, opus_host_rsrc
 // v_cvt_f32_{fp8,bf8}: byte `sel` of src, exact
 #define __builtin_amdgcn_cvt_f32_fp8(src, sel) opus_host_float::decode(((unsigned)(src) >> (8 * (sel))) & 0xff, OPUS_HOST_FP8)
 #define __builtin_amdgcn_cvt_f32_bf8(src, sel) opus_host_float::decode(((unsigned)(src) >> (8 * (sel))) & 0xff, OPUS_HOST_BF8)
+// v_cvt_pk_f32_{fp8,bf8}: bytes 0 and 1 (word_sel: 2 and 3) of src as two f32, exact
+typedef float opus_host_f32x2 __attribute__((vector_size(8)));
+static inline opus_host_f32x2 opus_host_cvt_pk_f32(int src, bool word_sel, const opus_host_float::Format& f) {
+  unsigned w = (unsigned)src >> (word_sel ? 16 : 0);
+  opus_host_f32x2 r = {opus_host_float::decode(w & 0xff, f), opus_host_float::decode((w >> 8) & 0xff, f)};
+  return r;
+}
+#define __builtin_amdgcn_cvt_pk_f32_fp8(src, sel) opus_host_cvt_pk_f32(src, sel, OPUS_HOST_FP8)
+#define __builtin_amdgcn_cvt_pk_f32_bf8(src, sel) opus_host_cvt_pk_f32(src, sel, OPUS_HOST_BF8)
 // v_cvt_pk_{fp8,bf8}_f32 a, b: RNE into bytes 0 and 1 (word_sel: 2 and 3) of `old`. The
 // codegen handles NaN and clamps before it: values that overflow the format are outside the
 // shim's contract and give the format's NaN (e5m2: inf) code, so a lost clamp shows as a difference.

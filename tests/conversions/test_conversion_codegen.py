@@ -1,0 +1,187 @@
+"""The conversions in generated code: packed instructions (SASS through NVRTC + nvdisasm, AMDGCN
+through clang), the software paths executed on the host (tests/hostexec) bit for bit as the
+interpreter, and on an NVIDIA GPU (pytest -m gpu) every new path bit for bit as the
+interpreter."""
+import re
+import sys
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import opus
+from conv_kernels import converter, stochastic, cast_on, sr_on, run, gpu_arch
+from hostexec import run_kernel
+from hostexec.float_refs import same_floats
+from test_rounding import random_f32
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "amd"))
+from test_amd_target import asm_of  # noqa: E402
+
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
+
+FP8_OCP = [opus.fp8_e4m3, opus.fp8_e5m2]
+
+
+def _sass_count(kernel, pattern, arch="sm_90a"):
+    return len(re.findall(pattern, kernel.sass(target=arch)))
+
+
+# -- NVIDIA: one F2FP per lane pair ---------------------------------------------------------------
+
+@pytest.mark.parametrize("t", [opus.f16, opus.bf16], ids=lambda t: t.name)
+@pytest.mark.parametrize("rounding", ["rn", "rz"])
+def test_f32_to_half_pairs_are_one_f2fp(t, rounding):
+    """8 lanes, 4 cvt.<rnd>.<t>x2.f32: SASS F2FP...PACK_AB with both sources registers (a
+    scalar conversion packs with RZ, the zero register, as its second source)."""
+    k = converter(opus.f32, t, rounding, False, 8 // 2)  # 4 lanes per thread
+    sass = k.sass(target="sm_90a")
+    packs = re.findall(r"F2FP\.[\w.]*PACK_AB[.\w]* R\d+, R\d+, R\d+", sass)
+    assert len(packs) == 2, re.findall(r"F2FP[^;]*", sass)  # 4 lanes: 2 pairs
+    assert not re.search(r"F2FP\.[\w.]*PACK_AB[.\w]* R\d+, RZ", sass)
+    assert f"cvt.{rounding}.{t.name}x2.f32" in k.source(target="sm_80")
+
+
+@pytest.mark.parametrize("t", FP8_OCP, ids=lambda t: t.name)
+def test_fp8_pairs_on_sm90a(t):
+    kind = t.name.split("_")[1].upper()
+    assert _sass_count(converter(opus.f32, t, "rn", True, 4), rf"F2FP\.SATFINITE\.{kind}\.F32\.PACK_AB") == 2
+    assert _sass_count(converter(t, opus.f32, "rn", False, 4), rf"F2FP\.F16\.{kind}\.UNPACK_B") == 2
+
+
+def test_e2m1x2_is_not_on_these_chips():
+    """cvt.rn.satfinite.e2m1x2.f32 needs sm_100a; the targets here have no packed fp4 entry
+    (fp4 converts in exact software, helper L's register form)."""
+    for arch in ("sm_80", "sm_89", "sm_90a"):
+        table = opus.targets.get_target(arch).packed_conversions
+        assert not [k for k in table if "fp4" in k[0] or "fp4" in k[1]]
+
+
+# -- AMD: v_cvt_pk_fp8_f32 once per two values -----------------------------------------------------
+
+@opus.kernel
+def _fp8_round_trip(x: opus.Ptr[opus.f32], q: opus.Ptr[opus.fp8], z: opus.Ptr[opus.f32], n: opus.i32):
+    i = opus.thread_id_x() * 8
+    gx, gq, gz = opus.make_gmem(x, n), opus.make_gmem(q, n), opus.make_gmem(z, n)
+    v = opus.concat(gx.load(i, vec=4), gx.load(i + 4, vec=4))
+    gq.store(opus.cast(v, opus.fp8), i)
+    back = opus.cast(gq.load(i, vec=8), opus.f32)
+    gz.store(back[0:4], i)
+    gz.store(back[4:8], i + 4)
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_amd_fp8_pairs(arch):
+    """8 values: 4 v_cvt_pk_fp8_f32 (before: 8, one per value) and 4 v_cvt_pk_f32_fp8."""
+    c = Counter(re.findall(r"v_cvt\w*", asm_of(_fp8_round_trip, arch)))
+    assert c["v_cvt_pk_fp8_f32"] == 4, c
+    assert c["v_cvt_pk_f32_fp8_e32"] + c["v_cvt_pk_f32_fp8"] == 4, c
+    assert c["v_cvt_f32_fp8"] + c["v_cvt_f32_fp8_e32"] + c["v_cvt_f32_fp8_sdwa"] == 0, c
+
+
+@opus.kernel
+def _to_bf16(x: opus.Ptr[opus.f32], y: opus.Ptr[opus.bf16]):
+    i = opus.thread_id_x() * 8
+    v = opus.concat(opus.make_gmem(x).load(i, vec=4), opus.make_gmem(x).load(i + 4, vec=4))
+    opus.make_gmem(y).store(opus.cast(v, opus.bf16), i)
+
+
+def test_gfx950_bf16_pairs():
+    """clang fuses two (__bf16) casts into one v_cvt_pk_bf16_f32: 8 values, 4 instructions."""
+    c = Counter(re.findall(r"v_cvt\w*", asm_of(_to_bf16, "gfx950")))
+    assert c["v_cvt_pk_bf16_f32"] == 4, c
+
+
+@pytest.mark.parametrize("arch,t,instr", [
+    ("gfx942", opus.fp8_e4m3fnuz, "v_cvt_sr_fp8_f32"), ("gfx942", opus.fp8_e5m2fnuz, "v_cvt_sr_bf8_f32"),
+    ("gfx950", opus.fp8_e4m3, "v_cvt_sr_fp8_f32"), ("gfx950", opus.fp8_e5m2, "v_cvt_sr_bf8_f32"),
+    ("gfx950", opus.bf16, "v_cvt_sr_bf16_f32"), ("gfx950", opus.f16, "v_cvt_sr_f16_f32")])
+def test_amd_stochastic_rounding_instructions(arch, t, instr):
+    sat = t.storage_only
+    asm = asm_of(stochastic(opus.f32, t, sat, 4), arch)
+    assert len(re.findall(instr + r"\b", asm)) == 4
+
+
+@pytest.mark.parametrize("arch,t", [("gfx942", opus.fp8_e4m3), ("gfx942", opus.bf16), ("gfx950", opus.fp8_e4m3fnuz)])
+def test_amd_software_stochastic_rounding_where_the_chip_lacks_it(arch, t):
+    assert opus.targets.get_target(arch).conversion(opus.f32, t, "sr") == "software"
+    assert "v_cvt_sr" not in asm_of(stochastic(opus.f32, t, False, 4), arch)
+
+
+# -- software paths executed on the host, bit for bit as the interpreter ---------------------------
+
+def _host(kernel, arrays, out_dtype, target, tmp_path, vec=4):
+    n = len(arrays[0])
+    out = np.zeros(n, out_dtype)
+    grid = ((n + vec - 1) // vec + 255) // 256
+    run_kernel(kernel, grid, 256, *arrays, out, n, target=target, workdir=tmp_path)
+    return out
+
+
+SW_SR = [("sm_80", opus.fp8_e4m3, True), ("sm_90a", opus.fp8_e5m2, False), ("sm_80", opus.bf16, False),
+         ("sm_90a", opus.f16, False), ("gfx942", opus.fp8_e4m3, False), ("gfx942", opus.bf16, False),
+         ("gfx942", opus.f16, False), ("gfx950", opus.fp8_e4m3fnuz, True),
+         ("gfx950", opus.fp8_e5m2fnuz, False)]
+
+
+@pytest.mark.parametrize("target,t,sat", SW_SR, ids=[f"{a}-{t.name}-{s}" for a, t, s in SW_SR])
+def test_host_software_stochastic_rounding(target, t, sat, tmp_path):
+    x = random_f32(1 << 14, seed=11)
+    r = np.random.default_rng(12).integers(0, 1 << 32, len(x), dtype=np.uint64).astype(np.uint32)
+    got = _host(stochastic(opus.f32, t, sat, 4), [x, r], t.np_dtype, target, tmp_path)
+    assert same_floats(got, sr_on(target, x, r, opus.f32, t, sat=sat)) if not t.storage_only else \
+        np.array_equal(got.view(np.uint8), sr_on(target, x, r, opus.f32, t, sat=sat).view(np.uint8))
+
+
+HOST_CASTS = [("sm_80", opus.f32, opus.f16, "rn", False), ("sm_80", opus.f32, opus.bf16, "rz", False),
+              ("sm_90a", opus.f32, opus.bf16, "rn", False), ("sm_90a", opus.f32, opus.fp8_e4m3, "rn", False),
+              ("sm_80", opus.f32, opus.bf16, "truncate", False),
+              ("gfx942", opus.f32, opus.bf16, "truncate_with_nan", False),
+              ("gfx942", opus.f32, opus.fp8_e4m3fnuz, "rn", False), ("gfx942", opus.f32, opus.fp8_e5m2fnuz, "rn", True),
+              ("gfx950", opus.f32, opus.fp8_e4m3, "rn", False), ("gfx950", opus.f32, opus.fp8_e5m2, "rn", True),
+              ("gfx942", opus.fp8_e4m3fnuz, opus.f32, "rn", False), ("gfx950", opus.fp8_e5m2, opus.bf16, "rn", False)]
+
+
+@pytest.mark.parametrize("target,src,dst,rnd,sat", HOST_CASTS,
+                         ids=[f"{a}-{s.name}-{d.name}-{r}-{'sat' if t else 'nosat'}" for a, s, d, r, t in HOST_CASTS])
+def test_host_packed_and_truncating_casts(target, src, dst, rnd, sat, tmp_path):
+    """The packed pairs (PTX cvt x2 shims, v_cvt_pk_* shims: tests/hostexec/shim) and the bf16
+    truncations as rendered, against the interpreter."""
+    x = random_f32(1 << 14, seed=13) if src is opus.f32 else \
+        np.arange(1 << 14, dtype=np.uint16).astype(np.uint8).view(src.np_dtype)
+    got = _host(converter(src, dst, rnd, sat, 4), [x], dst.np_dtype, target, tmp_path)
+    ref = cast_on(target, x, src, dst, rounding=rnd, sat=sat)
+    assert same_floats(got, ref) if not dst.storage_only else np.array_equal(got.view(np.uint8), ref.view(np.uint8))
+
+
+# -- on the GPU ------------------------------------------------------------------------------------
+
+GPU_CASTS = [(opus.f32, t, r, False) for t in (opus.f16, opus.bf16) for r in ("rn", "rz")] + \
+            [(opus.f32, opus.bf16, r, False) for r in ("truncate", "truncate_with_nan")] + \
+            [(opus.f32, t, "rn", s) for t in FP8_OCP for s in (False, True)] + \
+            [(t, d, "rn", False) for t in FP8_OCP for d in (opus.f32, opus.f16, opus.bf16)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("vec", [1, 2, 4])
+@pytest.mark.parametrize("src,dst,rnd,sat", GPU_CASTS,
+                         ids=[f"{s.name}-{d.name}-{r}-{'sat' if t else 'nosat'}" for s, d, r, t in GPU_CASTS])
+def test_gpu_casts_match_interp(src, dst, rnd, sat, vec):
+    x = random_f32() if src is opus.f32 else np.tile(np.arange(256, dtype=np.uint8), 64).view(src.np_dtype)
+    x = x[:len(x) // 4 * 4]
+    got = run(converter(src, dst, rnd, sat, vec), [x], dst.np_dtype, vec, gpu_arch(), device=True)
+    ref = cast_on(gpu_arch(), x, src, dst, rounding=rnd, sat=sat, vec=vec)
+    assert same_floats(got, ref) if not dst.storage_only else np.array_equal(got.view(np.uint8), ref.view(np.uint8))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("t,sat", [(opus.fp8_e4m3, False), (opus.fp8_e4m3, True), (opus.fp8_e5m2, False),
+                                   (opus.fp8_e4m3fnuz, True), (opus.bf16, False), (opus.f16, False)],
+                         ids=lambda v: getattr(v, "name", str(v)))
+def test_gpu_stochastic_rounding_matches_interp(t, sat):
+    x = random_f32()
+    r = np.random.default_rng(14).integers(0, 1 << 32, len(x), dtype=np.uint64).astype(np.uint32)
+    got = run(stochastic(opus.f32, t, sat, 4), [x, r], t.np_dtype, 4, gpu_arch(), device=True)
+    ref = sr_on(gpu_arch(), x, r, opus.f32, t, sat=sat)
+    assert same_floats(got, ref) if not t.storage_only else np.array_equal(got.view(np.uint8), ref.view(np.uint8))
