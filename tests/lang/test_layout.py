@@ -105,3 +105,17 @@ def test_static_parts_emit_no_code():
     body = [l.strip() for l in src.splitlines() if "=" in l and not l.strip().startswith(("//", "#"))]
     # 691 + 35 folded into one literal; the only other line reads the thread index
     assert body == ["int v2 = (int)threadIdx.x;", "p_out_1[v2] = 726;"]
+
+
+def test_swizzled_adds_or_removes_a_swizzle():
+    """Offsets of a swizzled copy: the 128-byte bf16 swizzle moves 8-element (16-byte) chunk j
+    of 64-element row r to chunk j ^ (r % 8), by hand; shifts are swizzled whole."""
+    u = opus.make_layout((8, 64))
+    sw = opus.swizzle_bytes(128, opus.bf16)
+    s = u.swizzled(sw)
+    for r, c in [(0, 0), (1, 0), (3, 17), (7, 63)]:
+        assert s(r, c) == r * 64 + ((c // 8) ^ (r % 8)) * 8 + c % 8
+    assert (s + 64)(0, 0) == 64 + 8                     # row 1's first chunk
+    assert s.swizzled(None)(3, 17) == u(3, 17) and u.swizzle is None
+    with pytest.raises(opus.TraceError, match="Layout.swizzled takes an opus.Swizzle"):
+        u.swizzled(128)

@@ -424,6 +424,22 @@ class Layout:
             object.__setattr__(new, "_" + k, v)
         return new
 
+    def swizzled(self, swizzle):
+        """This layout with its offsets XOR-swizzled by ``swizzle`` (an ``opus.Swizzle``; None
+        removes one): e.g. a register layout (``wg.layout_c``) written into a swizzled shared
+        tile that a TMA store reads (``wg.layout_c((64, 1)).swizzled(opus.swizzle_bytes(128,
+        opus.bf16))``). The swizzle applies to whole offsets, shifts included.
+
+        :param swizzle: the swizzle, or None
+        :type swizzle: Swizzle or None
+        :returns: the swizzled layout
+        :rtype: Layout
+        """
+        if swizzle is not None and not isinstance(swizzle, Swizzle):
+            _err(f"Layout.swizzled takes an opus.Swizzle (opus.swizzle_bytes(...)) or None, got "
+                 f"{_describe(swizzle)}")
+        return self._with(swizzle=swizzle)
+
     def __getitem__(self, index):
         """Slice by top-level mode: ``u[i, :]`` fixes mode 0 at ``i`` (its term moves into the
         linear offset) and keeps mode 1; ``:`` keeps a mode whole."""
