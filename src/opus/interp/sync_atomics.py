@@ -278,10 +278,9 @@ class SyncAtomicOps:
 
         def run(state, _op=op):
             T = state.T
-            act = np.ones(T, bool) if state.mask is None else state.mask
+            act, alive = _active_and_alive(state)
             if not act.any():
                 return
-            alive = np.ones(T, bool) if state.alive is None else state.alive
             warp, lane, _ = self._warps(state)
             mask = np.broadcast_to(state.values[sm], (T,)).astype(np.uint64)
             mine = ((mask >> lane.astype(np.uint64)) & np.uint64(1)).astype(bool)
@@ -330,10 +329,9 @@ class SyncAtomicOps:
 
         def run(state, _op=op):
             T = state.T
-            act = np.ones(T, bool) if state.mask is None else state.mask
+            act, alive = _active_and_alive(state)
             if not act.any():
                 return
-            alive = np.ones(T, bool) if state.alive is None else state.alive
             warp, _, per = self._warps(state)
             part = np.unique(warp[alive & ~act & np.isin(warp, warp[act])])
             if part.size:
@@ -409,6 +407,13 @@ class SyncAtomicOps:
             state.clock += 1
             state.values[sr] = np.array([state.clock], np.uint64).astype(nd)
         return run
+
+
+def _active_and_alive(state):
+    """(lanes executing the op, lanes that have not returned), as bool arrays [T]."""
+    T = state.T
+    return (np.ones(T, bool) if state.mask is None else state.mask,
+            np.ones(T, bool) if state.alive is None else state.alive)
 
 
 def _forget_accesses(shadow, lanes):

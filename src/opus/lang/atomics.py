@@ -119,40 +119,17 @@ def _doc(f, summary, value=True, returns="the element's old value (a packed pair
     return f
 
 
-def atomic_add(p, value, off=0, *, order="relaxed", scope="device"):
-    return _atomic("add", p, off, value, order=order, scope=scope)
+def _read_modify_write(op):
+    """opus.atomic_<op>(p, value, off=0, *, order, scope): one signature for every such op."""
+    def f(p, value, off=0, *, order="relaxed", scope="device"):
+        return _atomic(op, p, off, value, order=order, scope=scope)
+    f.__name__ = f.__qualname__ = f"atomic_{op}"
+    return f
 
 
-def atomic_min(p, value, off=0, *, order="relaxed", scope="device"):
-    return _atomic("min", p, off, value, order=order, scope=scope)
-
-
-def atomic_max(p, value, off=0, *, order="relaxed", scope="device"):
-    return _atomic("max", p, off, value, order=order, scope=scope)
-
-
-def atomic_exch(p, value, off=0, *, order="relaxed", scope="device"):
-    return _atomic("exch", p, off, value, order=order, scope=scope)
-
-
-def atomic_and(p, value, off=0, *, order="relaxed", scope="device"):
-    return _atomic("and", p, off, value, order=order, scope=scope)
-
-
-def atomic_or(p, value, off=0, *, order="relaxed", scope="device"):
-    return _atomic("or", p, off, value, order=order, scope=scope)
-
-
-def atomic_xor(p, value, off=0, *, order="relaxed", scope="device"):
-    return _atomic("xor", p, off, value, order=order, scope=scope)
-
-
-def atomic_inc(p, value, off=0, *, order="relaxed", scope="device"):
-    return _atomic("inc", p, off, value, order=order, scope=scope)
-
-
-def atomic_dec(p, value, off=0, *, order="relaxed", scope="device"):
-    return _atomic("dec", p, off, value, order=order, scope=scope)
+atomic_add, atomic_min, atomic_max, atomic_exch, atomic_and, atomic_or, atomic_xor, atomic_inc, \
+    atomic_dec = map(_read_modify_write, ("add", "min", "max", "exch", "and", "or", "xor", "inc",
+                                          "dec"))
 
 
 def atomic_cas(p, compare, value, off=0, *, order="relaxed", scope="device"):
