@@ -298,3 +298,26 @@ def test_vector_names_misused_in_kernels(kernel, needles, tag):
     x, y = np.ones(4, np.float32), np.zeros(4, np.float32)
     with unchanged(y), raises(opus.TraceError, *needles, at=tag):
         launch(kernel, SM, x, y if kernel is not wrong_vector else np.zeros(4, np.float16))
+
+
+@opus.kernel
+def async_fp4(x: opus.Ptr[fp4], y: opus.Ptr[f32]):
+    s = opus.alloc_smem(fp4, 64)
+    opus.copy_async(s, 0, opus.make_gmem(x, 64), 0, vec=32)  # ERR: async-fp4
+    y[0] = 0.0
+
+
+@opus.kernel
+def async_lds_int4(x: opus.Ptr[opus.int4], y: opus.Ptr[f32]):
+    s = opus.alloc_smem(opus.int4, 256)
+    opus.copy_async_lds(s, 0, opus.make_gmem(x, 256), 0, vec=8)  # ERR: lds-int4
+    y[0] = 0.0
+
+
+@pytest.mark.parametrize("kernel,target,tag", [(async_fp4, "sm_90a", "async-fp4"),
+                                               (async_lds_int4, "gfx950", "lds-int4")],
+                         ids=["cp-async-fp4", "lds-int4"])
+def test_async_copies_refuse_sub_byte_types(kernel, target, tag, cache_root):
+    with no_new_cache_files(cache_root), raises(opus.TraceError, "sub-byte types",
+                                                "no async copies", at=tag):
+        kernel.source(target=target)

@@ -179,14 +179,17 @@ def _byte_masks(em, e, vec, off_c, bound_c):
     return masks
 
 
-def render_packed_load(em, op, indent):
+def _render_packed_access(em, op, indent, vt, value, partial_bytes):
+    """A packed load or store: the whole access, or with a bound, the whole access where every
+    element is in range and else one statement per byte (``partial_bytes(j, mask, at)`` gives
+    byte j's, ``mask`` its in-range bits, ``at`` its address as an lvalue) around a union
+    ``u`` of the vector and its bytes (``value``: the vector's C name, loaded into or stored)."""
     p, off_c, bound, hint = em._access(op, indent)
     off = op.operands[1] if not op.attrs.get("soffset") else off_c
-    r, vec, e = op.results[0], op.attrs["vec"], p.type.elem
-    vt, nbytes = em.ctype(r.type), e.nbytes(vec)
+    vec, e = op.attrs["vec"], p.type.elem
+    nbytes = e.nbytes(vec)
     addr = f"{em.name(p)} + {packed_byte_offset(off_c, e)}"
-    n = em.declare(r, indent)
-    whole = _packed_whole(em, "load", vt, addr, nbytes, n, hint)
+    whole = _packed_whole(em, op.kind, vt, addr, nbytes, value, hint)
     if bound is None:
         for text in whole:
             em.line(indent, text)
@@ -194,36 +197,28 @@ def render_packed_load(em, op, indent):
     em.line(indent, f"if ({em._whole_vector_in(off, off_c, bound, vec)}) {{")
     for text in whole:
         em.line(indent + 1, text)
-    em.line(indent, "} else {")  # byte by byte, the bits of elements past the bound 0
+    em.line(indent, "} else {")
     u = em.fresh(prefix="pk")
-    em.line(indent + 1, f"union {{ {vt} v; unsigned char b[{nbytes}]; }} {u};")
+    em.line(indent + 1, f"union {{ {vt} v; unsigned char b[{nbytes}]; }} {u};"
+            + (f" {u}.v = {value};" if op.kind == "store" else ""))
     for j, m in enumerate(_byte_masks(em, e, vec, off_c, em.name(bound))):
-        em.line(indent + 1, f"{{ unsigned char m = {m}; {u}.b[{j}] = m ? "
-                              f"(unsigned char)(((const unsigned char*)({addr}))[{j}] & m) : 0; }}")
-    em.line(indent + 1, f"{n} = {u}.v;")
+        at = f"((unsigned char*)({addr}))[{j}]"
+        em.line(indent + 1, f"{{ unsigned char m = {m}; {partial_bytes(f'{u}.b[{j}]', at)} }}")
+    if op.kind == "load":
+        em.line(indent + 1, f"{value} = {u}.v;")
     em.line(indent, "}")
+
+
+def render_packed_load(em, op, indent):
+    """Bytes past the bound read as 0 bits."""
+    r = op.results[0]
+    n = em.declare(r, indent)
+    _render_packed_access(em, op, indent, em.ctype(r.type), n,
+                          lambda b, at: f"{b} = m ? (unsigned char)({at} & m) : 0;")
 
 
 def render_packed_store(em, op, indent):
-    p, off_c, bound, hint = em._access(op, indent)
-    off = op.operands[1] if not op.attrs.get("soffset") else off_c
-    val, vec, e = op.operands[2], op.attrs["vec"], p.type.elem
-    vt, nbytes = em.ctype(val.type), e.nbytes(vec)
-    addr = f"{em.name(p)} + {packed_byte_offset(off_c, e)}"
-    whole = _packed_whole(em, "store", vt, addr, nbytes, em.name(val), hint)
-    if bound is None:
-        for text in whole:
-            em.line(indent, text)
-        return
-    em.line(indent, f"if ({em._whole_vector_in(off, off_c, bound, vec)}) {{")
-    for text in whole:
-        em.line(indent + 1, text)
-    em.line(indent, "} else {")  # each byte: its in-range bits rewritten, the rest kept
-    u = em.fresh(prefix="pk")
-    em.line(indent + 1, f"union {{ {vt} v; unsigned char b[{nbytes}]; }} {u}; "
-                          f"{u}.v = {em.name(val)};")
-    for j, m in enumerate(_byte_masks(em, e, vec, off_c, em.name(bound))):
-        at = f"((unsigned char*)({addr}))[{j}]"
-        em.line(indent + 1, f"{{ unsigned char m = {m}; if (m) {at} = (unsigned char)"
-                              f"(({at} & ~m) | ({u}.b[{j}] & m)); }}")
-    em.line(indent, "}")
+    """Each byte: its in-range bits rewritten, the others kept (a read-modify-write)."""
+    val = op.operands[2]
+    _render_packed_access(em, op, indent, em.ctype(val.type), em.name(val),
+                          lambda b, at: f"if (m) {at} = (unsigned char)(({at} & ~m) | ({b} & m));")
