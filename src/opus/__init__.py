@@ -117,8 +117,9 @@ __all__ = [
 
 
 def __getattr__(name):
-    # opus.interp loads on first use (it is only needed without a GPU or in checking mode)
-    if name == "interp":
+    # opus.interp loads on first use (it is only needed without a GPU or in checking mode);
+    # opus.ops (the kernel library) too: importing it defines its kernels
+    if name in ("interp", "ops"):
         import importlib
         return importlib.import_module(".interp", __name__)
     from .lang.vectors import vector_type_named
