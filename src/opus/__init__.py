@@ -121,7 +121,7 @@ def __getattr__(name):
     # opus.ops (the kernel library) too: importing it defines its kernels
     if name in ("interp", "ops"):
         import importlib
-        return importlib.import_module(".interp", __name__)
+        return importlib.import_module("." + name, __name__)
     from .lang.vectors import vector_type_named
     vt = vector_type_named(name)  # opus.f16x8, opus.fp4x32, ...
     if vt is not None:
