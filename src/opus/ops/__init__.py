@@ -1,0 +1,5 @@
+"""The kernel library: torch-facing operations written with opus's public language (each module
+says its design; docs/ops.md lists them). Import it as ``opus.ops``."""
+from .gemm_hopper import gemm
+
+__all__ = ["gemm"]

@@ -1,0 +1,334 @@
+"""GEMM: ``opus.ops.gemm(a, b)`` = a @ b, written with the public language (issue 12).
+
+NVIDIA sm_90a: a persistent, warp-specialized kernel.
+
+* Block tile BM x BN x BK = 128 x 256 x 64 (bf16/f16 in, f32 accumulation), 384 threads: a
+  producer warpgroup and two consumer warpgroups (64 rows each). Register budgets move from the
+  producer (``setmaxnreg_dec(40)``) to the consumers (``setmaxnreg_inc(232)``).
+* The producer's first thread streams tiles of A and B by TMA into a ring of STAGES shared
+  stages (128-byte swizzled), each with a "full" mbarrier (the copies' bytes) and an "empty"
+  one (one arrival per consumer warpgroup once its wgmmas have read the stage).
+* The consumers issue 4 wgmma (m64 n256 k16) per stage, keep one stage's group in flight
+  (``wgmma_wait(1)``) and release the stage before it.
+* Tiles are visited persistently (one block per SM, tile += num_blocks) in a grouped order
+  (GROUP rows of tiles sweep the columns together, so A and B stay in L2).
+* Epilogue: each warp converts its 16 rows to the output type, writes them into a swizzled
+  shared panel and one lane stores the panels by TMA (which clips at the tensor's edges: M, N
+  and K need not be multiples of the tile; K's tail is read as zeros).
+
+TMA needs each row of A, B and C to start 16-byte aligned (K and N multiples of 8 for 2-byte
+types); other shapes are refused with that reason.
+"""
+from __future__ import annotations
+
+import opus
+from opus import dtypes as dt
+from opus.errors import ArgumentError
+
+__all__ = ["gemm", "gemm_kernel"]
+
+BM, BK = 128, 64
+_THREADS = 384
+
+
+def _tile_coords(tile, m_tiles, n_tiles, group):
+    """(row tile, column tile) of tile number ``tile`` in the grouped order: ``group`` row
+    tiles sweep all column tiles together."""
+    per_group = group * n_tiles
+    g = tile // per_group
+    first = g * group
+    rows = opus.min(m_tiles - first, group)
+    r = tile - g * per_group
+    return first + r % rows, r // rows
+
+
+@opus.kernel(block=_THREADS)
+def gemm_kernel(a: opus.TensorMap, b: opus.TensorMap, c: opus.TensorMap, M: opus.i32,
+                N: opus.i32, K: opus.i32, DT: opus.constexpr = dt.bf16, BN: opus.constexpr = 256,
+                STAGES: opus.constexpr = 3, GROUP: opus.constexpr = 8,
+                B_KMAJOR: opus.constexpr = False):
+    """C (M x N) = A (M x K) @ B: B is K x N row-major, or with B_KMAJOR the N x K row-major
+    tensor whose transpose is B. Persistent: launch one block per SM (or fewer)."""
+    NB = BN // 64
+    sw = opus.swizzle_bytes(128, DT)
+    a.declare(DT, (BM, BK), swizzle=128)
+    if B_KMAJOR:
+        b.declare(DT, (BN, BK), swizzle=128)
+    else:
+        b.declare(DT, (BK, 64), swizzle=128)
+    c.declare(DT, (16, 64), swizzle=128)
+    isz = DT.itemsize
+    a_elems, b_elems = BM * BK, BK * BN
+    sa = opus.dynamic_smem(DT, 0, align=1024)
+    sb = opus.dynamic_smem(DT, STAGES * a_elems * isz, align=1024)
+    sc = opus.dynamic_smem(DT, STAGES * (a_elems + b_elems) * isz, align=1024)
+    full = opus.alloc_mbarriers(STAGES)
+    empty = opus.alloc_mbarriers(STAGES)
+    t = opus.thread_id_x()
+    if t == 0:
+        for s in range(STAGES):
+            full[s].init(1)
+            empty[s].init(2)        # one arrival per consumer warpgroup
+        opus.fence_mbarrier_init()
+    opus.sync_threads()
+    k_tiles = (K + BK - 1) // BK
+    m_tiles = (M + BM - 1) // BM
+    n_tiles = (N + BN - 1) // BN
+    num_tiles = m_tiles * n_tiles
+    wg = t // 128
+    if wg == 0:                                             # the producer
+        opus.setmaxnreg_dec(40)
+        if t == 0:
+            it = 0
+            for tile in opus.range(opus.block_id_x(), num_tiles, opus.num_blocks_x()):
+                mt, nt = _tile_coords(tile, m_tiles, n_tiles, GROUP)
+                for k in opus.range(k_tiles):
+                    s = it % STAGES
+                    empty[s].wait(((it // STAGES) & 1) ^ 1)
+                    full[s].arrive_expect_tx((a_elems + b_elems) * isz)
+                    opus.tma_load(a, sa + s * a_elems, (mt * BM, k * BK), full[s])
+                    if B_KMAJOR:
+                        opus.tma_load(b, sb + s * b_elems, (nt * BN, k * BK), full[s])
+                    else:
+                        for j in range(NB):
+                            opus.tma_load(b, sb + (s * b_elems + j * (BK * 64)),
+                                          (k * BK, nt * BN + 64 * j), full[s])
+                    it += 1
+    else:                                                   # the consumers
+        opus.setmaxnreg_inc(232)
+        mma = opus.make_wgmma(DT, DT, opus.f32, (64, BN, 16))
+        la = opus.make_layout((BM, BK), swizzle=sw)
+        if B_KMAJOR:
+            lb = opus.make_layout((BN, BK), swizzle=sw)
+        else:   # (n, k) over NB panels of 64 columns, each BK rows of 64
+            lb = opus.make_layout(((NB, 64), BK), stride=((BK * 64, 1), 64), swizzle=sw)
+        # the epilogue: each warp's 16 rows as NB swizzled 64-column panels of its warpgroup's
+        # 64 x BN staging tile (panel j at j * 4096), stored by TMA boxes of 16 x 64
+        lc = opus.make_wgmma(DT, DT, opus.f32, (64, 64, 16)).layout_c((64, 1)).swizzled(sw)
+        w, lane = opus.warp_id() % 4, opus.lane_id()
+        stage_c = sc + (wg - 1) * (64 * BN)
+        it = 0
+        for tile in opus.range(opus.block_id_x(), num_tiles, opus.num_blocks_x()):
+            mt, nt = _tile_coords(tile, m_tiles, n_tiles, GROUP)
+            acc = opus.wgmma_fence(mma.zeros_c())
+            for k in opus.range(k_tiles):
+                s = it % STAGES
+                full[s].wait((it // STAGES) & 1)
+                acc = opus.wgmma_fence(acc)
+                for kk in range(BK // 16):
+                    acc = mma(mma.smem_a(sa + (s * a_elems + (wg - 1) * (64 * BK)), la,
+                                         origin=(0, 16 * kk)),
+                              mma.smem_b(sb + s * b_elems, lb, origin=(0, 16 * kk)), acc)
+                opus.wgmma_commit()
+                opus.wgmma_wait(1)                          # the previous stage's wgmmas done
+                if k > 0 and t % 128 == 0:
+                    empty[(it - 1) % STAGES].arrive()
+                it += 1
+            d = opus.cast(opus.wgmma_wait(0, acc), DT)
+            if t % 128 == 0:
+                empty[(it - 1) % STAGES].arrive()
+            if lane == 0:
+                opus.tma_wait(0, read=True)                 # the last tile's panels were read
+            opus.sync_warp()
+            for j in range(NB):
+                stage_c.store(d[32 * j:32 * j + 32], lc + j * 4096, vec=2)
+            opus.fence_proxy_async()
+            opus.sync_warp()
+            if lane == 0:
+                row = mt * BM + 64 * (wg - 1) + 16 * w
+                for j in range(NB):
+                    opus.tma_store(c, stage_c + (j * 4096 + w * 1024), (row, nt * BN + 64 * j))
+                opus.tma_commit()
+        if lane == 0:
+            opus.tma_wait(0)
+
+
+# -- host side ---------------------------------------------------------------------------------
+
+_DTYPES = ("bf16", "f16")
+
+
+def _err(msg):
+    raise ArgumentError(f"opus.ops.gemm: {msg}")
+
+
+def _shape2(x, name):
+    shape = tuple(x.shape)
+    if len(shape) != 2:
+        _err(f"{name} must be a matrix (2 dimensions), got shape {shape}")
+    return shape
+
+
+def _strides(x):
+    s = x.stride() if callable(getattr(x, "stride", None)) else tuple(
+        st // x.itemsize for st in x.strides)
+    return tuple(s)
+
+
+def _b_major(b, k, n):
+    """True if ``b`` (K x N) is the transpose of a row-major N x K tensor (K contiguous), False
+    if it is row-major (N contiguous)."""
+    s = _strides(b)
+    if s[1] == 1 or n == 1:
+        return False
+    if s[0] == 1 or k == 1:
+        return True
+    _err(f"b must have one contiguous dimension (row-major K x N, or the transpose of a "
+         f"row-major N x K tensor); its strides are {s}")
+
+
+def gemm(a, b, out=None, *, blocks=None, block_n=None, stages=None):
+    """``a @ b`` on the GPU (torch tensors, on the current stream; usable inside CUDA graphs) or
+    in the interpreter (numpy arrays, with ``opus.set_target(..., interpret=True)``).
+
+    :param a: M x K, bf16 or f16, row-major (rows may be padded)
+    :param b: K x N of a's dtype: row-major, or the transpose of a row-major N x K tensor
+        (``w.t()``)
+    :param out: M x N of a's dtype, row-major (made when None)
+    :param blocks: persistent blocks to launch (default: one per SM on the GPU, 4 in the
+        interpreter)
+    :param block_n: the block tile's width, 64, 128 or 256 (default: 256 where that gives
+        every SM a tile, else narrower)
+    :param stages: shared-memory stages in flight (default: as many as fit)
+    :returns: out
+    :targets: sm_90a
+    """
+    key = (_key(a), _key(b), None if out is None else _key(out), blocks, block_n, stages)
+    plan = _PLANS.get(key)
+    if plan is None:
+        from ..frontend.targeting import current_target
+        sel = current_target()
+        if out is None:
+            out = _new_out(a, b)
+            key = key[:2] + (_key(out),) + key[3:]
+        plan = _plan(a, b, out, sel, blocks, block_n, stages)
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        _PLANS[key] = plan
+    if plan is not None:
+        launch, args, kw = plan
+        launch(*args, **kw)
+    elif out is not None and a.shape[1] == 0:
+        out[...] = 0
+    return out
+
+
+# (a, b, out, options) -> (launcher, args, constexprs and smem) or None (nothing to launch);
+# a key holds each tensor's address, shape, strides and dtype, so a plan's tensor maps (which
+# encode those) stay valid for every call that finds it
+_PLANS = {}
+
+
+def _key(x):
+    if type(x).__module__.startswith("torch"):
+        return (x.data_ptr(), tuple(x.shape), x.stride(), x.dtype, x.device)
+    return (x.ctypes.data, x.shape, x.strides, x.dtype)
+
+
+def _new_out(a, b):
+    torch = _torch_of(a)
+    m, n = a.shape[0], b.shape[1]
+    if torch is not None:
+        return torch.empty((m, n), dtype=a.dtype, device=a.device)
+    return _np().zeros((m, n), a.dtype)
+
+
+_SMEM = 232448  # bytes of shared memory a block may have on sm_90
+
+
+def _choose(m, n, sms, block_n, stages, isz):
+    """(block_n, stages): the widest tile that still gives every SM work, then as many stages
+    as fit beside the epilogue's staging tile."""
+    if block_n is None:
+        block_n = 64
+        for bn in (256, 128):
+            if -(-m // BM) * -(-n // bn) >= sms:
+                block_n = bn
+                break
+    if block_n not in (64, 128, 256):
+        _err(f"block_n must be 64, 128 or 256, got {block_n!r}")
+    stage = (BM * BK + BK * block_n) * isz
+    fit = (_SMEM - 1024 - 2 * 64 * block_n * isz) // stage
+    if stages is None:
+        stages = min(fit, 6)
+    if not 1 <= stages <= fit:
+        _err(f"stages={stages}: {fit} stages of {stage} bytes fit in shared memory with a "
+             f"{block_n}-wide tile")
+    return block_n, stages
+
+
+def _plan(a, b, out, sel, blocks, block_n, stages):
+    if sel.target.name != "sm_90a":
+        _err(f"the GEMM kernel needs sm_90a (wgmma and TMA); the current target is "
+             f"{sel.target.name}")
+    (m, k), (k2, n) = _shape2(a, "a"), _shape2(b, "b")
+    if k != k2:
+        _err(f"inner dimensions differ: a is {m} x {k}, b is {k2} x {n}")
+    torch = _torch_of(a)
+    da, db = _dtype_name(a), _dtype_name(b)
+    if da not in _DTYPES or db != da:
+        _err(f"a and b must both be bf16 or both f16, got {da} and {db}")
+    d = dt.dtype_from_name(da)
+    if _strides(a)[1] != 1 and k > 1 and m > 0:
+        _err(f"a must be row-major (its last dimension contiguous); its strides are "
+             f"{_strides(a)}")
+    if tuple(out.shape) != (m, n) or _dtype_name(out) != da or (
+            _strides(out)[1] != 1 and n > 1 and m > 0):
+        _err(f"out must be a row-major {m} x {n} {da} matrix, got shape {tuple(out.shape)} "
+             f"and dtype {_dtype_name(out)}")
+    for name, extent in (("K", k), ("N", n)):
+        if extent % 8:
+            _err(f"{name} = {extent} is not a multiple of 8: TMA needs every row to start "
+                 f"16-byte aligned")
+    if m == 0 or n == 0 or k == 0:
+        return None
+    kmajor = _b_major(b, k, n)
+    if blocks is None:
+        blocks = _sm_count(torch, a) if sel.mode == "gpu" else 4
+    bn, st = _choose(m, n, blocks, block_n, stages, d.itemsize)
+    bt = (b.t() if torch is not None else b.T) if kmajor else b
+    ta = opus.TensorMap(a, (BM, BK), swizzle=128)
+    tb = (opus.TensorMap(bt, (bn, BK), swizzle=128) if kmajor
+          else opus.TensorMap(b, (BK, 64), swizzle=128))
+    tc = opus.TensorMap(out, (16, 64), swizzle=128)
+    smem = st * (BM * BK + BK * bn) * d.itemsize + 2 * 64 * bn * d.itemsize
+    tiles = -(-m // BM) * -(-n // bn)
+    launch = gemm_kernel[max(1, min(blocks, tiles)), _THREADS]
+    return launch, (ta, tb, tc, m, n, k), dict(DT=d, BN=bn, STAGES=st, B_KMAJOR=kmajor,
+                                               smem=smem)
+
+
+def _torch_of(x):
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        import torch
+        if not x.is_cuda:
+            _err("torch tensors must be on a CUDA device (numpy arrays run in the interpreter)")
+        return torch
+    return None
+
+
+def _np():
+    import numpy
+    return numpy
+
+
+def _dtype_name(x):
+    if type(x).__module__.startswith("torch"):
+        from ..runtime import tensor_args as ta
+        if not ta._TORCH_OF_OPUS:
+            ta.init_torch()
+        d = next((o for o, tt in ta._TORCH_OF_OPUS.items() if tt is x.dtype), None)
+        return d.name if d is not None else str(x.dtype)
+    d = dt.dtype_of_numpy(x.dtype)
+    return d.name if d is not None else str(x.dtype)
+
+
+_SMS = {}
+
+
+def _sm_count(torch, a):
+    dev = a.device.index if a.device.index is not None else torch.cuda.current_device()
+    if dev not in _SMS:
+        _SMS[dev] = torch.cuda.get_device_properties(dev).multi_processor_count
+    return _SMS[dev]

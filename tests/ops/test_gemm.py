@@ -1,0 +1,146 @@
+"""opus.ops.gemm (ops/gemm_hopper.py): the persistent warp-specialized sm_90a GEMM, in the
+interpreter as sm_90a (ragged shapes, both B layouts, every tile width, several tiles per block)
+and on the GPU (torch tensors, CUDA graphs, a side stream), against a float32 product computed
+with numpy / torch, within the output type's rounding."""
+import numpy as np
+import pytest
+
+import opus
+import opus.ops
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+BF16 = ml_dtypes.bfloat16
+
+
+def _inputs(m, n, k, dtype, b_kmajor, seed=0):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(dtype)
+    b = rng.standard_normal((k, n)).astype(dtype)
+    if b_kmajor:
+        b = np.ascontiguousarray(b.T).T      # K x N whose transpose (N x K) is row-major
+    return a, b
+
+
+def _check(c, a, b):
+    """c within half an output ulp (2^-8 relative for bf16, 2^-11 for f16) of the float32 product
+    (plus the float32 sums' own rounding)."""
+    ref = a.astype(np.float32) @ b.astype(np.float32)
+    half_ulp = 2.0 ** -8 if c.dtype == BF16 else 2.0 ** -11
+    tol = half_ulp * np.abs(ref) + 1e-5 * np.abs(ref).max()
+    bad = np.abs(c.astype(np.float32) - ref) > tol
+    assert not bad.any(), f"{bad.sum()} elements off, e.g. at {np.argwhere(bad)[0]}"
+
+
+@pytest.fixture
+def sm90():
+    with opus.set_target("sm_90a", interpret=True), opus.interp.checking():
+        yield
+
+
+@pytest.mark.parametrize("m,n,k,b_kmajor", [
+    (200, 296, 72, False),   # ragged M, N; K not a multiple of the 64-deep stage
+    (33, 264, 136, True),
+    (129, 8, 8, True),       # one column panel, one k step
+    (256, 512, 320, False),  # whole tiles, 5 stages of K (more than the ring holds)
+])
+def test_bf16_in_the_interpreter(sm90, m, n, k, b_kmajor):
+    a, b = _inputs(m, n, k, BF16, b_kmajor)
+    _check(opus.ops.gemm(a, b), a, b)
+
+
+@pytest.mark.parametrize("block_n", [64, 128])
+def test_narrower_tiles_and_more_tiles_than_blocks(sm90, block_n):
+    a, b = _inputs(300, 392, 128, BF16, False, seed=1)   # 3 x 7 tiles of 128 x 64 on 4 blocks
+    _check(opus.ops.gemm(a, b, block_n=block_n, blocks=4), a, b)
+
+
+def test_f16_into_a_given_output(sm90):
+    a, b = _inputs(70, 136, 40, np.float16, True, seed=2)
+    out = np.full((70, 136), np.nan, np.float16)
+    assert opus.ops.gemm(a, b, out=out) is out
+    _check(out, a, b)
+
+
+def test_empty_dimensions(sm90):
+    a, b = _inputs(5, 16, 8, BF16, False)
+    assert opus.ops.gemm(a[:0], b).shape == (0, 16)
+    out = np.full((5, 16), 7, BF16)
+    opus.ops.gemm(np.zeros((5, 0), BF16), np.zeros((0, 16), BF16), out=out)
+    assert (out.astype(np.float32) == 0).all()
+
+
+@pytest.mark.parametrize("a_shape,b_shape,kw,needle", [
+    ((16, 12), (12, 16), {}, "K = 12 is not a multiple of 8"),
+    ((16, 16), (16, 12), {}, "N = 12 is not a multiple of 8"),
+    ((16, 16), (8, 16), {}, "inner dimensions differ"),
+    ((16, 16), (16, 16), {"block_n": 96}, "block_n must be 64, 128 or 256"),
+    ((16, 16), (16, 16), {"stages": 9}, "stages=9"),
+])
+def test_bad_shapes_and_options(sm90, a_shape, b_shape, kw, needle):
+    with pytest.raises(opus.ArgumentError, match=needle):
+        opus.ops.gemm(np.zeros(a_shape, BF16), np.zeros(b_shape, BF16), **kw)
+
+
+def test_bad_types_and_layouts(sm90):
+    with pytest.raises(opus.ArgumentError, match="must both be bf16 or both f16, got bf16 and f16"):
+        opus.ops.gemm(np.zeros((8, 8), BF16), np.zeros((8, 8), np.float16))
+    b = np.zeros((16, 32), BF16)[:, ::2]                   # no contiguous dimension
+    with pytest.raises(opus.ArgumentError, match="b must have one contiguous dimension"):
+        opus.ops.gemm(np.zeros((8, 16), BF16), b)
+
+
+def test_other_targets_are_refused():
+    with opus.set_target("gfx942", interpret=True):
+        with pytest.raises(opus.ArgumentError, match="needs sm_90a.*current target is gfx942"):
+            opus.ops.gemm(np.zeros((8, 8), BF16), np.zeros((8, 8), BF16))
+
+
+# -- on the GPU ------------------------------------------------------------------------------------
+
+def _torch_sm90():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available() or torch.cuda.get_device_capability() < (9, 0):
+        pytest.skip("needs an sm_90 GPU")
+    return torch
+
+
+def _check_torch(torch, c, a, b):
+    _check(c.float().cpu().numpy().astype(BF16 if c.dtype == torch.bfloat16 else np.float16),
+           a.float().cpu().numpy(), b.float().cpu().numpy())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,b_kmajor", [(1000, 1112, 264, False), (4096, 4096, 4096, True),
+                                            (1, 8, 8, False), (128, 8192, 8192, False),
+                                            (333, 776, 1032, True)])
+def test_gpu_shapes(m, n, k, b_kmajor):
+    torch = _torch_sm90()
+    g = torch.Generator(device="cuda").manual_seed(m + n + k)
+    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
+    b = (torch.randn(n, k, device="cuda", generator=g).to(torch.bfloat16).t() if b_kmajor else
+         torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16))
+    _check_torch(torch, opus.ops.gemm(a, b), a, b)
+
+
+@pytest.mark.gpu
+def test_gpu_f16_in_a_cuda_graph_and_on_a_side_stream():
+    torch = _torch_sm90()
+    a = torch.randn(520, 264, device="cuda").half()
+    b = torch.randn(264, 392, device="cuda").half()
+    out = torch.full((520, 392), float("nan"), device="cuda", dtype=torch.float16)
+    opus.ops.gemm(a, b, out=out)                             # compiles and plans outside
+    out.fill_(float("nan"))
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        opus.ops.gemm(a, b, out=out)
+    graph.replay()
+    torch.cuda.synchronize()
+    _check_torch(torch, out, a, b)
+    side = torch.cuda.Stream()
+    out2 = torch.empty_like(out)
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        opus.ops.gemm(a, b, out=out2)
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    _check_torch(torch, out2, a, b)
