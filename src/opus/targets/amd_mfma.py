@@ -29,8 +29,9 @@ f16, bf16 and i8): each block is an independent small product over a subset of t
 selected by cbsz/abid/blgp broadcasts, which the (m, n, k) adaptor model (one operand tile per
 wave, inventory 1.18) does not describe; f64 (not in this issue's list); the sparse SMFMAC
 forms; gfx950's f8f6f4 family (32x32x64, 16x16x128 with fp4/fp6/fp8 operands and e8m0
-scales): opus has no fp6 type and no fp4/fp6 register packing yet, so ``make_mma`` names what
-is missing instead of compiling something else (``missing_reason``).
+scales): fp4/fp6 registers exist, but these rows and their scale operands (an e8m0 scale and
+opsel per lane for A and for B) do not yet, so ``make_mma`` names what is missing instead of
+compiling something else (``missing_reason``).
 
 gfx942's STEP_K rows (f16/bf16 32x32x16 and 16x16x32, as the original's ``mfma``): the lane
 layout is the adaptor's for the large K (8 elements per lane, k = 8*(l//m) + j), and the
@@ -219,7 +220,7 @@ ROWS = (
 INSTRUCTIONS = instruction_table(ROWS)
 ATOMS = atom_index(ROWS)
 
-# Element types of gfx950's f8f6f4 MFMAs that opus cannot hold yet (inventory 1.16: scaled
+# Element types of gfx950's f8f6f4 MFMAs, which have no rows yet (inventory 1.16: scaled
 # 32x32x64 / 16x16x128 with e8m0 scales and fp4/fp6/fp8 operands).
 _LOW_PRECISION = ("fp4_e2m1", "fp6_e2m3", "fp6_e3m2", "e8m0")
 
@@ -231,10 +232,10 @@ def missing_reason(chip, a, b, c, shape):
     if {a.name, b.name} & set(_LOW_PRECISION):
         return (f"{a.name} x {b.name} operands belong to the block-scaled f8f6f4 MFMAs "
                 f"(v_mfma_scale_f32_32x32x64_f8f6f4, v_mfma_scale_f32_16x16x128_f8f6f4, gfx950 "
-                f"only, fp4/fp6/fp8 operands with e8m0 scales), which need fp4/fp6 register "
-                f"packing and scale operands that opus does not have yet (the low-precision "
-                f"types issue); " + ("gfx950 has them in hardware" if chip == "gfx950" else
-                                     f"{chip} has no such instruction"))
+                f"only, fp4/fp6/fp8 operands with e8m0 scales), which opus does not have yet: "
+                f"make_mma has no rows or scale operands for them; "
+                + ("gfx950 has them in hardware" if chip == "gfx950" else
+                   f"{chip} has no such instruction"))
     key = (a.name, b.name, c.name, tuple(shape))
     elsewhere = [(sorted(r.available.names), r.isa) for r in ROWS if r.key == key]
     if not elsewhere:
