@@ -547,6 +547,10 @@ class CachedLayout:
     whole tile), so a static shift that is not one is an error. ``c(i, ...)`` is the offset of
     the issue at index ``(i, ...)`` of the vectorized issue space.
 
+    :param layout: the layout whose issues it caches
+    :type layout: Layout
+    :param vec: the elements per access (the loads' and stores' ``vec``)
+    :type vec: int
     :targets: all targets
     """
     __slots__ = ("layout", "vec", "_offsets", "_shift")
