@@ -1,7 +1,7 @@
 """Cross-lane operations in the generated code: the SASS instructions NVRTC makes of them
 (SHFL.IDX/UP/DOWN/BFLY, VOTE, REDUX), the AMDGCN clang makes (ds_bpermute_b32, ds_permute_b32,
 DPP quad_perm / row_shr / row_bcast / row_mirror, v_readlane_b32), and GPU runs of the NVIDIA
-paths against the numpy references of test_cross_lane.py (marked gpu)."""
+paths against the numpy references of test_cross_lane_interp.py (marked gpu)."""
 import os
 import re
 import sys
@@ -14,7 +14,7 @@ from opus import f32, i32, u32
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "amd"))
-import test_cross_lane as X  # noqa: E402
+import test_cross_lane_interp as X  # noqa: E402
 
 
 def sass_lines(kernel, **cx):

@@ -173,7 +173,7 @@ def test_read_from_inactive_lane(arch):
     with opus.interp.checking(), pytest.raises(InactiveLaneReadError) as e:
         run(divergent_kernel, arch, 1, n, x, src, o)
     msg = str(e.value)
-    assert "test_cross_lane.py:" in msg and "reads lane 0" in msg and "thread (1, 0, 0)" in msg
+    assert "test_cross_lane_interp.py:" in msg and "reads lane 0" in msg and "thread (1, 0, 0)" in msg
 
 
 @pytest.mark.parametrize("arch", ["sm_90a", "gfx942"])
