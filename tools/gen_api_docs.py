@@ -28,6 +28,8 @@ SECTIONS = [
         "f32", "f64", "fp16", "fp32", "fp64", "fp8_e4m3", "fp8_e4m3fnuz", "fp8_e5m2",
         "fp8_e5m2fnuz", "fp4_e2m1", "fp6_e2m3", "fp6_e3m2", "e8m0", "int4", "uint4", "fp8", "bf8",
         "fp4", "tf32", "cast", "bitcast", "sizeof_bits", "is_packed", "num_packs"]),
+    ("Quantization", ["scaled_cast", "amax", "tensor_scale", "mx_scale", "mx_quantize",
+                      "mx_dequantize"]),
     ("Sub-byte arrays on the host and torch's dtypes", [
         "pack", "unpack", "pack_fp4", "unpack_fp4", "pack_fp6", "unpack_fp6", "pack_int4",
         "unpack_int4", "pack_uint4", "unpack_uint4", "torch_dtype"]),

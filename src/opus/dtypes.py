@@ -202,7 +202,7 @@ def describe(d) -> str:
             f"kernel it converts.\n\n"
             f":param value: what to convert\n"
             f":type value: run-time value (scalar or vector) or Python number\n"
-            f":param kw: ``rounding`` ('rn' or 'rz') and ``sat`` (bool), as for opus.cast\n"
+            f":param kw: ``rounding``, ``sat`` (bool) and ``rbits``, as for opus.cast\n"
             f":type kw: str, bool\n"
             f":returns: ``value`` converted to {d.name}, lane by lane for a vector\n"
             f":targets: {targets}\n")

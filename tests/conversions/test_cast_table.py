@@ -3,7 +3,6 @@ types, e8m0), as vectors and as scalars, in the interpreter as sm_90a, gfx942 an
 specialization is also rendered and compiled for its target: OPUS_INTERPRET_COMPILE=1), against
 a reference written from ir/ops.py's cast rules on numpy/ml_dtypes (never the interpreter's
 code). The sub-byte types join when they have a register form (helper L's work)."""
-import ml_dtypes
 import numpy as np
 import pytest
 
@@ -40,10 +39,6 @@ def inputs(src):
     rnd = rng.standard_normal(64) * np.float64(10.0) ** rng.integers(-12, 12, 64)
     with np.errstate(over="ignore"):
         return np.concatenate([np.array(special), rnd]).astype(src.np_dtype)
-
-
-def _via_f32(x, src):
-    return x.astype(np.float32)
 
 
 def reference(x, src, dst):

@@ -72,7 +72,7 @@ def mx_kernel(elem):
     return k
 
 
-EMAX = {"fp8_e4m3": 8, "fp8_e5m2": 15}
+EMAX = {"fp8_e4m3": 8, "fp8_e5m2": 15, "fp4_e2m1": 2}
 
 
 def mx_reference(x, elem):
@@ -84,11 +84,14 @@ def mx_reference(x, elem):
         k = np.floor(np.log2(amax)) - EMAX[elem.name]
     code = np.clip(np.where(amax > 0, k + 127, 0), 0, 254).astype(np.uint8)
     scaled_x = (blocks / np.exp2(code.astype(np.float64) - 127)[:, None]).astype(np.float32)
+    if elem.bits == 4:  # e2m1 has no NaN; ml_dtypes rounds to nearest even, clip saturates
+        fin = float(ml_dtypes.finfo(elem.np_dtype).max)
+        return np.clip(scaled_x.ravel(), -fin, fin).astype(elem.np_dtype).view(np.uint8), code
     return ml_encode(scaled_x.ravel(), elem, True), code
 
 
 @pytest.mark.parametrize("target", TARGETS)
-@pytest.mark.parametrize("elem", [opus.fp8_e4m3, opus.fp8_e5m2], ids=lambda t: t.name)
+@pytest.mark.parametrize("elem", [opus.fp8_e4m3, opus.fp8_e5m2, opus.fp4_e2m1], ids=lambda t: t.name)
 def test_mx_quantize_and_dequantize(target, elem):
     rng = np.random.default_rng(2)
     nblk = 2 * 64  # 64 threads x 2 blocks
@@ -97,11 +100,14 @@ def test_mx_quantize_and_dequantize(target, elem):
     x[0] = 0.0                    # all-zero block: scale 2^-127, elements 0
     x[1, 5] = 448.0 * 2.0 ** 10   # amax exactly a power-of-two multiple of max
     x = x.ravel()
-    q = np.zeros(len(x), elem.np_dtype)
+    packed = elem.bits < 8  # sub-byte elements travel as packed bytes
+    q = np.zeros(len(x) * elem.bits // 8, np.uint8) if packed else np.zeros(len(x), elem.np_dtype)
     s = np.zeros(nblk, ml_dtypes.float8_e8m0fnu)
     y = np.zeros(len(x), np.float32)
     with opus.set_target(target, interpret=True):
         mx_kernel(elem)[1, 64](x, q, s, y)
+    if packed:
+        q = opus.unpack(q, elem)
     ref_q, ref_s = mx_reference(x, elem)
     np.testing.assert_array_equal(s.view(np.uint8), ref_s)
     np.testing.assert_array_equal(q.view(np.uint8), ref_q)

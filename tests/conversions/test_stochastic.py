@@ -3,6 +3,7 @@ gfx942 and gfx950: a hand-derived table (each row worked out in its comment from
 rule), >= 2^20 random values and random words per destination against an independent
 reference in float64/Python-int arithmetic, and the rule's point: the mean of many roundings is
 the value."""
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -113,3 +114,41 @@ def test_mean_of_many_roundings_is_the_value():
     assert set(np.unique(got)) == {1.0, 1.125}
     se = 0.125 * np.sqrt(0.3 * 0.7 / len(x))
     assert abs(got.mean() - float(x[0])) < 4 * se
+
+
+# -- fp4 / fp6 (sub-byte: packed in memory, opus.pack/unpack on the host) --------------------------
+
+SUB_BYTE = {"fp4_e2m1": (1, 0), "fp6_e2m3": (3, 0), "fp6_e3m2": (2, -2)}
+
+
+def _sub_byte_sr(t, sat):
+    @opus.kernel
+    def conv(x: opus.Ptr[opus.f32], r: opus.Ptr[opus.u32], y: opus.Ptr[t]):
+        i = (opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()) * 4
+        v = opus.make_gmem(x).load(i, vec=4)
+        q = opus.cast(v, t, rounding="sr", sat=sat, rbits=opus.make_gmem(r).load(i, vec=4))
+        opus.make_gmem(y).store(q, i)
+    return conv
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("t", [opus.fp4_e2m1, opus.fp6_e2m3, opus.fp6_e3m2], ids=lambda t: t.name)
+def test_sub_byte_random_against_reference(target, t):
+    FORMAT.update(SUB_BYTE)
+    x = random_f32(1 << 16, seed=15)
+    x = x[: len(x) // 1024 * 1024]
+    r = np.random.default_rng(16).integers(0, 1 << 32, len(x), dtype=np.uint64).astype(np.uint32)
+    y = np.zeros(opus.host_types.packed_nbytes(t, len(x)), np.uint8)
+    with opus.set_target(target, interpret=True):
+        _sub_byte_sr(t, True)[len(x) // 1024, 256](x, r, y)
+    got = opus.unpack(y, t).astype(np.float32)
+    m, emin = SUB_BYTE[t.name]
+    ax = np.abs(x.astype(np.float64))
+    finite = np.isfinite(ax) & (ax > 0)
+    _, ex = np.frexp(np.where(finite, ax, 1.0))
+    e = np.maximum(ex - 1, emin)
+    q = np.floor((np.floor(ax * np.exp2(23.0 - e)) + (r >> np.uint32(9 + m))) / 2.0 ** (23 - m))
+    fin = float(ml_dtypes.finfo(t.np_dtype).max)
+    val = np.where(finite, np.copysign(np.minimum(q * np.exp2(e - m), fin), x), np.clip(x, -fin, fin))
+    ok = ~np.isnan(x)  # the code a NaN gives is unspecified (no NaN in these formats)
+    np.testing.assert_array_equal(got[ok], val[ok].astype(np.float32))

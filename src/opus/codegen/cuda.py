@@ -272,7 +272,8 @@ class CudaEmitter(StorageConversions, CudaAtomics, CEmitter):
                            f"return r; }}")
             self.line(indent, f"unsigned {t} = {n}({lo}, {hi});")
             return [f"(unsigned short){t}", f"(unsigned short)({t} >> 16)"]
-        if not src.storage_only:  # f32 -> OCP fp8 pairs
+        if not src.storage_only:  # f32 (f16/bf16 widened exactly) -> OCP fp8 pairs
+            lo, hi = (self.cast_expr(v, src, dt.f32, "rn", False) for v in (lo, hi))
             self.line(indent, f"unsigned short {t} = {self._hw_encoder(to, sat)}({lo}, {hi});")
             return [f"(unsigned char){t}", f"(unsigned char)({t} >> 8)"]
         self.line(indent, f"unsigned {t} = {self._hw_decoder(src)}((unsigned short)({lo} | ({hi} << 8)));")

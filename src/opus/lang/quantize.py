@@ -13,7 +13,7 @@ from .. import dtypes as dt
 from ..dtypes import DType
 from ..ir import Value, VectorType, scalar_of
 from .context import TraceError, ctx
-from .values import bitcast, cast, emit1
+from .values import bitcast, cast
 from . import math as m
 
 __all__ = ["scaled_cast", "amax", "tensor_scale", "mx_scale", "mx_quantize", "mx_dequantize",

@@ -10,10 +10,12 @@ layout (for matrix instructions) and its interpreter emulation.
 """
 from __future__ import annotations
 
+from .. import dtypes as dt
 from ..arch_names import parse_arch
 from ..errors import OpusError
 
-__all__ = ["Target", "Instruction", "Since", "OnlyOn", "UnsupportedOnTarget", "RZ_CONVERSIONS"]
+__all__ = ["Target", "Instruction", "Since", "OnlyOn", "UnsupportedOnTarget", "RZ_CONVERSIONS",
+           "TRUNCATE_CONVERSIONS", "SR_CONVERSIONS", "SR_FORMATS", "SR_SOURCES", "ROUNDINGS"]
 
 
 class UnsupportedOnTarget(OpusError):
@@ -33,7 +35,8 @@ TRUNCATE_CONVERSIONS = ("bf16",)
 # stochastic rounding (rounding='sr', random bits an operand): destinations and sources
 # destination -> (mantissa bits m, smallest normal exponent emin), the parameters of the rule
 SR_FORMATS = {"f16": (10, -14), "bf16": (7, -126), "fp8_e4m3": (3, -6), "fp8_e5m2": (2, -14),
-              "fp8_e4m3fnuz": (3, -7), "fp8_e5m2fnuz": (2, -15)}
+              "fp8_e4m3fnuz": (3, -7), "fp8_e5m2fnuz": (2, -15), "fp6_e2m3": (3, 0),
+              "fp6_e3m2": (2, -2), "fp4_e2m1": (1, 0)}
 SR_CONVERSIONS = tuple(SR_FORMATS)
 SR_SOURCES = ("f32", "f16", "bf16")
 ROUNDINGS = ("rn", "rz", "truncate", "truncate_with_nan", "sr")
@@ -187,7 +190,10 @@ class Target:
 
     def packed_conversion(self, src, dst, rounding="rn"):
         """The instruction that converts two lanes of ``src`` to ``dst`` at once here (a name
-        from ``packed_conversions``), or None: vector casts pair their lanes through it."""
+        from ``packed_conversions``), or None: vector casts pair their lanes through it. f16 and
+        bf16 lanes going to a storage type widen to f32 first (exactly) and pair from there."""
+        if src.name in ("f16", "bf16") and dst.storage_only:
+            src = dt.f32
         return self.packed_conversions.get((src.name, dst.name, rounding))
 
     def has_math(self, fn, dtype) -> bool:
