@@ -144,3 +144,56 @@ def test_gpu_f16_in_a_cuda_graph_and_on_a_side_stream():
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
     _check_torch(torch, out2, a, b)
+
+
+# -- fp8 with scales ---------------------------------------------------------------------------------
+
+F8 = ml_dtypes.float8_e4m3fn
+
+
+def _scaled_inputs(m, n, k, mode_a, mode_b, seed=3):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal((m, k)).astype(F8)
+    b = rng.standard_normal((n, k)).astype(F8).T            # the transpose of N x K
+    sa = np.float32([0.5]) if mode_a == "tensor" else rng.uniform(0.5, 2, m).astype(np.float32)
+    sb = np.float32([2.0]) if mode_b == "tensor" else rng.uniform(0.5, 2, n).astype(np.float32)
+    return a, b, sa, sb
+
+
+def _check_scaled(c, a, b, sa, sb):
+    ref = (a.astype(np.float32) @ b.astype(np.float32)) * sa.reshape(-1, 1) * sb.reshape(1, -1)
+    tol = 2.0 ** -8 * np.abs(ref) + 1e-5 * np.abs(ref).max()   # bf16 output rounding
+    assert (np.abs(c.astype(np.float32) - ref) <= tol).all()
+
+
+@pytest.mark.parametrize("m,n,k,mode_a,mode_b", [
+    (200, 136, 96, "tensor", "tensor"), (130, 264, 256, "row", "column"),
+    (64, 64, 128, "row", "tensor"), (70, 80, 48, "tensor", "column")])
+def test_scaled_fp8_in_the_interpreter(sm90, m, n, k, mode_a, mode_b):
+    a, b, sa, sb = _scaled_inputs(m, n, k, mode_a, mode_b)
+    c = opus.ops.scaled_gemm(a, b, sa, sb)
+    assert c.dtype == BF16
+    _check_scaled(c, a, b, sa, sb)
+
+
+def test_scaled_fp8_refusals(sm90):
+    a, b, sa, sb = _scaled_inputs(32, 32, 32, "tensor", "tensor")
+    with pytest.raises(opus.ArgumentError, match="fp8 wgmma reads B K-major"):
+        opus.ops.scaled_gemm(a, np.ascontiguousarray(b), sa, sb)
+    with pytest.raises(opus.ArgumentError, match="scale_b must hold one value or one per column"):
+        opus.ops.scaled_gemm(a, b, sa, np.ones(5, np.float32))
+    with pytest.raises(opus.ArgumentError, match="scale_a must be f32"):
+        opus.ops.scaled_gemm(a, b, np.ones(1, np.float16), sb)
+    with pytest.raises(opus.ArgumentError, match=r"fp8 inputs: opus.ops.scaled_gemm"):
+        opus.ops.gemm(a, b)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("mode_a,mode_b", [("tensor", "tensor"), ("row", "column")])
+def test_gpu_scaled_fp8(mode_a, mode_b):
+    torch = _torch_sm90()
+    a, b, sa, sb = _scaled_inputs(1000, 1048, 520, mode_a, mode_b)
+    ta = torch.from_numpy(a.view(np.uint8)).cuda().view(torch.float8_e4m3fn)
+    tw = torch.from_numpy(np.ascontiguousarray(b.T).view(np.uint8)).cuda().view(torch.float8_e4m3fn)
+    c = opus.ops.scaled_gemm(ta, tw.t(), torch.from_numpy(sa).cuda(), torch.from_numpy(sb).cuda())
+    _check_scaled(c.float().cpu().numpy(), a, b, sa, sb)

@@ -25,9 +25,9 @@ import opus
 from opus import dtypes as dt
 from opus.errors import ArgumentError
 
-__all__ = ["gemm", "gemm_kernel"]
+__all__ = ["gemm", "scaled_gemm", "gemm_kernel"]
 
-BM, BK = 128, 64
+BM = 128
 _THREADS = 384
 
 
@@ -44,24 +44,31 @@ def _tile_coords(tile, m_tiles, n_tiles, group):
 
 @opus.kernel(block=_THREADS)
 def gemm_kernel(a: opus.TensorMap, b: opus.TensorMap, c: opus.TensorMap, M: opus.i32,
-                N: opus.i32, K: opus.i32, DT: opus.constexpr = dt.bf16, BN: opus.constexpr = 256,
+                N: opus.i32, K: opus.i32, scale_a: opus.Ptr[opus.f32],
+                scale_b: opus.Ptr[opus.f32], DT: opus.constexpr = dt.bf16,
+                OUT: opus.constexpr = dt.bf16, BN: opus.constexpr = 256,
                 STAGES: opus.constexpr = 3, GROUP: opus.constexpr = 8,
-                B_KMAJOR: opus.constexpr = False):
+                B_KMAJOR: opus.constexpr = False, SCALES: opus.constexpr = (0, 0)):
     """C (M x N) = A (M x K) @ B: B is K x N row-major, or with B_KMAJOR the N x K row-major
-    tensor whose transpose is B. Persistent: launch one block per SM (or fewer)."""
+    tensor whose transpose is B (fp8 inputs: B_KMAJOR only, as wgmma reads them). SCALES
+    (a, b): 0 none, 1 one f32 (scale_a[0] / scale_b[0]), 2 one per row of C (scale_a[m]) / per
+    column (scale_b[n]); C = (A @ B) * scales, rounded once to OUT. Persistent: launch one
+    block per SM (or fewer)."""
+    isz = DT.itemsize
+    BKE = 128 // isz                      # K elements per 128-byte (swizzle-wide) row
+    KW = 32 // isz                        # K of one wgmma (16 for 2-byte types, 32 for fp8)
     NB = BN // 64
     sw = opus.swizzle_bytes(128, DT)
-    a.declare(DT, (BM, BK), swizzle=128)
+    a.declare(DT, (BM, BKE), swizzle=128)
     if B_KMAJOR:
-        b.declare(DT, (BN, BK), swizzle=128)
+        b.declare(DT, (BN, BKE), swizzle=128)
     else:
-        b.declare(DT, (BK, 64), swizzle=128)
-    c.declare(DT, (16, 64), swizzle=128)
-    isz = DT.itemsize
-    a_elems, b_elems = BM * BK, BK * BN
+        b.declare(DT, (BKE, 64), swizzle=128)
+    c.declare(OUT, (16, 64), swizzle=128)
+    a_elems, b_elems = BM * BKE, BKE * BN
     sa = opus.dynamic_smem(DT, 0, align=1024)
     sb = opus.dynamic_smem(DT, STAGES * a_elems * isz, align=1024)
-    sc = opus.dynamic_smem(DT, STAGES * (a_elems + b_elems) * isz, align=1024)
+    sc = opus.dynamic_smem(OUT, STAGES * (a_elems + b_elems) * isz, align=1024)
     full = opus.alloc_mbarriers(STAGES)
     empty = opus.alloc_mbarriers(STAGES)
     t = opus.thread_id_x()
@@ -71,7 +78,7 @@ def gemm_kernel(a: opus.TensorMap, b: opus.TensorMap, c: opus.TensorMap, M: opus
             empty[s].init(2)        # one arrival per consumer warpgroup
         opus.fence_mbarrier_init()
     opus.sync_threads()
-    k_tiles = (K + BK - 1) // BK
+    k_tiles = (K + BKE - 1) // BKE
     m_tiles = (M + BM - 1) // BM
     n_tiles = (N + BN - 1) // BN
     num_tiles = m_tiles * n_tiles
@@ -86,25 +93,26 @@ def gemm_kernel(a: opus.TensorMap, b: opus.TensorMap, c: opus.TensorMap, M: opus
                     s = it % STAGES
                     empty[s].wait(((it // STAGES) & 1) ^ 1)
                     full[s].arrive_expect_tx((a_elems + b_elems) * isz)
-                    opus.tma_load(a, sa + s * a_elems, (mt * BM, k * BK), full[s])
+                    opus.tma_load(a, sa + s * a_elems, (mt * BM, k * BKE), full[s])
                     if B_KMAJOR:
-                        opus.tma_load(b, sb + s * b_elems, (nt * BN, k * BK), full[s])
+                        opus.tma_load(b, sb + s * b_elems, (nt * BN, k * BKE), full[s])
                     else:
                         for j in range(NB):
-                            opus.tma_load(b, sb + (s * b_elems + j * (BK * 64)),
-                                          (k * BK, nt * BN + 64 * j), full[s])
+                            opus.tma_load(b, sb + (s * b_elems + j * (BKE * 64)),
+                                          (k * BKE, nt * BN + 64 * j), full[s])
                     it += 1
     else:                                                   # the consumers
         opus.setmaxnreg_inc(232)
-        mma = opus.make_wgmma(DT, DT, opus.f32, (64, BN, 16))
-        la = opus.make_layout((BM, BK), swizzle=sw)
+        mma = opus.make_wgmma(DT, DT, opus.f32, (64, BN, KW))
+        la = opus.make_layout((BM, BKE), swizzle=sw)
         if B_KMAJOR:
-            lb = opus.make_layout((BN, BK), swizzle=sw)
-        else:   # (n, k) over NB panels of 64 columns, each BK rows of 64
-            lb = opus.make_layout(((NB, 64), BK), stride=((BK * 64, 1), 64), swizzle=sw)
+            lb = opus.make_layout((BN, BKE), swizzle=sw)
+        else:   # (n, k) over NB panels of 64 columns, each BKE rows of 64
+            lb = opus.make_layout(((NB, 64), BKE), stride=((BKE * 64, 1), 64), swizzle=sw)
         # the epilogue: each warp's 16 rows as NB swizzled 64-column panels of its warpgroup's
         # 64 x BN staging tile (panel j at j * 4096), stored by TMA boxes of 16 x 64
-        lc = opus.make_wgmma(DT, DT, opus.f32, (64, 64, 16)).layout_c((64, 1)).swizzled(sw)
+        lc = opus.make_wgmma(dt.bf16, dt.bf16, opus.f32, (64, 64, 16)).layout_c((64, 1))
+        lc = lc.swizzled(opus.swizzle_bytes(128, OUT))
         w, lane = opus.warp_id() % 4, opus.lane_id()
         stage_c = sc + (wg - 1) * (64 * BN)
         it = 0
@@ -115,18 +123,21 @@ def gemm_kernel(a: opus.TensorMap, b: opus.TensorMap, c: opus.TensorMap, M: opus
                 s = it % STAGES
                 full[s].wait((it // STAGES) & 1)
                 acc = opus.wgmma_fence(acc)
-                for kk in range(BK // 16):
-                    acc = mma(mma.smem_a(sa + (s * a_elems + (wg - 1) * (64 * BK)), la,
-                                         origin=(0, 16 * kk)),
-                              mma.smem_b(sb + s * b_elems, lb, origin=(0, 16 * kk)), acc)
+                for kk in range(BKE // KW):
+                    acc = mma(mma.smem_a(sa + (s * a_elems + (wg - 1) * (64 * BKE)), la,
+                                         origin=(0, KW * kk)),
+                              mma.smem_b(sb + s * b_elems, lb, origin=(0, KW * kk)), acc)
                 opus.wgmma_commit()
                 opus.wgmma_wait(1)                          # the previous stage's wgmmas done
                 if k > 0 and t % 128 == 0:
                     empty[(it - 1) % STAGES].arrive()
                 it += 1
-            d = opus.cast(opus.wgmma_wait(0, acc), DT)
+            d = opus.wgmma_wait(0, acc)
             if t % 128 == 0:
                 empty[(it - 1) % STAGES].arrive()
+            row0 = mt * BM + 64 * (wg - 1)
+            d = _scaled(d, SCALES, scale_a, scale_b, mma, row0, nt * BN, M, N)
+            d = opus.cast(d, OUT)
             if lane == 0:
                 opus.tma_wait(0, read=True)                 # the last tile's panels were read
             opus.sync_warp()
@@ -135,17 +146,42 @@ def gemm_kernel(a: opus.TensorMap, b: opus.TensorMap, c: opus.TensorMap, M: opus
             opus.fence_proxy_async()
             opus.sync_warp()
             if lane == 0:
-                row = mt * BM + 64 * (wg - 1) + 16 * w
                 for j in range(NB):
-                    opus.tma_store(c, stage_c + (j * 4096 + w * 1024), (row, nt * BN + 64 * j))
+                    opus.tma_store(c, stage_c + (j * 4096 + w * 1024),
+                                   (row0 + 16 * w, nt * BN + 64 * j))
                 opus.tma_commit()
         if lane == 0:
             opus.tma_wait(0)
 
 
+def _scaled(d, scales, scale_a, scale_b, mma, row0, col0, M, N):
+    """The accumulator times the scales (SCALES of gemm_kernel). Per-row and per-column
+    factors are gathered into register vectors through the accumulator's layout (element i of
+    ``mma.layout_c((1, 0))`` is its row, of ``layout_c((0, 1))`` its column), from bounded
+    views: zeros past M and N, where the TMA store writes nothing anyway."""
+    mode_a, mode_b = scales
+    if mode_a == 0 and mode_b == 0:
+        return d
+    ga = opus.make_gmem(scale_a, M if mode_a == 2 else 1)
+    gb = opus.make_gmem(scale_b, N if mode_b == 2 else 1)
+    f = 1.0
+    if mode_a == 1:
+        f = ga[0]
+    if mode_b == 1:
+        f = f * gb[0]
+    if mode_a == 1 or mode_b == 1:
+        d = d * f
+    if mode_a == 2:
+        d = d * ga.load(mma.layout_c((1, 0)) + row0)
+    if mode_b == 2:
+        d = d * gb.load(mma.layout_c((0, 1)) + col0, vec=2)
+    return d
+
+
 # -- host side ---------------------------------------------------------------------------------
 
 _DTYPES = ("bf16", "f16")
+_FP8 = ("fp8_e4m3", "fp8_e5m2")
 
 
 def _err(msg):
@@ -193,15 +229,42 @@ def gemm(a, b, out=None, *, blocks=None, block_n=None, stages=None):
     :returns: out
     :targets: sm_90a
     """
-    key = (_key(a), _key(b), None if out is None else _key(out), blocks, block_n, stages)
+    return _run(a, b, out, None, None, None, blocks, block_n, stages)
+
+
+def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, blocks=None,
+                block_n=None, stages=None):
+    """``(a @ b) * scale_a * scale_b`` for fp8 (e4m3 or e5m2, any pairing of one type) ``a``
+    and ``b`` (as ``torch._scaled_mm``): f32 accumulation, scaled once in f32, rounded to
+    ``out_dtype``. fp8 wgmma reads both operands K-major: ``b`` must be the transpose of a
+    row-major N x K tensor (``w.t()``).
+
+    :param a: M x K fp8, row-major
+    :param b: K x N fp8 of a's type, the transpose of a row-major N x K tensor
+    :param scale_a: f32: one value (shape () or (1,)) or one per row of a (M or M x 1)
+    :param scale_b: f32: one value or one per column of b (N or 1 x N)
+    :param out: M x N of ``out_dtype`` (made when None)
+    :param out_dtype: bf16 (default), f16 or f32 (torch or opus dtype)
+    :returns: out
+    :targets: sm_90a
+    """
+    return _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages)
+
+
+def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages):
+    key = (_key(a), _key(b), None if out is None else _key(out),
+           None if scale_a is None else _key(scale_a), None if scale_b is None else _key(scale_b),
+           str(out_dtype), blocks, block_n, stages)
     plan = _PLANS.get(key)
     if plan is None:
         from ..frontend.targeting import current_target
         sel = current_target()
+        scaled = scale_a is not None or scale_b is not None
         if out is None:
-            out = _new_out(a, b)
+            out = _new_out(a, b, _out_dtype(a, out_dtype, scaled))
             key = key[:2] + (_key(out),) + key[3:]
-        plan = _plan(a, b, out, sel, blocks, block_n, stages)
+        plan = _plan(a, b, out, sel, blocks, block_n, stages, scaled, scale_a, scale_b,
+                     out_dtype)
         if len(_PLANS) >= 256:
             _PLANS.clear()
         _PLANS[key] = plan
@@ -225,12 +288,52 @@ def _key(x):
     return (x.ctypes.data, x.shape, x.strides, x.dtype)
 
 
-def _new_out(a, b):
+def _out_dtype(a, out_dtype, scaled):
+    """The output's opus dtype: out_dtype (a torch or opus dtype), else a's type, or bf16 for
+    a scaled (fp8) GEMM."""
+    if out_dtype is None:
+        return dt.bf16 if scaled else dt.dtype_from_name(_dtype_name(a))
+    if isinstance(out_dtype, dt.DType):
+        return out_dtype
+    from ..runtime import tensor_args as ta
+    if not ta._TORCH_OF_OPUS:
+        ta.init_torch()
+    d = next((o for o, tt in ta._TORCH_OF_OPUS.items() if tt is out_dtype), None)
+    if d is None:
+        _err(f"out_dtype must be bf16, f16 or f32, got {out_dtype!r}")
+    return d
+
+
+def _new_out(a, b, d):
     torch = _torch_of(a)
     m, n = a.shape[0], b.shape[1]
     if torch is not None:
-        return torch.empty((m, n), dtype=a.dtype, device=a.device)
-    return _np().zeros((m, n), a.dtype)
+        from ..runtime import tensor_args as ta
+        if not ta._TORCH_OF_OPUS:
+            ta.init_torch()
+        return torch.empty((m, n), dtype=ta._TORCH_OF_OPUS[d], device=a.device)
+    return _np().zeros((m, n), d.np_dtype)
+
+
+def _scale_mode(x, name, along, extent, torch, a):
+    """(SCALES entry, the f32 array to pass): 1 for one value, 2 for one per ``along``."""
+    if x is None:
+        return 0, None
+    if _dtype_name(x) != "f32":
+        _err(f"{name} must be f32, got {_dtype_name(x)}")
+    if torch is not None and not x.is_cuda:
+        _err(f"{name} must be on the GPU with a and b")
+    size = 1
+    for e in x.shape:
+        size *= e
+    shape = tuple(x.shape)
+    if size == 1 and len(shape) <= 2:
+        return 1, x
+    if size == extent and len(shape) <= 2 and max(shape) == extent:
+        if torch is not None and not x.is_contiguous():
+            _err(f"{name} must be contiguous")
+        return 2, x
+    _err(f"{name} must hold one value or one per {along} ({extent}); its shape is {shape}")
 
 
 _SMEM = 232448  # bytes of shared memory a block may have on sm_90
@@ -247,7 +350,7 @@ def _choose(m, n, sms, block_n, stages, isz):
                 break
     if block_n not in (64, 128, 256):
         _err(f"block_n must be 64, 128 or 256, got {block_n!r}")
-    stage = (BM * BK + BK * block_n) * isz
+    stage = (BM + block_n) * 128                 # one 128-byte K row of A and B tiles
     fit = (_SMEM - 1024 - 2 * 64 * block_n * isz) // stage
     if stages is None:
         stages = min(fit, 6)
@@ -257,7 +360,8 @@ def _choose(m, n, sms, block_n, stages, isz):
     return block_n, stages
 
 
-def _plan(a, b, out, sel, blocks, block_n, stages):
+def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, scale_b=None,
+          out_dtype=None):
     if sel.target.name != "sm_90a":
         _err(f"the GEMM kernel needs sm_90a (wgmma and TMA); the current target is "
              f"{sel.target.name}")
@@ -266,36 +370,64 @@ def _plan(a, b, out, sel, blocks, block_n, stages):
         _err(f"inner dimensions differ: a is {m} x {k}, b is {k2} x {n}")
     torch = _torch_of(a)
     da, db = _dtype_name(a), _dtype_name(b)
-    if da not in _DTYPES or db != da:
-        _err(f"a and b must both be bf16 or both f16, got {da} and {db}")
+    kinds = _FP8 if scaled else _DTYPES
+    if da not in kinds or db != da:
+        _err(f"a and b must both be {' or both '.join(kinds)}, got {da} and {db}"
+             + ("" if scaled else " (fp8 inputs: opus.ops.scaled_gemm)"))
     d = dt.dtype_from_name(da)
+    od = _out_dtype(a, out_dtype, scaled)
+    if od.name not in ("bf16", "f16", "f32"):
+        _err(f"out_dtype must be bf16, f16 or f32, got {od.name}")
     if _strides(a)[1] != 1 and k > 1 and m > 0:
         _err(f"a must be row-major (its last dimension contiguous); its strides are "
              f"{_strides(a)}")
-    if tuple(out.shape) != (m, n) or _dtype_name(out) != da or (
+    if tuple(out.shape) != (m, n) or _dtype_name(out) != od.name or (
             _strides(out)[1] != 1 and n > 1 and m > 0):
-        _err(f"out must be a row-major {m} x {n} {da} matrix, got shape {tuple(out.shape)} "
+        _err(f"out must be a row-major {m} x {n} {od.name} matrix, got shape {tuple(out.shape)} "
              f"and dtype {_dtype_name(out)}")
-    for name, extent in (("K", k), ("N", n)):
-        if extent % 8:
-            _err(f"{name} = {extent} is not a multiple of 8: TMA needs every row to start "
-                 f"16-byte aligned")
+    for name, extent, isz in (("K", k, d.itemsize), ("N", n, od.itemsize)):
+        if (extent * isz) % 16:
+            _err(f"{name} = {extent} is not a multiple of {16 // isz}: TMA needs every row to "
+                 f"start 16-byte aligned")
+    mode_a, sa = _scale_mode(scale_a, "scale_a", "row of a", m, torch, a)
+    mode_b, sb = _scale_mode(scale_b, "scale_b", "column of b", n, torch, a)
     if m == 0 or n == 0 or k == 0:
         return None
     kmajor = _b_major(b, k, n)
+    if d.itemsize == 1 and not kmajor:
+        _err("fp8 wgmma reads B K-major: pass b as the transpose of a row-major N x K tensor "
+             "(w.t())")
     if blocks is None:
         blocks = _sm_count(torch, a) if sel.mode == "gpu" else 4
-    bn, st = _choose(m, n, blocks, block_n, stages, d.itemsize)
+    bn, st = _choose(m, n, blocks, block_n, stages, od.itemsize)
+    bke = 128 // d.itemsize
     bt = (b.t() if torch is not None else b.T) if kmajor else b
-    ta = opus.TensorMap(a, (BM, BK), swizzle=128)
-    tb = (opus.TensorMap(bt, (bn, BK), swizzle=128) if kmajor
-          else opus.TensorMap(b, (BK, 64), swizzle=128))
+    ta = opus.TensorMap(a, (BM, bke), swizzle=128)
+    tb = (opus.TensorMap(bt, (bn, bke), swizzle=128) if kmajor
+          else opus.TensorMap(b, (bke, 64), swizzle=128))
+    if od.itemsize != 2:
+        _err(f"out_dtype {od.name}: the epilogue stores 2-byte elements (bf16, f16)")
     tc = opus.TensorMap(out, (16, 64), swizzle=128)
-    smem = st * (BM * BK + BK * bn) * d.itemsize + 2 * 64 * bn * d.itemsize
+    ones = _ones(torch, a)
+    smem = st * (BM + bn) * 128 + 2 * 64 * bn * od.itemsize
     tiles = -(-m // BM) * -(-n // bn)
     launch = gemm_kernel[max(1, min(blocks, tiles)), _THREADS]
-    return launch, (ta, tb, tc, m, n, k), dict(DT=d, BN=bn, STAGES=st, B_KMAJOR=kmajor,
-                                               smem=smem)
+    return launch, (ta, tb, tc, m, n, k, ones if sa is None else sa, ones if sb is None else sb), \
+        dict(DT=d, OUT=od, BN=bn, STAGES=st, B_KMAJOR=kmajor, SCALES=(mode_a, mode_b),
+             smem=smem)
+
+
+_ONES = {}
+
+
+def _ones(torch, a):
+    """A one-element f32 array of 1.0 on a's device (the scale pointers of an unscaled GEMM)."""
+    dev = str(a.device) if torch is not None else "host"
+    x = _ONES.get(dev)
+    if x is None:
+        x = _ONES[dev] = (torch.ones(1, dtype=torch.float32, device=a.device) if torch is not None
+                          else _np().ones(1, _np().float32))
+    return x
 
 
 def _torch_of(x):
