@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from .. import dtypes as dt
 from ..dtypes import DType
-from ..ir import scalar_of
 from .cemit import CEmitter
 from .sync_atomics import CudaAtomics
 from .fp8 import FP8_FORMATS, StorageConversions
@@ -246,24 +245,9 @@ class CudaEmitter(StorageConversions, CudaAtomics, CEmitter):
             return f"(unsigned short){self._hw_decoder(src)}({x})"
         return super().cast_storage(x, src, to, rounding, sat)
 
-    def render_cast(self, op, indent):
-        """Lane pairs share one cvt where the target's table has a packed conversion
-        (Target.packed_conversion: f32 -> f16x2/bf16x2, OCP fp8 both ways on sm_89+)."""
-        a = op.operands[0]
-        src, to, rnd, sat = scalar_of(a.type), op.attrs["to"], op.attrs["rounding"], op.attrs["sat"]
-        xs = self.lanes(a)
-        pk = self.target.packed_conversion(src, to, rnd) if len(op.operands) == 1 else None
-        if len(xs) < 2 or pk is None:
-            return super().render_cast(op, indent)
-        out = []
-        for lo, hi in zip(xs[0::2], xs[1::2]):
-            out += self._packed_pair(lo, hi, src, to, rnd, sat, indent)
-        if len(xs) % 2:
-            out.append(self.cast_expr(xs[-1], src, to, rnd, sat))
-        self.assign_lanes(op.results[0], out, indent)
-
-    def _packed_pair(self, lo, hi, src, to, rnd, sat, indent):
-        """The two result lanes of one packed cvt of lanes lo, hi (C expressions)."""
+    def packed_pair(self, pk, lo, hi, src, to, rnd, sat, indent):
+        """The two result lanes of one packed cvt (Target.packed_conversion: f32 -> f16x2/bf16x2,
+        OCP fp8 both ways on sm_89+) of lanes lo, hi (C expressions)."""
         t = self.fresh(prefix="pk")
         if to.name in ("f16", "bf16") and src.name == "f32":
             n = f"opus_f32x2_to_{to.name}x2_{rnd}"

@@ -7,6 +7,7 @@ NaN, 0x80, and no -0); kind: the AMD builtins' name for the format (fp8 = e4m3, 
 The language's conversion rules are in docs/language.md.
 """
 from .. import dtypes as dt
+from ..ir import scalar_of
 from ..targets.base import SR_FORMATS
 from .cemit import CodegenError
 
@@ -48,6 +49,22 @@ class StorageConversions:
             return f if to.name == "f32" else self.cast_expr(f, dt.f32, to, rounding, sat)
         f = x if src.name == "f32" else self.cast_expr(x, src, dt.f32, "rn", False)
         return self.encode_storage(f, to, rounding, sat)
+
+    def render_cast(self, op, indent):
+        """Lane pairs share one instruction where the target's table has a packed conversion
+        (Target.packed_conversion); the dialect spells a pair in ``packed_pair``."""
+        a = op.operands[0]
+        src, to, rnd, sat = scalar_of(a.type), op.attrs["to"], op.attrs["rounding"], op.attrs["sat"]
+        xs = self.lanes(a)
+        pk = self.target.packed_conversion(src, to, rnd) if len(op.operands) == 1 else None
+        if len(xs) < 2 or pk is None:
+            return super().render_cast(op, indent)
+        out = []
+        for lo, hi in zip(xs[0::2], xs[1::2]):
+            out += self.packed_pair(pk, lo, hi, src, to, rnd, sat, indent)
+        if len(xs) % 2:
+            out.append(self.cast_expr(xs[-1], src, to, rnd, sat))
+        self.assign_lanes(op.results[0], out, indent)
 
     def in_hardware(self, d) -> bool:
         """Whether the chip converts ``d`` with its own instructions (the target's table)."""

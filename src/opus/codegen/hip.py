@@ -300,25 +300,10 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         return f"{n}({f})"
 
     # -- two lanes per instruction (Target.packed_conversion) -----------------------------------
-    def render_cast(self, op, indent):
-        """Lane pairs share one v_cvt_pk_* where the target's table has a packed conversion:
-        f32 <-> the flavour's fp8 (v_cvt_pk_{fp8,bf8}_f32, v_cvt_pk_f32_{fp8,bf8}). (gfx950's
+    def packed_pair(self, pk, lo, hi, src, to, rnd, sat, indent):
+        """f32 <-> the flavour's fp8 (v_cvt_pk_{fp8,bf8}_f32, v_cvt_pk_f32_{fp8,bf8}). (gfx950's
         f32 -> bf16 pairs need nothing here: clang fuses two (__bf16) casts into one
         v_cvt_pk_bf16_f32.)"""
-        a = op.operands[0]
-        src, to, rnd, sat = scalar_of(a.type), op.attrs["to"], op.attrs["rounding"], op.attrs["sat"]
-        xs = self.lanes(a)
-        pk = self.target.packed_conversion(src, to, rnd) if len(op.operands) == 1 else None
-        if len(xs) < 2 or pk is None:
-            return super().render_cast(op, indent)
-        out = []
-        for lo, hi in zip(xs[0::2], xs[1::2]):
-            out += self._packed_pair(pk, lo, hi, src, to, rnd, sat, indent)
-        if len(xs) % 2:
-            out.append(self.cast_expr(xs[-1], src, to, rnd, sat))
-        self.assign_lanes(op.results[0], out, indent)
-
-    def _packed_pair(self, pk, lo, hi, src, to, rnd, sat, indent):
         t = self.fresh(prefix="pk")
         kind = FP8_FORMATS[(src if src.storage_only else to).name]["kind"]
         if src.storage_only:  # v_cvt_pk_f32_{fp8,bf8}: bytes 0 and 1 of the word
