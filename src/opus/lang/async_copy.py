@@ -367,7 +367,7 @@ def s_waitcnt(vmcnt=None, lgkmcnt=None, expcnt=None):
     c = ctx()
     c.target.require_s_waitcnt()
     if vmcnt is None and lgkmcnt is None and expcnt is None:
-        _err("s_waitcnt needs vmcnt=, lgkmcnt= or expcnt=: with none it waits for nothing")
+        _err("s_waitcnt needs vmcnt= or lgkmcnt= (or expcnt=): with none it waits for nothing")
     if vmcnt is not None:
         _count(vmcnt, "s_waitcnt vmcnt", _VMCNT_MAX)
     if lgkmcnt is not None:
