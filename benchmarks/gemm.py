@@ -1,6 +1,7 @@
 """GEMM against cuBLAS (issue 12): ``opus.ops.gemm`` (persistent warp-specialized TMA + wgmma,
 sm_90a) and ``torch.matmul`` in the same run, on the issue's shapes (bf16; B row-major and B
-given as the transpose of a row-major N x K weight).
+given as the transpose of a row-major N x K weight); ``opus.ops.scaled_gemm`` (fp8 e4m3, tensor
+and row/column scales, bf16 out) against ``torch._scaled_mm`` at 8192^3.
 
     PYTHONPATH=src python benchmarks/gemm.py [--out gemm.json] [--reps 30]
 
@@ -57,6 +58,40 @@ def _one(torch, m, n, k, b_kmajor, reps):
     return res
 
 
+def _one_fp8(torch, m, n, k, rowwise, reps):
+    """fp8 e4m3 x e4m3 -> bf16 with f32 scales, against torch._scaled_mm (cuBLASLt)."""
+    a = (torch.randn(m, k, device="cuda") / 2).to(torch.float8_e4m3fn)
+    w = (torch.randn(n, k, device="cuda") / 2).to(torch.float8_e4m3fn)
+    if rowwise:
+        sa = torch.rand(m, 1, device="cuda") + 0.5
+        sb = torch.rand(1, n, device="cuda") + 0.5
+    else:
+        sa = torch.tensor(0.75, device="cuda")
+        sb = torch.tensor(1.25, device="cuda")
+    ours = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    f_ours = lambda: opus.ops.scaled_gemm(a, w.t(), sa, sb, out=ours)  # noqa: E731
+    f_torch = lambda: torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb,  # noqa: E731
+                                       out_dtype=torch.bfloat16)
+    ref = f_torch()
+    f_ours()
+    torch.cuda.synchronize()
+    err = ((ours.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
+    times = {"opus": [], "torch": []}
+    for order in (("opus", "torch"), ("torch", "opus")):
+        for who in order:
+            fn = f_ours if who == "opus" else f_torch
+            times[who].append(common.cuda_event_ms(fn, reps=reps, warmup=5)["median"])
+    flops = 2.0 * m * n * k
+    res = {"m": m, "n": n, "k": k, "b": "fp8 e4m3, " + ("row/column scales" if rowwise else
+                                                       "tensor scales"),
+           "max_rel_err_vs_torch": err}
+    for who in times:
+        ms = sorted(times[who])[0]
+        res[who] = {"ms": ms, "tflops": flops / ms / 1e9, "passes_ms": times[who]}
+    res["ratio_opus_vs_torch"] = res["torch"]["ms"] / res["opus"]["ms"]
+    return res
+
+
 def _kernel_facts():
     from opus import bf16
     k = G.gemm_kernel
@@ -101,6 +136,12 @@ def run(reps):
                   f"{r['torch']['tflops']:6.0f} TF/s  ratio {r['ratio_opus_vs_torch']:.3f}  "
                   f"err {r['max_rel_err_vs_torch']:.2g}", flush=True)
             rows.append(r)
+    for rowwise in (False, True):
+        r = _one_fp8(torch, 8192, 8192, 8192, rowwise, reps)
+        print(f"8192^3 {r['b']:28s} opus {r['opus']['tflops']:6.0f} TF/s  torch._scaled_mm "
+              f"{r['torch']['tflops']:6.0f} TF/s  ratio {r['ratio_opus_vs_torch']:.3f}  "
+              f"err {r['max_rel_err_vs_torch']:.2g}", flush=True)
+        rows.append(r)
     return {"shapes": rows, "kernel": _kernel_facts(), "compile_new_config": _compile_time()}
 
 
@@ -111,7 +152,8 @@ def markdown(res):
              f"{env.get('nvrtc')}, driver {env.get('driver')}; bf16 in and out, f32 "
              f"accumulation. Best of two passes (alternating order), each the median of "
              f"{res['reps']} CUDA-event timings. benchmarks/gemm.py says how.", "",
-             "| M x N x K | B | opus TFLOP/s | torch TFLOP/s | opus / torch | max rel. err |",
+             "| M x N x K | B | opus TFLOP/s | torch TFLOP/s (matmul; fp8: _scaled_mm) | opus / torch "
+             "| max rel. err |",
              "| --- | --- | --- | --- | --- | --- |"]
     for r in res["gemm"]["shapes"]:
         lines.append(f"| {r['m']} x {r['n']} x {r['k']} | {r['b']} | {r['opus']['tflops']:.0f} | "

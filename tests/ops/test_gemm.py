@@ -192,8 +192,14 @@ def test_scaled_fp8_refusals(sm90):
 @pytest.mark.parametrize("mode_a,mode_b", [("tensor", "tensor"), ("row", "column")])
 def test_gpu_scaled_fp8(mode_a, mode_b):
     torch = _torch_sm90()
-    a, b, sa, sb = _scaled_inputs(1000, 1048, 520, mode_a, mode_b)
+    a, b, sa, sb = _scaled_inputs(1000, 1048, 528, mode_a, mode_b)
     ta = torch.from_numpy(a.view(np.uint8)).cuda().view(torch.float8_e4m3fn)
     tw = torch.from_numpy(np.ascontiguousarray(b.T).view(np.uint8)).cuda().view(torch.float8_e4m3fn)
     c = opus.ops.scaled_gemm(ta, tw.t(), torch.from_numpy(sa).cuda(), torch.from_numpy(sb).cuda())
     _check_scaled(c.float().cpu().numpy(), a, b, sa, sb)
+
+
+def test_fp8_rows_must_be_16_byte_aligned(sm90):
+    a, b, sa, sb = _scaled_inputs(16, 16, 24, "tensor", "tensor")
+    with pytest.raises(opus.ArgumentError, match="K = 24 is not a multiple of 16"):
+        opus.ops.scaled_gemm(a, b, sa, sb)
