@@ -119,3 +119,22 @@ def test_swizzled_adds_or_removes_a_swizzle():
     assert s.swizzled(None)(3, 17) == u(3, 17) and u.swizzle is None
     with pytest.raises(opus.TraceError, match="Layout.swizzled takes an opus.Swizzle"):
         u.swizzled(128)
+
+
+@opus.kernel
+def broadcast_rows(x: opus.Ptr[f32], out: opus.Ptr[f32]):
+    """Thread t gathers x[2t .. 2t+1] four times over (a y-dim of stride 0, as a per-row
+    factor over an accumulator's columns) and stores the 8 values."""
+    t = opus.thread_id_x()
+    u = opus.make_layout((4, 2), (0, 1), coord=(opus.Y, opus.Y)) + 2 * t
+    v = opus.make_gmem(x).load(u, vec=2)
+    opus.make_gmem(out).store(v, opus.make_layout((8,), coord=(opus.Y,)) + 8 * t, vec=4)
+
+
+def test_a_stride_zero_y_dim_loads_each_address_once():
+    x = np.arange(8, dtype=np.float32) * 3 + 1
+    out = np.zeros(32, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        broadcast_rows[1, 4](x, out)
+    np.testing.assert_array_equal(out.reshape(4, 8), np.tile(x.reshape(4, 2), (1, 4)))
+    assert broadcast_rows.source(target="sm_90a").count("*(const opus_f32x2*)(p_x_") == 1

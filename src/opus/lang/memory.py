@@ -352,13 +352,42 @@ def _issue_preds(pred, layout, vec, elem):
     return [pred] * (len(issues) * per_issue)
 
 
+def _repeated_issues(layout, vec):
+    """For each issue of a layout-driven access, the first issue with the same address: issues
+    that differ only in y-coordinates of stride 0 (a broadcast, e.g. a per-row factor gathered
+    through an accumulator's layout). None when every issue has its own address."""
+    if isinstance(layout, CachedLayout):
+        return None
+    zero = [type(st) is int and st == 0 for st in layout.y_strides()]
+    if not any(zero):
+        return None
+    firsts, seen = [], {}
+    for i, ys in enumerate(issue_starts(layout, vec)):
+        firsts.append(seen.setdefault(tuple(c for c, z in zip(ys, zero) if not z), i))
+    return firsts if len(seen) < len(firsts) else None
+
+
 def load_layout(view, layout, vec=1, cache=None, pred=None, soffset=None):
     """All of a layout's elements for this thread, ``vec`` at a time: one register vector.
-    With ``pred``, an access whose predicate is false reads zeros."""
+    With ``pred``, an access whose predicate is false reads zeros. Issues at the same address
+    (y-dims of stride 0) are loaded once."""
     accesses = _layout_offsets(layout, vec, view.dtype)
     preds = [None] * len(accesses) if pred is None else _issue_preds(pred, layout, vec, view.dtype)
-    parts = [view.load(off, n, cache, soffset) if pr is None
-             else view.load_if(pr, off, n, cache, soffset) for (off, n), pr in zip(accesses, preds)]
+    repeats = _repeated_issues(layout, vec) if pred is None else None
+    if repeats is not None:
+        per = len(accesses) // len(repeats)
+        loaded = {}
+        parts = []
+        for i, first in enumerate(repeats):
+            for c in range(per):
+                if (first, c) not in loaded:
+                    off, n = accesses[first * per + c]
+                    loaded[first, c] = view.load(off, n, cache, soffset)
+                parts.append(loaded[first, c])
+    else:
+        parts = [view.load(off, n, cache, soffset) if pr is None
+                 else view.load_if(pr, off, n, cache, soffset)
+                 for (off, n), pr in zip(accesses, preds)]
     if len(parts) == 1:
         return parts[0]
     from .vectors import concat
