@@ -183,12 +183,9 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
     device_fn_qualifiers = "static inline"  # before every helper function's definition
     align_attr = "alignas({})"               # alignment of a vector struct or shared array
     shared_qualifier = ""                    # storage class of shared-memory arrays
-    # the kernel's signature; launch_bounds (formatted with the block size) goes in its place,
-    # always (bounds_always: the target's largest block when the kernel fixes none) or only
-    # when the kernel fixes its block size
+    # the kernel's signature; launch_attributes(hints) (targets/occupancy.launch_hints: the
+    # block size, occupancy and register hints in the vendor's terms) goes in its place
     kernel_signature = "void {launch_bounds}{symbol}({params})"
-    launch_bounds = ""
-    bounds_always = False
     barrier = ()                  # the lines of a block-wide barrier
     prelude = ()                  # lines before everything else (typedefs)
     # unsigned thread index and block size along axis {} (for the linear thread id)
@@ -318,12 +315,16 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
 
     # -- the kernel's frame: signature and declarations -----------------------------------
     def signature(self):
-        block_size = self.fn.attrs.get("block_size")
-        if self.bounds_always:
-            block_size = block_size or self.target.limits.threads_per_block
-        bounds = self.launch_bounds.format(block_size) if block_size else ""
-        return self.kernel_signature.format(launch_bounds=bounds, symbol=self.symbol,
-                                            params=self.params_decl())
+        from ..targets.occupancy import launch_hints
+        a = self.fn.attrs
+        hints = launch_hints(self.target, a.get("block_size"), a.get("min_blocks"),
+                             a.get("maxnreg"))
+        return self.kernel_signature.format(launch_bounds=self.launch_attributes(hints),
+                                            symbol=self.symbol, params=self.params_decl())
+
+    def launch_attributes(self, hints) -> str:
+        """The attributes before the kernel's name for ``launch_hints``' answer (dialects)."""
+        return ""
 
     def shared_decl(self, ct, name, count, align):
         return f"{self.shared_qualifier} {self.align_attr.format(align)} {ct} {name}[{count}];"

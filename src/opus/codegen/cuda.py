@@ -122,7 +122,6 @@ class CudaEmitter(StorageConversions, CudaAtomics, CEmitter):
     align_attr = "__align__({})"
     shared_qualifier = "__shared__"
     kernel_signature = 'extern "C" __global__ void {launch_bounds}{symbol}({params})'
-    launch_bounds = "__launch_bounds__({}) "
     barrier = ("__syncthreads();",)
     # synchronization (codegen/sync_atomics.py): PTX barriers, fences and special registers
     code_for_sync = {
@@ -179,6 +178,15 @@ class CudaEmitter(StorageConversions, CudaAtomics, CEmitter):
     }
 
     # -- cache hints: ld/st with the PTX qualifiers of targets/nvidia.py ----------------------
+    def launch_attributes(self, hints) -> str:
+        # __launch_bounds__ and __maxnreg__ exclude each other (NVRTC); launch_hints gives one
+        if "maxnreg" in hints:
+            return f"__maxnreg__({hints['maxnreg']}) "
+        if "max_threads" not in hints:
+            return ""
+        bounds = [hints["max_threads"]] + ([hints["min_blocks"]] if "min_blocks" in hints else [])
+        return f"__launch_bounds__({', '.join(map(str, bounds))}) "
+
     def _hinted(self, kind, nbytes, ctype, hint):
         """The helper doing one ``kind`` ('ld'/'st') of ``nbytes`` with qualifiers ``hint``
         (e.g. '.cs'), moving the bits of a ``ctype`` through 16/32-bit registers."""

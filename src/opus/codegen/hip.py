@@ -168,8 +168,6 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
     align_attr = "__attribute__((aligned({})))"
     shared_qualifier = "__attribute__((shared))"
     kernel_signature = 'extern "C" __attribute__((global)) {launch_bounds}void {symbol}({params})'
-    launch_bounds = "__attribute__((amdgpu_flat_work_group_size(1, {}))) "
-    bounds_always = True
     # as HIP's __syncthreads: release LDS writes, s_barrier, acquire
     barrier = ('__builtin_amdgcn_fence(__ATOMIC_RELEASE, "workgroup");',
                "__builtin_amdgcn_s_barrier();",
@@ -262,6 +260,14 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
                        "float r = a > 9.0f ? 1.0f : 1.0f - 2.0f / (__builtin_expf(2.0f * a) + 1.0f); "
                        "return __builtin_copysignf(r, x); }"),
     }
+
+    def launch_attributes(self, hints) -> str:
+        attrs = [f"amdgpu_flat_work_group_size(1, {hints['max_threads']})"]
+        if "waves_per_eu" in hints:
+            attrs.append(f"amdgpu_waves_per_eu({hints['waves_per_eu']})")
+        if "num_vgpr" in hints:
+            attrs.append(f"amdgpu_num_vgpr({hints['num_vgpr']})")
+        return f"__attribute__(({', '.join(attrs)})) "
 
     def float_to_int(self, f, src, to):
         # toward zero, saturating, NaN -> 0 (C's cast is undefined out of range)

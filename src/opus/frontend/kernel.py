@@ -143,12 +143,18 @@ class Kernel:
 
     _opus_launch_only = True  # calls.call: not callable from kernel code
 
-    def __init__(self, fn, block=None):
-        if block is not None and (not isinstance(block, int) or not 1 <= block <= 1024):
-            raise OpusError(f"@opus.kernel(block=...) must be an int in 1..1024, got {block!r}")
+    def __init__(self, fn, block=None, min_blocks=None, maxnreg=None):
+        _check_hint("block", block, 1, 1024)
+        _check_hint("min_blocks", min_blocks, 1, None)
+        _check_hint("maxnreg", maxnreg, 1, None)
+        from ..targets.occupancy import combination_problem
+        problem = combination_problem(block, min_blocks, maxnreg)
+        if problem:
+            raise OpusError(f"@opus.kernel: {problem}")
         self.fn = fn
         self.name = fn.__name__
         self.block = block
+        self.min_blocks, self.maxnreg = min_blocks, maxnreg
         # The source as it is now: a file edited later does not change the kernel.
         self._source = capture_source(fn)
         self.params = _parse_params(fn, self._source)
@@ -345,6 +351,7 @@ class Kernel:
         c.frontend = state
         state.frames.append(Frame("kernel"))
         builder.loc_fn = c.loc
+        self._check_launch_hints(target)
         params, call_args = [], []
         cit = iter(cvals)
         for p in self.params:
@@ -377,13 +384,25 @@ class Kernel:
                 raise
             except Exception as e:
                 raise self._located(e, f"{type(e).__name__}: {e}", state) from e
-        attrs = {"block_size": self.block, "target": target.name, "dyn_smem": c.uses_dyn_smem,
+        attrs = {"block_size": self.block, "min_blocks": self.min_blocks,
+                 "maxnreg": self.maxnreg, "target": target.name, "dyn_smem": c.uses_dyn_smem,
                  "dyn_smem_align": c.dyn_smem_align,
                  "smem_bytes": c.smem_bytes,
                  "align": {p.name: c.align_req.get(p.value, 1) for p in params},
                  "tensor_maps": {p.name: c.tensor_maps.get(p.value) for p in params
                                  if p.type == TENSOR_MAP}}
         return Function(self.name, params, body, attrs), c
+
+    def _check_launch_hints(self, target):
+        """Occupancy and register hints the chip cannot meet: a TraceError at the def line."""
+        from ..ir import Loc
+        from ..targets.occupancy import launch_hints
+        try:
+            launch_hints(target, self.block, self.min_blocks, self.maxnreg)
+        except UnsupportedOnTarget as e:
+            line = param_line(self.fn, self._source, "")  # the def line
+            raise TraceError(f"@opus.kernel: {e}", Loc(self._source.filename, line),
+                             self._source.line(line), self.name) from None
 
     def _rewrite(self):
         try:
@@ -443,6 +462,17 @@ class Kernel:
                          f"{info.name!r}): {info.source.line(n).strip()}")
             callee = f"{info.kind} {info.name!r}"
         return TraceError(message, Loc(loc.file, loc.line), src, self.name, notes)
+
+
+def _check_hint(name, value, lo, hi):
+    """@opus.kernel's block/min_blocks/maxnreg: None or an int in lo..hi (hi None: no bound
+    here; the target's range is checked when tracing for it)."""
+    if value is None:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < lo or (
+            hi is not None and value > hi):
+        want = f"an int in {lo}..{hi}" if hi is not None else f"an int >= {lo}"
+        raise OpusError(f"@opus.kernel({name}=...) must be {want}, got {value!r}")
 
 
 def _hashable(x):
@@ -522,9 +552,9 @@ class Specialization:
         return assemble_amd(self.source, self.target)
 
 
-def kernel(fn=None, *, block=None):
+def kernel(fn=None, *, block=None, min_blocks=None, maxnreg=None):
     """Decorate a Python function as an opus kernel: ``@opus.kernel`` or
-    ``@opus.kernel(block=256)``. Parameters are annotated ``opus.Ptr[dtype]`` (global memory),
+    ``@opus.kernel(block=256, min_blocks=2)``. Parameters are annotated ``opus.Ptr[dtype]`` (global memory),
     a scalar dtype (a run-time value) or ``opus.constexpr`` (a compile-time Python value: one
     compiled kernel per distinct value).
 
@@ -536,11 +566,22 @@ def kernel(fn=None, *, block=None):
     :type fn: function
     :param block: fixes the block size: launches must use it, and the compiler is told it (CUDA
         ``__launch_bounds__``, AMD ``amdgpu_flat_work_group_size``)
-    :type block: int or tuple of up to 3 ints or None
+    :type block: int or None
+    :param min_blocks: occupancy hint: at least this many blocks of ``block`` threads resident
+        per SM/CU (needs ``block``). CUDA ``__launch_bounds__(block, min_blocks)``; AMD
+        ``amdgpu_waves_per_eu(ceil(min_blocks * waves per block / 4))``. Either way the
+        compiler caps the registers so that they fit; a count the chip cannot hold is a
+        TraceError.
+    :type min_blocks: int or None
+    :param maxnreg: register hint: at most this many registers per thread. CUDA
+        ``__maxnreg__`` (24..255; it replaces ``__launch_bounds__``, which NVRTC refuses
+        beside it, so it cannot be combined with ``min_blocks``); AMD VGPRs per lane,
+        architectural and accumulation together (16..512: ``amdgpu_num_vgpr(maxnreg // 2)``)
+    :type maxnreg: int or None
     :returns: the kernel (or, without ``fn``, the decorator that makes it)
     :rtype: Kernel
     :targets: all targets
     """
     if fn is None:
-        return lambda f: Kernel(f, block)
-    return Kernel(fn, block)
+        return lambda f: Kernel(f, block, min_blocks, maxnreg)
+    return Kernel(fn, block, min_blocks, maxnreg)

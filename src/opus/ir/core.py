@@ -116,7 +116,8 @@ class Param:
 class Function:
     """A traced kernel.
 
-    attrs: ``block_size`` (fixed threads per block or None -> launch bounds), ``target`` (the
+    attrs: ``block_size`` (fixed threads per block or None -> launch bounds), ``min_blocks``
+    and ``maxnreg`` (occupancy and register hints: targets/occupancy.py), ``target`` (the
     Target's name), ``dyn_smem`` (True if the kernel reads dynamic shared memory).
     """
 
