@@ -71,9 +71,11 @@ SECTIONS = [
         "lanemask_le", "lanemask_gt", "lanemask_ge", "permute", "bpermute", "warp_reduce",
         "warp_scan"]),
     ("Warp-level shared loads and stores", ["ldmatrix", "stmatrix", "ds_read_tr"]),
-    ("Kernels and launching", ["kernel", "func", "Ptr", "constexpr", "range", "static_ford"]),
+    ("Kernels and launching", ["kernel", "func", "Ptr", "constexpr", "range", "static_ford",
+                               "autotune"]),
     ("Targets", ["set_target", "current_target"]),
-    ("Errors", ["OpusError", "TraceError", "CompileError", "ArgumentError", "OpusRuntimeError"]),
+    ("Errors", ["OpusError", "TraceError", "CompileError", "ArgumentError", "OpusRuntimeError",
+                "AutotuneError"]),
 ]
 
 # Families documented from one template: shown as one table and the template's fields once.

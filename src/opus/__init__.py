@@ -52,6 +52,7 @@ from .lang.layout import Y, Layout, CachedLayout, Swizzle, swizzle_bytes, make_l
 from .lang.partition import P, Tile, partition, unfold_x_stride, unfold_p_coord, p_shape, y_shape
 from .frontend import (Ptr, constexpr, kernel, func, range, static_ford, set_target,
                        current_target)
+from .frontend.autotune import autotune, AutotuneError
 
 # The public API: every name here has a docstring naming its parameters, their types, what it
 # returns and which targets have it (tests/test_public_api.py enforces it; docs/api.md is
@@ -108,11 +109,12 @@ __all__ = [
     "TensorMap", "TmaPipeline", "alloc_mbarriers", "tma_load", "tma_store", "tma_commit",
     "tma_wait", "fence_proxy_async", "fence_mbarrier_init",
     # kernels and launching
-    "kernel", "func", "Ptr", "constexpr", "range", "static_ford",
+    "kernel", "func", "Ptr", "constexpr", "range", "static_ford", "autotune",
     # targets
     "set_target", "current_target",
     # errors
     "OpusError", "TraceError", "CompileError", "ArgumentError", "OpusRuntimeError",
+    "AutotuneError",
 ]
 
 
