@@ -436,16 +436,19 @@ def _layout_vec(layout, vec, elem: DType):
 
 def _predicated(view, pred, offset, vec, soffset=None):
     """(pointer, offset, bound) of an access done only where ``pred`` holds, as a bounded
-    access: a false predicate bounds it to nothing (loads read 0, stores drop), which is the
-    buffer unit's range check on AMD and no extra branch. Unbounded views first move the pointer
-    to the access, so its exact elements are the bound (negative offsets stay allowed)."""
+    access (loads read 0, stores drop where it is false), which is the buffer unit's range
+    check on AMD and no extra branch. A bounded view keeps its bound and moves a false access's
+    offset past it (to the bound rounded up to 32 elements: aligned for any vector): the bound
+    stays wave-uniform, so AMD's buffer resource stays in scalar registers (a per-lane bound
+    makes clang loop over the distinct resources). Unbounded views first move the pointer to
+    the access, so its exact elements are the bound (negative offsets stay allowed)."""
     from .math import select
     cond = to_bool(pred, "load_if/store_if predicate")
     if view.size is None:
         if soffset is not None:  # the scalar offset moves the pointer too, wave-uniformly
             offset = _add(offset, soffset)
         return ptr_add(view.ptr, offset), 0, select(cond, vec, 0)
-    return view.ptr, offset, select(cond, view.size, 0)
+    return view.ptr, select(cond, offset, (view.size + 31) // 32 * 32), view.size
 
 
 class _View:

@@ -1,5 +1,34 @@
 """The kernel library: torch-facing operations written with opus's public language (each module
 says its design; docs/ops.md lists them). Import it as ``opus.ops``."""
-from .gemm_hopper import gemm, scaled_gemm
+from . import gemm_hopper
+from .gemm_hopper import scaled_gemm
 
 __all__ = ["gemm", "scaled_gemm"]
+
+
+def gemm(a, b, out=None, *, blocks=None, block_n=None, stages=None, block_m=None):
+    """``a @ b`` for bf16/f16 matrices with the current target's kernel: NVIDIA sm_90a
+    (ops/gemm_hopper.py: TMA, warp-specialized wgmma) or AMD gfx942/gfx950 (ops/gemm_amd.py:
+    tiled MFMA). Torch tensors run on the GPU, numpy arrays in the interpreter.
+
+    :param a: M x K, bf16 or f16, row-major
+    :param b: K x N of a's dtype: row-major, or the transpose of a row-major N x K tensor
+    :param out: M x N of a's dtype, row-major (made when None)
+    :param blocks: sm_90a: persistent blocks to launch
+    :param block_n: the block tile's width (each kernel lists its choices)
+    :param stages: sm_90a: shared-memory stages in flight
+    :param block_m: AMD: the block tile's height, 128 or 256
+    :returns: out
+    :targets: sm_90a, gfx942, gfx950
+    """
+    from ..frontend.targeting import current_target
+    if current_target().target.vendor == "amd":
+        for name, value in (("blocks", blocks), ("stages", stages)):
+            if value is not None:
+                gemm_hopper._err(f"{name}= is an sm_90a option; the AMD kernel takes block_m "
+                                 f"and block_n")
+        from .gemm_amd import gemm as gemm_amd
+        return gemm_amd(a, b, out, block_m=block_m, block_n=block_n)
+    if block_m is not None:
+        gemm_hopper._err("block_m= is an AMD option; the sm_90a kernel's tile is 128 rows")
+    return gemm_hopper.gemm(a, b, out, blocks=blocks, block_n=block_n, stages=stages)

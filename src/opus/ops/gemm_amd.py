@@ -1,0 +1,305 @@
+"""GEMM on AMD CDNA3/CDNA4 (gfx942, gfx950): ``opus.ops.gemm(a, b)`` = a @ b, written with the
+public language (issue 12).
+
+* Block tile BM x BN x 32 (BM 256 or 128, BN 128 or 64), 256 threads = 2 x 2 waves: a tiled
+  MFMA (``make_tiled_mma``) of 16 x 16 atoms with swapped operands (each lane then holds four
+  consecutive columns of C: 8-byte stores), each wave BM/2 x BN/2 of C in f32 accumulators.
+  gfx942 issues v_mfma_f32_16x16x16{bf16_1k,f16} twice per 32-deep slice, gfx950 its
+  16x16x32 form once.
+* Operands go global -> registers -> LDS -> registers. Global loads are bounded buffer loads
+  (the hardware range check gives zeros past M, N and the array's end) at loop-invariant
+  per-lane offsets, the K step riding in the instruction's scalar offset (``soffset``).
+  Register staging double-buffers them: the next K tile's loads are issued before the current
+  tile's MFMAs and written to the other of two LDS stages after them, one barrier per tile.
+* LDS holds both operands K-major ([row][k], 32 k per row), padded by 16 bytes after every
+  pair of rows: the MFMA reads (16 rows x 16 bytes per 16 lanes) and the 16-byte staging
+  writes then fall in distinct bank groups for every 8 lanes (no conflicts), and every read
+  offset is a per-lane base plus a constant (immediate offsets, no per-read arithmetic).
+* Each lane reads 8 consecutive k of a row per 16-byte LDS read. On gfx942 the first four feed
+  the first 16-deep MFMA and the last four the second: a permutation of K applied alike to A
+  and B, which leaves the product unchanged (inventory 1.18) and halves the reads.
+* The main loop runs two K tiles per iteration (stages 0 and 1 fixed), its loads unmasked;
+  the last tile's loads (K not a multiple of 32) are masked by a per-lane predicate on k and
+  peeled out of the loop with the tile before it. ``sched_group_barrier`` interleaves the
+  loads and LDS reads with the MFMAs.
+* B row-major (K x N, N contiguous) is transposed on its way into LDS (element stores), so the
+  MFMA reads are the same; columns past N are moved out of the buffer's range once, before the
+  loop.
+* Epilogue: accumulators cast to the output type, stored 4 columns at a time where the tile is
+  inside C, element by element (masked) at its ragged edge.
+
+Vector widths: A and K-major B are loaded 8 elements (16 bytes) at a time when K is a multiple
+of 8 (else 4, 2, 1), row-major B likewise by N; C is stored 4 at a time when N allows.
+"""
+from __future__ import annotations
+
+import opus
+from opus import dtypes as dt
+from .gemm_hopper import (_err, _shape2, _strides, _b_major, _dtype_name, _torch_of,
+                          _new_out)
+
+__all__ = ["gemm", "GEMM_AMD", "lds_bytes"]
+
+BK = 32                 # K per LDS stage (one 32-deep MFMA slice)
+_THREADS = 256          # 2 x 2 waves of 64
+
+
+def lds_bytes(bm, bn, itemsize=2):
+    """Bytes of LDS a block tile of bm x bn uses (two stages of A and B)."""
+    return 2 * (bm + bn) * BK * itemsize
+
+
+def _lds(row, k):
+    """LDS element offset of (row, k) in a stage of rows of BK = 32 elements (64 bytes, two
+    rows per 128-byte bank line): the 16-byte chunk k // 8 is XORed with (row // 2) % 4
+    (CuTe's Swizzle<2, 3, 3> on the element offset). Rows 0..7 of one chunk (8 lanes of an
+    MFMA read) and the 8 chunks of rows r, r + 1 (8 lanes of a staging write) then fill the 8
+    bank groups of a line once each. The XOR depends on row % 8 only, which is fixed per lane
+    in every access here, so offsets stay a per-lane base plus constants."""
+    return row * BK + (k ^ (((row >> 1) & 3) << 3))
+
+
+def _kmajor_loads(rows, ld, V, r0):
+    """Per-lane (global offsets, LDS offsets) of a tile of ``rows`` x BK from a K-contiguous
+    matrix with leading dimension ``ld``, starting at row ``r0``, V elements per load: thread t
+    loads row t // (BK/V) + pass * (256 V / BK), columns V * (t % (BK/V)). Rows at or past the
+    bound read zeros through the buffer's range check."""
+    ch = BK // V
+    rp = _THREADS // ch
+    t = opus.thread_id_x()
+    row, kc = t // ch, (t % ch) * V
+    goff = [(r0 + row + rp * p) * ld + kc for p in range(rows // rp)]
+    loff = [_lds(row, kc) + rp * BK * p for p in range(rows // rp)]
+    return goff, loff, kc
+
+
+def _gemm_for(DT):
+    @opus.kernel(block=_THREADS, min_blocks=1)
+    def gemm_amd(a: opus.Ptr[DT], b: opus.Ptr[DT], c: opus.Ptr[DT], M: opus.i32, N: opus.i32,
+                 K: opus.i32, BM: opus.constexpr = 256, BN: opus.constexpr = 128,
+                 ATOM_K: opus.constexpr = 16, VA: opus.constexpr = 8, VB: opus.constexpr = 8,
+                 VC: opus.constexpr = 4, B_KMAJOR: opus.constexpr = True,
+                 SCHED: opus.constexpr = True):
+        """C (M x N) = A (M x K, row-major) @ B: B is K x N row-major, or with B_KMAJOR the
+        N x K row-major tensor whose transpose is B. Grid: (ceil(N / BN), ceil(M / BM)).
+        VA divides K; VB divides K (B_KMAJOR) or N; VC divides N."""
+        EM, EN = BM // 32, BN // 32
+        tmma = opus.make_tiled_mma(opus.make_mma(DT, DT, opus.f32, (16, 16, ATOM_K),
+                                                 swap_ab=True),
+                                   (EM, EN, 32 // ATOM_K), (2, 2, 1))
+        # the same MFMAs over half of the rows (the first or last EM/2 repeats)
+        half_mma = opus.make_tiled_mma(tmma.atom, (EM // 2, EN, 32 // ATOM_K), (2, 2, 1))
+        acc_len = tmma.elem_c
+        m0, n0 = opus.block_id_y() * BM, opus.block_id_x() * BN
+        t, lane = opus.thread_id_x(), opus.lane_id()
+        wm, wn = opus.warp_id() // 2, opus.warp_id() % 2
+        a_stage, b_stage = BM * BK, BN * BK
+        sa = opus.alloc_smem(DT, 2 * a_stage)
+        sb = opus.alloc_smem(DT, 2 * b_stage)
+        # bounds written as multiples of the vector width (the host picks widths dividing K
+        # and N), so the renderer knows every vector lies wholly inside or outside
+        a_bound = M * (K // VA * VA)
+        ga = opus.make_gmem(a, a_bound)
+        a_goff, a_loff, a_kc = _kmajor_loads(BM, K, VA, m0)
+        if B_KMAJOR:
+            b_bound = N * (K // VB * VB)
+            gb = opus.make_gmem(b, b_bound)
+            b_goff, b_loff, b_kc = _kmajor_loads(BN, K, VB, n0)
+        else:
+            b_bound = K * (N // VB * VB)
+            gb = opus.make_gmem(b, b_bound)
+            chb = BN // VB
+            rpb = _THREADS // chb
+            bk_row, bn_col = t // chb, (t % chb) * VB
+            col_in = n0 + bn_col < N
+            b_goff = [opus.select(col_in, (bk_row + rpb * p) * N + n0 + bn_col, b_bound)
+                      for p in range(BK // rpb)]
+            b_loff = [bk_row + rpb * p for p in range(BK // rpb)]   # k of each pass
+        # MFMA operand reads: lane l reads 8 consecutive k at 8 (l // 16) of row
+        # 32 e + 16 w + l % 16 (the tiled MMA's row of atom repeat e in wave w)
+        r16, k8 = lane % 16, (lane // 16) * 8
+        a_read = _lds(16 * wm + r16, k8)
+        b_read = _lds(16 * wn + r16, k8)
+
+        def load_tile(k0, masked):
+            """The K tile at k0 into registers: [A loads], [B loads]."""
+            if masked:
+                av = [ga.load_if(a_kc + k0 < K, o, vec=VA, soffset=k0) for o in a_goff]
+            else:
+                av = [ga.load(o, vec=VA, soffset=k0) for o in a_goff]
+            if B_KMAJOR and masked:
+                bv = [gb.load_if(b_kc + k0 < K, o, vec=VB, soffset=k0) for o in b_goff]
+            elif B_KMAJOR:
+                bv = [gb.load(o, vec=VB, soffset=k0) for o in b_goff]
+            else:   # rows past K lie past the bound: zeros without a mask
+                bv = [gb.load(o, vec=VB, soffset=k0 * N) for o in b_goff]
+            return av, bv
+
+        def stage_tile(regs, stage):
+            """Registers of a K tile into LDS stage ``stage`` (0/1, static or run-time)."""
+            av, bv = regs
+            for v, o in zip(av, a_loff):
+                sa.store(v, o + stage * a_stage, vec=VA)
+            for v, o in zip(bv, b_loff):
+                if B_KMAJOR:
+                    sb.store(v, o + stage * b_stage, vec=VB)
+                else:     # transposed: element e of the n-vector is row n + e of [n][k]
+                    for e in range(VB):
+                        sb.store(v[e] if VB > 1 else v, _lds(bn_col + e, o) + stage * b_stage)
+
+        def mma_tile(stage, acc):
+            """acc += the K tile in LDS stage ``stage``: B's reads and the first half of A's,
+            one wait, the MFMAs of that half while the rest of A arrives, one wait, the
+            other half (two waits instead of one per A read)."""
+            bv = opus.concat(*[sb.load(b_read + stage * b_stage + e * 32 * BK, vec=8)
+                               for e in range(EN)])
+            av = [sa.load(a_read + stage * a_stage + e * 32 * BK, vec=8) for e in range(EM)]
+            opus.sched_barrier(0)
+            opus.s_waitcnt(lgkmcnt=EM // 2)
+            half = acc_len // 2
+            lo = half_mma(opus.concat(*av[:EM // 2]), bv, acc[:half])
+            opus.s_waitcnt(lgkmcnt=0)
+            hi = half_mma(opus.concat(*av[EM // 2:]), bv, acc[half:])
+            return opus.concat(lo, hi)
+
+        def step(stage, acc, regs, k_next, mode):
+            """One K tile: stage its registers, then load tile k_next (mode: None, 'plain',
+            'masked') while the MFMAs of this one run."""
+            opus.s_waitcnt(vmcnt=0)     # this tile's loads landed: one wait, not one a write
+            stage_tile(regs, stage)
+            opus.sync_threads()
+            if mode is not None:
+                regs = load_tile(k_next, mode == "masked")
+            if SCHED and mode == "plain":
+                _order(len(regs[0]) + len(regs[1]), EM + EN)
+            acc = mma_tile(stage, acc)
+            opus.sched_barrier(0)   # MFMAs stay before the next tile's writes and barrier
+            return acc, regs
+
+        tiles = (K + BK - 1) // BK
+        acc = tmma.zeros_c()
+        regs = load_tile(0, True)
+        # tiles 0 .. tiles-3 load their successor unmasked, two per iteration (fixed stages)
+        for j in opus.range((tiles - 2) // 2):
+            k0 = j * (2 * BK)
+            acc, regs = step(0, acc, regs, k0 + BK, "plain")
+            acc, regs = step(1, acc, regs, k0 + 2 * BK, "plain")
+        if (tiles > 2) & ((tiles - 2) % 2 == 1):
+            acc, regs = step(0, acc, regs, (tiles - 2) * BK, "plain")
+        if tiles >= 2:      # the tile before the last loads the last one, masked
+            acc, regs = step((tiles - 2) % 2, acc, regs, (tiles - 1) * BK, "masked")
+        acc, regs = step((tiles - 1) % 2, acc, regs, 0, None)
+
+        gc = opus.make_gmem(c, M * N)
+        d = opus.cast(acc, DT)
+        uc = tmma.layout_c((N, 1)) + (m0 * N + n0)
+        if (m0 + BM <= M) & (n0 + BN <= N):
+            gc.store(d, uc, vec=VC)
+        else:
+            gc.store_if(tmma.inside_c(M - m0, N - n0), d, uc, vec=1)
+    return gemm_amd
+
+
+def _order(loads, reads):
+    """The order of a tile's memory instructions after its barrier, for the scheduler
+    (sched_group_barrier masks: 0x20 VMEM reads, 0x100 DS reads): the next tile's global
+    loads first, so their latency hides behind every MFMA of this tile, then this tile's LDS
+    reads."""
+    opus.sched_group_barrier(0x20, loads, 0)
+    opus.sched_group_barrier(0x100, reads, 0)
+
+
+GEMM_AMD = {d: _gemm_for(d) for d in (dt.bf16, dt.f16)}
+
+
+# -- host side ---------------------------------------------------------------------------------
+
+_BLOCK_M = (128, 256)
+_BLOCK_N = {True: (64, 128, 192, 256), False: (64, 128, 256)}   # by B_KMAJOR
+
+
+def _widest(extent, most=8):
+    """The widest vector (<= most elements) that divides ``extent``: rows then start aligned."""
+    v = most
+    while extent % v:
+        v //= 2
+    return v
+
+
+def _choose(m, n, kmajor, block_m, block_n):
+    """(BM, BN): 256 rows where M has more than 128, 192 columns (B K-major; the densest tile
+    whose accumulators fit beside the operands) or 128 where N has more than 128, else the
+    narrowest that covers M, N."""
+    if block_m is None:
+        block_m = 256 if m > 128 else 128
+    if block_n is None:
+        block_n = (192 if kmajor else 128) if n > 128 else (128 if n > 64 else 64)
+    if block_m not in _BLOCK_M:
+        _err(f"block_m must be 128 or 256, got {block_m!r}")
+    if block_n not in _BLOCK_N[kmajor]:
+        allowed = ", ".join(map(str, _BLOCK_N[kmajor]))
+        layout = "K-major B (w.t())" if kmajor else "row-major B"
+        _err(f"block_n must be one of {allowed} with {layout}, got {block_n!r}")
+    if block_m * block_n > 256 * 192:
+        _err(f"a {block_m} x {block_n} block tile needs more accumulator registers than a "
+             f"wave has beside its operands (at most 256 x 192)")
+    return block_m, block_n
+
+
+def gemm(a, b, out=None, *, block_m=None, block_n=None):
+    """``a @ b`` on gfx942/gfx950: torch tensors on the GPU (through the HIP runtime, on the
+    current stream), numpy arrays in the interpreter. ``opus.ops.gemm`` calls it when the
+    current target is an AMD chip (ops/__init__.py).
+
+    :param a: M x K, bf16 or f16, row-major
+    :param b: K x N of a's dtype: row-major, or the transpose of a row-major N x K tensor
+    :param out: M x N of a's dtype, row-major (made when None)
+    :param block_m: block tile rows, 128 or 256 (default: 256 where M > 128)
+    :param block_n: block tile columns: 64, 128, 192 or 256 with a K-major B, 64, 128 or 256
+        with a row-major one (default: 192 / 128 where N > 128)
+    :returns: out
+    :targets: gfx942, gfx950
+    """
+    from ..frontend.targeting import current_target
+    sel = current_target()
+    if sel.target.vendor != "amd":
+        _err(f"the AMD GEMM kernel needs gfx942 or gfx950; the current target is "
+             f"{sel.target.name}")
+    (m, k), (k2, n) = _shape2(a, "a"), _shape2(b, "b")
+    if k != k2:
+        _err(f"inner dimensions differ: a is {m} x {k}, b is {k2} x {n}")
+    da, db = _dtype_name(a), _dtype_name(b)
+    if da not in ("bf16", "f16") or db != da:
+        _err(f"a and b must both be bf16 or both f16, got {da} and {db}")
+    _torch_of(a)
+    if not _contiguous_rows(a, k):
+        _err(f"a must be row-major with contiguous rows; its strides are {_strides(a)}")
+    if out is None:
+        out = _new_out(a, b, dt.dtype_from_name(da))
+    if tuple(out.shape) != (m, n) or _dtype_name(out) != da or not _contiguous_rows(out, n):
+        _err(f"out must be a row-major {m} x {n} {da} matrix with contiguous rows, got shape "
+             f"{tuple(out.shape)} and dtype {_dtype_name(out)}")
+    kmajor = _b_major(b, k, n)
+    bt = (b.t() if hasattr(b, "t") and callable(b.t) else b.T) if kmajor else b
+    if not _contiguous_rows(bt, n if not kmajor else k):
+        _err(f"b's rows must be contiguous (no padding between them); its strides are "
+             f"{_strides(b)}")
+    bm, bn = _choose(m, n, kmajor, block_m, block_n)
+    if m == 0 or n == 0:
+        return out
+    if k == 0:
+        out[...] = 0
+        return out
+    arch = sel.target.name
+    kernel = GEMM_AMD[dt.dtype_from_name(da)]
+    grid = (-(-n // bn), -(-m // bm))
+    kernel[grid, _THREADS](a, bt, out, m, n, k, BM=bm, BN=bn,
+                           ATOM_K=32 if arch == "gfx950" else 16, VA=_widest(k),
+                           VB=_widest(k if kmajor else n), VC=_widest(n, 4), B_KMAJOR=kmajor)
+    return out
+
+
+def _contiguous_rows(x, cols):
+    """Row-major with rows one after another (what the kernel's offsets r * cols + c assume)."""
+    s = _strides(x)
+    return x.shape[0] <= 1 or cols == 0 or (s[1] == 1 or cols == 1) and s[0] == cols
