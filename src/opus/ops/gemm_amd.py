@@ -279,17 +279,16 @@ def gemm(a, b, out=None, *, block_m=None, block_n=None):
     if tuple(out.shape) != (m, n) or _dtype_name(out) != da or not _contiguous_rows(out, n):
         _err(f"out must be a row-major {m} x {n} {da} matrix with contiguous rows, got shape "
              f"{tuple(out.shape)} and dtype {_dtype_name(out)}")
+    if m == 0 or n == 0 or k == 0:
+        _choose(m, n, True, block_m, block_n)   # the options are still checked
+        out[...] = 0
+        return out
     kmajor = _b_major(b, k, n)
     bt = (b.t() if hasattr(b, "t") and callable(b.t) else b.T) if kmajor else b
     if not _contiguous_rows(bt, n if not kmajor else k):
         _err(f"b's rows must be contiguous (no padding between them); its strides are "
              f"{_strides(b)}")
     bm, bn = _choose(m, n, kmajor, block_m, block_n)
-    if m == 0 or n == 0:
-        return out
-    if k == 0:
-        out[...] = 0
-        return out
     arch = sel.target.name
     kernel = GEMM_AMD[dt.dtype_from_name(da)]
     grid = (-(-n // bn), -(-m // bm))

@@ -46,6 +46,11 @@ static inline unsigned opus_host_mbcnt(unsigned mask, unsigned acc, unsigned fir
 // fences have nothing to order
 #define __builtin_amdgcn_s_barrier() opus_host_syncthreads()
 #define __builtin_amdgcn_fence(order, scope) ((void)0)
+// s_waitcnt and the scheduler's hints: a host lane's accesses complete when issued, in
+// program order, so there is nothing to wait for or to order
+#define __builtin_amdgcn_s_waitcnt(imm) ((void)(imm))
+#define __builtin_amdgcn_sched_barrier(mask) ((void)(mask))
+#define __builtin_amdgcn_sched_group_barrier(mask, size, syncid) ((void)0)
 
 // -- math ----------------------------------------------------------------------------------
 // v_rsq_f32 (1 ulp): the correctly rounded value is within it
