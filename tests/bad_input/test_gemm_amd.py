@@ -1,0 +1,102 @@
+"""Bad input to opus.ops.gemm on AMD (ops/gemm_amd.py) and to its target dispatch
+(ops/__init__.py): each an ArgumentError naming the argument and the problem, with the output
+left unwritten and nothing compiled into the cache."""
+import numpy as np
+import pytest
+
+import opus
+import opus.ops
+from opus.ops import gemm_amd
+from expect import raises, unchanged, no_new_cache_files
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+BF16 = ml_dtypes.bfloat16
+
+
+def _m(rows, cols, dtype=BF16):
+    return np.ones((rows, cols), dtype)
+
+
+def _kmajor(k, n, dtype=BF16):
+    return np.ones((n, k), dtype).T
+
+
+@pytest.fixture(params=["gfx942", "gfx950"])
+def amd(request, cache_root):
+    with opus.set_target(request.param, interpret=True):
+        yield cache_root
+
+
+# (a, b, out, options, needles): out None means let gemm make it
+CASES = {
+    "inner dims": (lambda: (_m(8, 16), _m(8, 16), None, {}), ["inner dimensions differ", "8 x 16"]),
+    "a 3-D": (lambda: (np.ones((2, 8, 8), BF16), _m(8, 8), None, {}), ["a must be a matrix", "(2, 8, 8)"]),
+    "b 1-D": (lambda: (_m(8, 8), np.ones(8, BF16), None, {}), ["b must be a matrix"]),
+    "f32 inputs": (lambda: (_m(8, 8, np.float32), _m(8, 8, np.float32), None, {}),
+                   ["bf16 or both f16", "f32"]),
+    "mixed types": (lambda: (_m(8, 8), _m(8, 8, np.float16), None, {}),
+                    ["bf16 or both f16", "bf16 and f16"]),
+    "int8 inputs": (lambda: (_m(8, 8, np.int8), _m(8, 8, np.int8), None, {}), ["i8"]),
+    "a column-major": (lambda: (np.ones((16, 8), BF16).T, _m(16, 8), None, {}),
+                       ["a must be row-major", "strides"]),
+    "a padded rows": (lambda: (np.ones((8, 24), BF16)[:, :16], _m(16, 8), None, {}),
+                      ["a must be row-major with contiguous rows", "(24, 1)"]),
+    "b neither layout": (lambda: (_m(8, 8), np.ones((16, 16), BF16)[::2, ::2], None, {}),
+                         ["b must have one contiguous dimension"]),
+    "b padded rows": (lambda: (_m(8, 16), np.ones((16, 24), BF16)[:, :8], None, {}),
+                      ["b's rows must be contiguous"]),
+    "b K-major padded": (lambda: (_m(8, 16), np.ones((8, 24), BF16)[:, :16].T, None, {}),
+                         ["b's rows must be contiguous"]),
+    "out shape": (lambda: (_m(8, 16), _m(16, 8), _m(8, 9), {}), ["out must be a row-major 8 x 8 bf16",
+                                                                  "(8, 9)"]),
+    "out dtype": (lambda: (_m(8, 16), _m(16, 8), _m(8, 8, np.float16), {}),
+                  ["out must be a row-major 8 x 8 bf16", "f16"]),
+    "out column-major": (lambda: (_m(8, 16), _m(16, 8), np.ones((8, 8), BF16).T, {}),
+                         ["out must be a row-major", "contiguous rows"]),
+    "out f32": (lambda: (_m(8, 16), _m(16, 8), _m(8, 8, np.float32), {}), ["dtype f32"]),
+    "block_m 96": (lambda: (_m(8, 16), _m(16, 8), None, {"block_m": 96}), ["block_m must be 128 or 256", "96"]),
+    "block_m 512": (lambda: (_m(8, 16), _m(16, 8), None, {"block_m": 512}), ["block_m must be 128 or 256"]),
+    "block_n 96": (lambda: (_m(8, 16), _m(16, 8), None, {"block_n": 96}),
+                   ["block_n must be one of 64, 128, 256 with row-major b", "96"]),
+    "block_n 192 row-major": (lambda: (_m(8, 16), _m(16, 8), None, {"block_n": 192}),
+                              ["block_n must be one of", "row-major b", "192"]),
+    "block_n 32 K-major": (lambda: (_m(8, 16), _kmajor(16, 8), None, {"block_n": 32}),
+                           ["block_n must be one of 64, 128, 192, 256 with k-major b"]),
+    "tile too big": (lambda: (_m(8, 16), _kmajor(16, 8), None, {"block_m": 256, "block_n": 256}),
+                     ["256 x 256 block tile", "accumulator registers", "at most 256 x 192"]),
+    "blocks on AMD": (lambda: (_m(8, 16), _m(16, 8), None, {"blocks": 4}),
+                      ["blocks= is an sm_90a option", "block_m and block_n"]),
+    "stages on AMD": (lambda: (_m(8, 16), _m(16, 8), None, {"stages": 2}),
+                      ["stages= is an sm_90a option"]),
+    "block_n string": (lambda: (_m(8, 16), _m(16, 8), None, {"block_n": "128"}),
+                       ["block_n must be one of", "'128'"]),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_refused_before_anything_runs(amd, case):
+    make, needles = CASES[case]
+    a, b, out, options = make()
+    given = np.zeros((1, 1), BF16) if out is None else out if out.flags.c_contiguous else out.base
+    with no_new_cache_files(amd), unchanged(given), raises(opus.ArgumentError, "opus.ops.gemm",
+                                                           *needles):
+        opus.ops.gemm(a, b, out, **options)
+
+
+def test_block_m_on_hopper_names_the_vendor(cache_root):
+    a, b = _m(8, 16), _m(16, 8)
+    with opus.set_target("sm_90a", interpret=True), no_new_cache_files(cache_root), \
+            raises(opus.ArgumentError, "block_m= is an AMD option"):
+        opus.ops.gemm(a, b, block_m=128)
+
+
+def test_the_amd_kernel_refuses_an_nvidia_target(cache_root):
+    with opus.set_target("sm_90a", interpret=True), no_new_cache_files(cache_root), \
+            raises(opus.ArgumentError, "needs gfx942 or gfx950", "sm_90a"):
+        gemm_amd.gemm(_m(8, 16), _m(16, 8))
+
+
+def test_empty_inputs_still_check_the_options(amd):
+    out = np.full((0, 8), 7, BF16)
+    with raises(opus.ArgumentError, "block_m must be 128 or 256"):
+        opus.ops.gemm(_m(0, 16), _m(16, 8), out, block_m=64)
