@@ -1,27 +1,32 @@
 """GEMM on AMD CDNA3/CDNA4 (gfx942, gfx950): ``opus.ops.gemm(a, b)`` = a @ b, written with the
 public language (issue 12).
 
-* Block tile BM x BN x 32 (BM 256 or 128, BN 128 or 64), 256 threads = 2 x 2 waves: a tiled
-  MFMA (``make_tiled_mma``) of 16 x 16 atoms with swapped operands (each lane then holds four
-  consecutive columns of C: 8-byte stores), each wave BM/2 x BN/2 of C in f32 accumulators.
-  gfx942 issues v_mfma_f32_16x16x16{bf16_1k,f16} twice per 32-deep slice, gfx950 its
-  16x16x32 form once.
+* Block tile BM x BN x 32 (BM 128 or 256; BN 64 to 256, 256 x 192 by default for a K-major B:
+  the densest tile whose accumulators fit beside the operands), 256 threads = 2 x 2 waves: a
+  tiled MFMA (``make_tiled_mma``) of 16 x 16 atoms with swapped operands (each lane then
+  holds four consecutive columns of C: 8-byte stores), each wave BM/2 x BN/2 of C in f32
+  accumulators. gfx942 issues v_mfma_f32_16x16x16{bf16_1k,f16} twice per 32-deep slice,
+  gfx950 its 16x16x32 form once. ``min_blocks=1``: one block per CU, a wave may hold 512
+  registers.
 * Operands go global -> registers -> LDS -> registers. Global loads are bounded buffer loads
   (the hardware range check gives zeros past M, N and the array's end) at loop-invariant
   per-lane offsets, the K step riding in the instruction's scalar offset (``soffset``).
   Register staging double-buffers them: the next K tile's loads are issued before the current
   tile's MFMAs and written to the other of two LDS stages after them, one barrier per tile.
-* LDS holds both operands K-major ([row][k], 32 k per row), padded by 16 bytes after every
-  pair of rows: the MFMA reads (16 rows x 16 bytes per 16 lanes) and the 16-byte staging
-  writes then fall in distinct bank groups for every 8 lanes (no conflicts), and every read
-  offset is a per-lane base plus a constant (immediate offsets, no per-read arithmetic).
+* LDS holds both operands K-major ([row][k], 32 k per row, 64 bytes) with the 16-byte chunks
+  XOR-swizzled by (row // 2) % 4 (``_lds``): the MFMA reads (16 rows x 16 bytes per 16 lanes)
+  and the 16-byte staging writes fall in distinct bank groups for every 8 lanes (no
+  conflicts), and every offset is still a per-lane base plus a constant (immediate offsets,
+  no per-access arithmetic).
 * Each lane reads 8 consecutive k of a row per 16-byte LDS read. On gfx942 the first four feed
   the first 16-deep MFMA and the last four the second: a permutation of K applied alike to A
   and B, which leaves the product unchanged (inventory 1.18) and halves the reads.
 * The main loop runs two K tiles per iteration (stages 0 and 1 fixed), its loads unmasked;
   the last tile's loads (K not a multiple of 32) are masked by a per-lane predicate on k and
-  peeled out of the loop with the tile before it. ``sched_group_barrier`` interleaves the
-  loads and LDS reads with the MFMAs.
+  peeled out of the loop with the tile before it. Scheduling: ``sched_group_barrier`` puts
+  the next tile's global loads first and this tile's LDS reads next, ``sched_barrier`` keeps
+  the MFMAs before the next tile's writes, and explicit ``s_waitcnt``s (one for the loads,
+  two for the LDS reads, halves of A) replace one wait per access.
 * B row-major (K x N, N contiguous) is transposed on its way into LDS (element stores), so the
   MFMA reads are the same; columns past N are moved out of the buffer's range once, before the
   loop.
