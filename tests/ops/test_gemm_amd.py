@@ -151,3 +151,20 @@ def test_gfx950_uses_the_32_deep_atom():
     asm = gemm_amd.GEMM_AMD[opus.f16].asm(target="gfx950", ATOM_K=32, BM=256, BN=192)
     c = _ops(_main_loop(asm))
     assert c["v_mfma_f32_16x16x32_f16"] == 96 and c["buffer_load_dwordx4"] == 14, c
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,b_kmajor", [(1000, 1500, 296, True), (513, 264, 100, False)])
+def test_on_an_amd_gpu(m, n, k, b_kmajor):
+    """torch tensors on a ROCm device (through the HIP runtime), on a ragged shape, against
+    torch.matmul within bf16 rounding."""
+    torch = pytest.importorskip("torch")
+    if getattr(torch.version, "hip", None) is None or not torch.cuda.is_available():
+        pytest.skip("needs a ROCm build of torch and an AMD GPU")
+    g = torch.Generator(device="cuda").manual_seed(0)
+    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
+    w = torch.randn(n, k, device="cuda", generator=g).to(torch.bfloat16)
+    b = w.t() if b_kmajor else w.t().contiguous()
+    c = opus.ops.gemm(a, b)
+    ref = a.float() @ b.float()
+    assert torch.allclose(c.float(), ref, rtol=2 ** -7, atol=1e-3 * ref.abs().max().item())
