@@ -12,27 +12,7 @@ import pytest
 import opus
 import opus.ops
 from opus.ops import gemm_amd
-
-ml_dtypes = pytest.importorskip("ml_dtypes")
-BF16 = ml_dtypes.bfloat16
-
-
-def _inputs(m, n, k, dtype, b_kmajor, seed=0):
-    rng = np.random.default_rng(seed)
-    a = rng.standard_normal((m, k)).astype(dtype)
-    b = rng.standard_normal((k, n)).astype(dtype)
-    if b_kmajor:
-        b = np.ascontiguousarray(b.T).T      # K x N whose transpose (N x K) is row-major
-    return a, b
-
-
-def _check(c, a, b):
-    """c within half an output ulp of the float32 product (plus the f32 sums' rounding)."""
-    ref = a.astype(np.float32) @ b.astype(np.float32)
-    half_ulp = 2.0 ** -8 if c.dtype == BF16 else 2.0 ** -11
-    tol = half_ulp * np.abs(ref) + 1e-5 * max(1.0, np.abs(ref).max())
-    bad = np.abs(c.astype(np.float32) - ref) > tol
-    assert not bad.any(), f"{bad.sum()} elements off, e.g. at {np.argwhere(bad)[0]}"
+from test_gemm import BF16, _inputs, _check   # the sm_90a tests' inputs and tolerance
 
 
 @pytest.fixture(params=["gfx942", "gfx950"])
