@@ -15,7 +15,7 @@ import pytest
 
 import opus
 from opus import f32, i32
-from hostexec import run_kernel
+from hostexec import HostProgram, Launch, run_kernel
 from hostexec.float_refs import dense_f32, same_floats
 
 pytestmark = pytest.mark.filterwarnings("ignore:.* encountered in cast:RuntimeWarning")
@@ -182,20 +182,24 @@ def test_bounds_inside_a_byte_are_exact_per_element(t, vec, target, how, tmp_pat
     total = THREADS * vec
     rng = np.random.default_rng(total + t.bits)
     src_codes = rng.integers(1, 1 << t.bits, total, dtype=np.uint8)  # never 0: 0 means unread
-    for n, m in [(total - 1, total - 3), (total - vec - 1, total), (total, vec + 1), (3, 1)]:
-        x = ref_pack(src_codes, t.bits)
-        y = np.full(total * t.bits // 8, 0xFF, np.uint8)  # all ones: a dropped store shows
-        copy = tail_copier(t, vec)
-        if how == "interp":
-            with opus.set_target(target, interpret=True):
+    cases = [(total - 1, total - 3), (total - vec - 1, total), (total, vec + 1), (3, 1)]
+    xs = [ref_pack(src_codes, t.bits) for _ in cases]
+    ys = [np.full(total * t.bits // 8, 0xFF, np.uint8) for _ in cases]  # a dropped store shows
+    copy = tail_copier(t, vec)
+    if how == "interp":
+        with opus.set_target(target, interpret=True):
+            for x, y, (n, m) in zip(xs, ys, cases):
                 copy[1, THREADS](x, y, n, m)
-        else:
-            run_kernel(copy, 1, THREADS, x, y, n, m, target=target, workdir=tmp_path)
+    else:  # one host program, one launch per case
+        prog = HostProgram(target)
+        k = prog.add(copy.specialize(target=target))
+        prog.build(tmp_path)
+        prog.run([Launch(k, 1, THREADS, [x, y, n, m]) for x, y, (n, m) in zip(xs, ys, cases)])
+    for y, (n, m) in zip(ys, cases):
         got = ref_unpack(y, t.bits, total)
         loaded = np.where(np.arange(total) < n, src_codes, 0)
         want = np.where(np.arange(total) < m, loaded, (1 << t.bits) - 1)
         assert got.tolist() == want.tolist(), (n, m)
-
 
 @opus.kernel
 def words_and_lanes(x: opus.Ptr[opus.u32], y: opus.Ptr[opus.u32], z: opus.Ptr[f32]):
