@@ -58,8 +58,9 @@ def _one(torch, m, n, k, b_kmajor, reps):
     return res
 
 
-def _one_fp8(torch, m, n, k, rowwise, reps):
-    """fp8 e4m3 x e4m3 -> bf16 with f32 scales, against torch._scaled_mm (cuBLASLt)."""
+def _one_fp8(torch, m, n, k, rowwise, reps, fast=False):
+    """fp8 e4m3 x e4m3 -> bf16 with f32 scales, against torch._scaled_mm (cuBLASLt), both with
+    promoted (default) or fast accumulation."""
     a = (torch.randn(m, k, device="cuda") / 2).to(torch.float8_e4m3fn)
     w = (torch.randn(n, k, device="cuda") / 2).to(torch.float8_e4m3fn)
     if rowwise:
@@ -69,9 +70,10 @@ def _one_fp8(torch, m, n, k, rowwise, reps):
         sa = torch.tensor(0.75, device="cuda")
         sb = torch.tensor(1.25, device="cuda")
     ours = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    f_ours = lambda: opus.ops.scaled_gemm(a, w.t(), sa, sb, out=ours)  # noqa: E731
+    f_ours = lambda: opus.ops.scaled_gemm(a, w.t(), sa, sb, out=ours,  # noqa: E731
+                                          fast_accum=fast)
     f_torch = lambda: torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb,  # noqa: E731
-                                       out_dtype=torch.bfloat16)
+                                       out_dtype=torch.bfloat16, use_fast_accum=fast)
     ref = f_torch()
     f_ours()
     torch.cuda.synchronize()
@@ -83,7 +85,8 @@ def _one_fp8(torch, m, n, k, rowwise, reps):
             times[who].append(common.cuda_event_ms(fn, reps=reps, warmup=5)["median"])
     flops = 2.0 * m * n * k
     res = {"m": m, "n": n, "k": k, "b": "fp8 e4m3, " + ("row/column scales" if rowwise else
-                                                       "tensor scales"),
+                                                       "tensor scales")
+           + (", fast accumulation" if fast else ""),
            "max_rel_err_vs_torch": err}
     for who in times:
         ms = sorted(times[who])[0]
@@ -136,9 +139,9 @@ def run(reps):
                   f"{r['torch']['tflops']:6.0f} TF/s  ratio {r['ratio_opus_vs_torch']:.3f}  "
                   f"err {r['max_rel_err_vs_torch']:.2g}", flush=True)
             rows.append(r)
-    for rowwise in (False, True):
-        r = _one_fp8(torch, 8192, 8192, 8192, rowwise, reps)
-        print(f"8192^3 {r['b']:28s} opus {r['opus']['tflops']:6.0f} TF/s  torch._scaled_mm "
+    for rowwise, fast in ((False, False), (True, False), (False, True), (True, True)):
+        r = _one_fp8(torch, 8192, 8192, 8192, rowwise, reps, fast)
+        print(f"8192^3 {r['b']:48s} opus {r['opus']['tflops']:6.0f} TF/s  torch._scaled_mm "
               f"{r['torch']['tflops']:6.0f} TF/s  ratio {r['ratio_opus_vs_torch']:.3f}  "
               f"err {r['max_rel_err_vs_torch']:.2g}", flush=True)
         rows.append(r)

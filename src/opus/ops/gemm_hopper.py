@@ -48,12 +48,16 @@ def gemm_kernel(a: opus.TensorMap, b: opus.TensorMap, c: opus.TensorMap, M: opus
                 scale_b: opus.Ptr[opus.f32], DT: opus.constexpr = dt.bf16,
                 OUT: opus.constexpr = dt.bf16, BN: opus.constexpr = 256,
                 STAGES: opus.constexpr = 3, GROUP: opus.constexpr = 8,
-                B_KMAJOR: opus.constexpr = False, SCALES: opus.constexpr = (0, 0)):
+                B_KMAJOR: opus.constexpr = False, SCALES: opus.constexpr = (0, 0),
+                PROMOTE: opus.constexpr = False):
     """C (M x N) = A (M x K) @ B: B is K x N row-major, or with B_KMAJOR the N x K row-major
     tensor whose transpose is B (fp8 inputs: B_KMAJOR only, as wgmma reads them). SCALES
     (a, b): 0 none, 1 one f32 (scale_a[0] / scale_b[0]), 2 one per row of C (scale_a[m]) / per
-    column (scale_b[n]); C = (A @ B) * scales, rounded once to OUT. Persistent: launch one
-    block per SM (or fewer)."""
+    column (scale_b[n]); C = (A @ B) * scales, rounded once to OUT. PROMOTE: each stage's
+    wgmmas accumulate into a fresh register tile that is added to the f32 sum in the CUDA cores
+    (fp8 wgmma keeps fewer accumulator bits than f32 on the H100; this bounds the error as
+    cuBLAS does unless asked for fast accumulation). Persistent: launch one block per SM (or
+    fewer)."""
     isz = DT.itemsize
     BKE = 128 // isz                      # K elements per 128-byte (swizzle-wide) row
     KW = 32 // isz                        # K of one wgmma (16 for 2-byte types, 32 for fp8)
@@ -118,23 +122,34 @@ def gemm_kernel(a: opus.TensorMap, b: opus.TensorMap, c: opus.TensorMap, M: opus
         it = 0
         for tile in opus.range(opus.block_id_x(), num_tiles, opus.num_blocks_x()):
             mt, nt = _tile_coords(tile, m_tiles, n_tiles, GROUP)
-            acc = opus.wgmma_fence(mma.zeros_c())
+            if PROMOTE:
+                d = opus.zeros(mma.elem_c, opus.f32)
+            else:
+                acc = opus.wgmma_fence(mma.zeros_c())
             for k in opus.range(k_tiles):
                 s = it % STAGES
                 full[s].wait((it // STAGES) & 1)
-                acc = opus.wgmma_fence(acc)
+                part = opus.wgmma_fence(mma.zeros_c() if PROMOTE else acc)
                 for kk in range(BKE // KW):
-                    acc = mma(mma.smem_a(sa + (s * a_elems + (wg - 1) * (64 * BKE)), la,
-                                         origin=(0, KW * kk)),
-                              mma.smem_b(sb + s * b_elems, lb, origin=(0, KW * kk)), acc)
+                    part = mma(mma.smem_a(sa + (s * a_elems + (wg - 1) * (64 * BKE)), la,
+                                          origin=(0, KW * kk)),
+                               mma.smem_b(sb + s * b_elems, lb, origin=(0, KW * kk)), part,
+                               scale_d=kk > 0 if PROMOTE else True)
                 opus.wgmma_commit()
-                opus.wgmma_wait(1)                          # the previous stage's wgmmas done
-                if k > 0 and t % 128 == 0:
-                    empty[(it - 1) % STAGES].arrive()
+                if PROMOTE:                                 # this stage's sums into f32
+                    d = d + opus.wgmma_wait(0, part)
+                    if t % 128 == 0:
+                        empty[s].arrive()
+                else:
+                    acc = part
+                    opus.wgmma_wait(1)                      # the previous stage's wgmmas done
+                    if k > 0 and t % 128 == 0:
+                        empty[(it - 1) % STAGES].arrive()
                 it += 1
-            d = opus.wgmma_wait(0, acc)
-            if t % 128 == 0:
-                empty[(it - 1) % STAGES].arrive()
+            if not PROMOTE:
+                d = opus.wgmma_wait(0, acc)
+                if t % 128 == 0:
+                    empty[(it - 1) % STAGES].arrive()
             row0 = mt * BM + 64 * (wg - 1)
             d = _scaled(d, SCALES, scale_a, scale_b, mma, row0, nt * BN, M, N)
             d = opus.cast(d, OUT)
@@ -232,8 +247,8 @@ def gemm(a, b, out=None, *, blocks=None, block_n=None, stages=None):
     return _run(a, b, out, None, None, None, blocks, block_n, stages)
 
 
-def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, blocks=None,
-                block_n=None, stages=None):
+def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=False,
+                blocks=None, block_n=None, stages=None):
     """``(a @ b) * scale_a * scale_b`` for fp8 (e4m3 or e5m2, any pairing of one type) ``a``
     and ``b`` (as ``torch._scaled_mm``): f32 accumulation, scaled once in f32, rounded to
     ``out_dtype``. fp8 wgmma reads both operands K-major: ``b`` must be the transpose of a
@@ -245,16 +260,21 @@ def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, blocks=None
     :param scale_b: f32: one value or one per column of b (N or 1 x N)
     :param out: M x N of ``out_dtype`` (made when None)
     :param out_dtype: bf16 (default), f16 or f32 (torch or opus dtype)
+    :param fast_accum: accumulate a whole tile in the wgmma accumulators (faster; the H100's
+        fp8 wgmma keeps fewer bits than f32, so the error grows with K, as with
+        ``torch._scaled_mm(..., use_fast_accum=True)``); by default each 128-deep stage's
+        partial sums are added in f32 (tiles 128 wide, for the registers that takes)
     :returns: out
     :targets: sm_90a
     """
-    return _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages)
+    return _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages,
+                promote=not fast_accum)
 
 
-def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages):
+def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promote=False):
     key = (_key(a), _key(b), None if out is None else _key(out),
            None if scale_a is None else _key(scale_a), None if scale_b is None else _key(scale_b),
-           str(out_dtype), blocks, block_n, stages)
+           str(out_dtype), blocks, block_n, stages, promote)
     plan = _PLANS.get(key)
     if plan is None:
         from ..frontend.targeting import current_target
@@ -264,7 +284,7 @@ def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages):
             out = _new_out(a, b, _out_dtype(a, out_dtype, scaled))
             key = key[:2] + (_key(out),) + key[3:]
         plan = _plan(a, b, out, sel, blocks, block_n, stages, scaled, scale_a, scale_b,
-                     out_dtype)
+                     out_dtype, promote)
         if len(_PLANS) >= 256:
             _PLANS.clear()
         _PLANS[key] = plan
@@ -361,7 +381,7 @@ def _choose(m, n, sms, block_n, stages, isz):
 
 
 def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, scale_b=None,
-          out_dtype=None):
+          out_dtype=None, promote=False):
     if sel.target.name != "sm_90a":
         _err(f"the GEMM kernel needs sm_90a (wgmma and TMA); the current target is "
              f"{sel.target.name}")
@@ -399,6 +419,11 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
              "(w.t())")
     if blocks is None:
         blocks = _sm_count(torch, a) if sel.mode == "gpu" else 4
+    if promote and block_n is None:
+        block_n = 128 if -(-m // BM) * -(-n // 128) >= blocks else 64
+    if promote and block_n == 256:
+        _err("block_n=256 with promoted accumulation needs more registers than a thread has "
+             "(two 64 x 256 f32 tiles): use block_n <= 128 or fast_accum=True")
     bn, st = _choose(m, n, blocks, block_n, stages, od.itemsize)
     bke = 128 // d.itemsize
     bt = (b.t() if torch is not None else b.T) if kmajor else b
@@ -414,7 +439,7 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     launch = gemm_kernel[max(1, min(blocks, tiles)), _THREADS]
     return launch, (ta, tb, tc, m, n, k, ones if sa is None else sa, ones if sb is None else sb), \
         dict(DT=d, OUT=od, BN=bn, STAGES=st, B_KMAJOR=kmajor, SCALES=(mode_a, mode_b),
-             smem=smem)
+             PROMOTE=promote, smem=smem)
 
 
 _ONES = {}
