@@ -2,8 +2,10 @@
 says its design; docs/ops.md lists them). Import it as ``opus.ops``."""
 from . import gemm_hopper
 from .gemm_hopper import scaled_gemm
+from .norm_quant import rmsnorm, rmsnorm_quant, per_token_quant, per_group_quant
 
-__all__ = ["gemm", "scaled_gemm"]
+__all__ = ["gemm", "scaled_gemm", "rmsnorm", "rmsnorm_quant", "per_token_quant",
+           "per_group_quant"]
 
 
 def gemm(a, b, out=None, *, blocks=None, block_n=None, stages=None, block_m=None):

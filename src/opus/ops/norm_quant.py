@@ -1,0 +1,619 @@
+"""RMSNorm and dynamic fp8 quantization (issue 14): ``opus.ops.rmsnorm``, ``rmsnorm_quant``,
+``per_token_quant`` and ``per_group_quant``, written with the public language.
+
+Row kernel (``ROW_KERNELS``; rmsnorm, rmsnorm_quant and per_token_quant are its variants):
+
+* ``TR`` threads own one row (``RPB = max(1, 256 // TR)`` rows per block, so short rows share a
+  block and a warp); thread ``l`` of a row holds vectors ``c * TR + l`` (c < NV) of ``V``
+  elements: consecutive lanes read consecutive 16-byte vectors. ``row_shape`` is the rule.
+* Rows are bounded views (``make_gmem(x + row * stride, H)``): the ragged tail of a row (H
+  not a multiple of V) and rows past the batch read zeros and write nothing, with no
+  per-element branch; the vector width is the widest the rows' alignment allows.
+* Pass 1 (one read of the row, kept in registers): h = x (+ residual, rounded to the input
+  type and written back to residual), the f32 sum of h^2 and, for the quantized variants, the
+  largest |h * w| taken as the u32 maximum of the f32 bits with the sign cleared (so a NaN,
+  whose bits are above every number's, wins: torch.amax's rule, where opus.max ignores NaN).
+  Both row reductions are ``opus.warp_reduce`` (DPP row operations on AMD, butterflies or
+  ``redux.sync`` on NVIDIA) and, when a row spans several warps, one exchange through shared
+  memory with one barrier.
+* Pass 2: y = (h * w) * rsqrt(sum / H + eps), rounded once to the output type, or quantized:
+  amax = max|h * w| * rsqrt(...) (rounding is monotonic, so this is exactly the largest |y|),
+  scale = amax / fp8_max, values = saturating fp8 cast of y * (fp8_max / amax).
+* Rows longer than ``MAX_VECTORS`` vectors per thread of a 1024-thread row (131072 bf16
+  elements) are not kept in registers: both passes loop over the row (the second re-reads it).
+
+Group kernel (``GROUP_KERNELS``, per_group_quant): 16 lanes own one group of 128 elements
+(8 each), their amax is a 16-lane ``opus.warp_reduce`` (a DPP row on AMD), lane 0 stores the
+group's scale.
+"""
+
+import opus
+from opus import dtypes as dt
+from opus.errors import ArgumentError
+
+__all__ = ["rmsnorm", "rmsnorm_quant", "per_token_quant", "per_group_quant", "row_shape",
+           "ROW_KERNELS", "GROUP_KERNELS"]
+
+VEC_BYTES = 16          # the widest access
+VECTORS_PER_THREAD = 4  # row_shape's target of vectors in flight per thread
+MAX_VECTORS = 16        # vectors a thread keeps in registers; longer rows loop
+MAX_ROW_THREADS = 1024
+BLOCK = 256             # threads of a block of short rows, and of the group kernel
+GROUP = 128             # per_group_quant's group
+GROUP_LANES = 16        # lanes per group: 8 elements each
+ABS_BITS = 0x7FFFFFFF   # an f32's bits without the sign
+
+
+# -- kernels -----------------------------------------------------------------------------------
+
+def _lanes(v, n):
+    return [v[i] for i in range(n)] if n > 1 else [v]
+
+
+@opus.func
+def _abs_bits_max(v, n):
+    """The largest |lane| of the f32 values ``v`` (n lanes) as u32 bits (NaN above inf)."""
+    bits = opus.bitcast(v, opus.u32 if n == 1 else opus.vector_type(opus.u32, n)) & ABS_BITS
+    best = None
+    for b in _lanes(bits, n):
+        best = b if best is None else opus.max(best, b)
+    return best
+
+
+@opus.func
+def _store_pieces(view, v, off, V, VO):
+    """Store the V lanes of ``v`` at ``off`` as accesses of VO lanes (the output's alignment)."""
+    if VO == V:
+        view.store(v, off, vec=V)
+        return
+    for j in range(0, V, VO):
+        view.store(v[j] if VO == 1 else v[j:j + VO], off + j, vec=VO)
+
+
+@opus.func
+def _row_reduce(x, op, TR, dtype):
+    """``op`` of ``x`` over the TR threads of each row: a warp reduction, then (rows of
+    several warps) one exchange through shared memory. Every thread gets the result."""
+    ws = opus.warp_size()
+    if TR <= ws:
+        return opus.warp_reduce(x, op, width=TR)
+    W = TR // ws
+    x = opus.warp_reduce(x, op)
+    part = opus.alloc_smem(dtype, max(BLOCK, TR) // ws)   # a slot per warp of the block
+    if opus.lane_id() == 0:
+        part[opus.warp_id()] = x
+    opus.sync_threads()
+    first = (opus.warp_id() // W) * W
+    return opus.warp_reduce(part[first + opus.lane_id() % W], op, width=W)
+
+
+@opus.func
+def _load_h(gx, gr, off, V, RESIDUAL, DT):
+    """The row's h at ``off`` (V lanes, input type): x, or x + residual rounded to the input
+    type and written back to the residual."""
+    h = gx.load(off, vec=V)
+    if RESIDUAL:
+        h = opus.cast(opus.cast(h, opus.f32) + opus.cast(gr.load(off, vec=V), opus.f32), DT)
+        gr.store(h, off, vec=V)
+    return h
+
+
+@opus.func
+def _stats(h, w, V, NORM, QUANT, ssq, pm):
+    """Fold one vector into (sum of h^2 as f32 lanes, max |h * w| as u32 bits)."""
+    hf = opus.cast(h, opus.f32)
+    if NORM:
+        ssq = hf * hf if ssq is None else opus.fma(hf, hf, ssq)
+    if QUANT:
+        p = hf * opus.cast(w, opus.f32) if NORM else hf
+        m = _abs_bits_max(p, V)
+        pm = m if pm is None else opus.max(pm, m)
+    return ssq, pm
+
+
+@opus.func
+def _emit(go, h, w, off, rrms, inv, V, VO, NORM, QUANT, OUT):
+    y = opus.cast(h, opus.f32)
+    if NORM:
+        y = (y * opus.cast(w, opus.f32)) * rrms
+    y = opus.cast(y * inv, OUT, sat=True) if QUANT else opus.cast(y, OUT)
+    _store_pieces(go, y, off, V, VO)
+
+
+def _row_kernel(DT, OUT):
+    @opus.kernel
+    def rows_kernel(x: opus.Ptr[DT], w: opus.Ptr[DT], res: opus.Ptr[DT], out: opus.Ptr[OUT],
+                    scales: opus.Ptr[opus.f32], rows: opus.i32, H: opus.i32, sx: opus.i64,
+                    sr: opus.i64, so: opus.i64, eps: opus.f32, TR: opus.constexpr = 32,
+                    V: opus.constexpr = 8, NV: opus.constexpr = 1, VO: opus.constexpr = 8,
+                    CACHED: opus.constexpr = True, NORM: opus.constexpr = True,
+                    RESIDUAL: opus.constexpr = False, QUANT: opus.constexpr = False,
+                    QMAX: opus.constexpr = 448.0):
+        """One row per TR threads, max(1, 256 // TR) rows per block (module docstring)."""
+        RPB = max(1, BLOCK // TR)
+        t = opus.thread_id_x()
+        lane = t % TR
+        row = opus.block_id_x() * RPB + t // TR
+        n = opus.select(row < rows, H, 0)        # rows past the batch: empty views
+        r64 = opus.i64(row)
+        gx = opus.make_gmem(x + r64 * sx, n)
+        gr = opus.make_gmem(res + r64 * sr, n)
+        go = opus.make_gmem(out + r64 * so, n)
+        gw = opus.make_gmem(w, H)
+        TILE = TR * NV * V
+        ssq, pm = None, None
+        kept = []
+        if CACHED:
+            for c in range(NV):
+                off = (c * TR + lane) * V
+                h = _load_h(gx, gr, off, V, RESIDUAL, DT)
+                wv = gw.load(off, vec=V) if NORM else None
+                kept.append((h, wv))
+                ssq, pm = _stats(h, wv, V, NORM, QUANT, ssq, pm)
+        else:
+            ssq = opus.splat(0.0, V, opus.f32) if V > 1 else opus.f32(0.0)
+            pm = opus.u32(0)
+            for base in opus.range(0, H, TILE):
+                for c in range(NV):
+                    off = base + (c * TR + lane) * V
+                    h = _load_h(gx, gr, off, V, RESIDUAL, DT)
+                    ssq, pm = _stats(h, gw.load(off, vec=V) if NORM else None, V, NORM,
+                                     QUANT, ssq, pm)
+        rrms, inv = 1.0, 1.0
+        if NORM:
+            total = None
+            for s in _lanes(ssq, V):
+                total = s if total is None else total + s
+            total = _row_reduce(total, "sum", TR, opus.f32)
+            rrms = opus.rsqrt(total / opus.f32(H) + eps)
+        if QUANT:
+            amax = opus.bitcast(_row_reduce(pm, "max", TR, opus.u32), opus.f32)
+            if NORM:
+                amax = amax * rrms
+            inv = opus.select(amax == 0.0, 0.0, QMAX / amax)
+            if lane == 0:
+                opus.make_gmem(scales, rows)[row] = amax / QMAX
+        if CACHED:
+            for c in range(NV):
+                h, wv = kept[c]
+                _emit(go, h, wv, (c * TR + lane) * V, rrms, inv, V, VO, NORM, QUANT, OUT)
+        else:
+            for base in opus.range(0, H, TILE):
+                for c in range(NV):
+                    off = base + (c * TR + lane) * V
+                    h = gr.load(off, vec=V) if RESIDUAL else gx.load(off, vec=V)
+                    _emit(go, h, gw.load(off, vec=V) if NORM else None, off, rrms, inv, V, VO,
+                          NORM, QUANT, OUT)
+    return rows_kernel
+
+
+def _group_kernel(DT, OUT):
+    @opus.kernel(block=BLOCK)
+    def groups_kernel(x: opus.Ptr[DT], out: opus.Ptr[OUT], scales: opus.Ptr[opus.f32],
+                      rows: opus.i32, H: opus.i32, gpr: opus.i32, sx: opus.i64, so: opus.i64,
+                      V: opus.constexpr = 8, VO: opus.constexpr = 8,
+                      QMAX: opus.constexpr = 448.0):
+        """GROUP_LANES lanes per group of GROUP elements; gpr groups per row; scales
+        row-major [rows, gpr]."""
+        EPL = GROUP // GROUP_LANES
+        t = opus.block_id_x() * BLOCK + opus.thread_id_x()
+        gid = t // GROUP_LANES
+        lane = t % GROUP_LANES
+        row = gid // gpr
+        n = opus.select(row < rows, H, 0)
+        r64 = opus.i64(row)
+        gx = opus.make_gmem(x + r64 * sx, n)
+        go = opus.make_gmem(out + r64 * so, n)
+        base = (gid - row * gpr) * GROUP + lane * EPL
+        parts = [gx.load(base + j, vec=V) for j in range(0, EPL, V)]
+        v = opus.cast(parts[0] if len(parts) == 1 else opus.concat(*parts), opus.f32)
+        amax = opus.bitcast(opus.warp_reduce(_abs_bits_max(v, EPL), "max", width=GROUP_LANES),
+                            opus.f32)
+        inv = opus.select(amax == 0.0, 0.0, QMAX / amax)
+        _store_pieces(go, opus.cast(v * inv, OUT, sat=True), base, EPL, VO)
+        if lane == 0:
+            opus.make_gmem(scales, rows * gpr)[gid] = amax / QMAX
+    return groups_kernel
+
+
+_KINDS = (dt.bf16, dt.f16)
+_FP8 = (dt.fp8_e4m3, dt.fp8_e4m3fnuz)
+ROW_KERNELS = {(d, o): _row_kernel(d, o) for d in _KINDS for o in _KINDS + _FP8 if
+               o.itemsize == 1 or o is d}
+GROUP_KERNELS = {(d, o): _group_kernel(d, o) for d in _KINDS for o in _FP8}
+
+
+# -- launch shape ------------------------------------------------------------------------------
+
+def row_shape(hidden, vec, per_thread=VECTORS_PER_THREAD):
+    """(TR, NV, CACHED): threads per row, vectors per thread, whether a thread keeps its
+    vectors in registers between the passes. TR is the smallest power of two (at most 1024)
+    that leaves each thread at most ``per_thread`` vectors of ``vec`` elements, so short rows
+    share a warp (TR < warp size: sub-warp reductions) and long rows spread over a block;
+    NV covers the rest (up to MAX_VECTORS), beyond that both passes loop over the row."""
+    nvec = max(1, -(-hidden // vec))
+    tr = 1
+    while tr < MAX_ROW_THREADS and tr * per_thread < nvec:
+        tr *= 2
+    nv = -(-nvec // tr)
+    if nv <= MAX_VECTORS:
+        return tr, nv, True
+    return MAX_ROW_THREADS, per_thread, False
+
+
+# -- host side ---------------------------------------------------------------------------------
+
+def _err(what, msg):
+    raise ArgumentError(f"opus.ops.{what}: {msg}")
+
+
+def _is_torch(x):
+    return type(x).__module__.startswith("torch")
+
+
+def _np():
+    import numpy
+    return numpy
+
+
+def _opus_dtype(x):
+    """x's opus dtype, or None where opus has none."""
+    if _is_torch(x):
+        from ..runtime import tensor_args as ta
+        if not ta._TORCH_OF_OPUS:
+            ta.init_torch()
+        return next((o for o, t in ta._TORCH_OF_OPUS.items() if t is x.dtype), None)
+    return dt.dtype_of_numpy(x.dtype) if hasattr(x, "dtype") else None
+
+
+def _describe_dtype(x):
+    d = _opus_dtype(x)
+    return d.name if d is not None else str(getattr(x, "dtype", type(x).__name__))
+
+
+def _strides(x):
+    if _is_torch(x):
+        return tuple(x.stride())
+    return tuple(s // x.itemsize for s in x.strides)
+
+
+def _span(x):
+    """The argument for a pointer parameter: a torch tensor as it is; a numpy array as the 1-D
+    view of the memory from its first element to its last (the interpreter takes contiguous
+    arrays; padded rows are inside the span and the kernel skips them)."""
+    if _is_torch(x) or x.flags.c_contiguous:
+        return x
+    n = 0 if x.size == 0 else 1 + sum((e - 1) * s for e, s in zip(x.shape, _strides(x)))
+    return _np().lib.stride_tricks.as_strided(x, shape=(n,), strides=(x.itemsize,))
+
+
+def _address(x):
+    return x.data_ptr() if _is_torch(x) else x.ctypes.data
+
+
+def _fp8(what):
+    """The target's e4m3 flavour: OCP e4m3 on NVIDIA and gfx950, e4m3fnuz on gfx942."""
+    from ..frontend.targeting import current_target
+    return current_target().target.resolve_dtype(dt.fp8)
+
+
+def _check_input(what, x):
+    """(rows, hidden, dtype) of the bf16/f16 matrix x, checked."""
+    if not (_is_torch(x) or type(x).__module__ == "numpy"):
+        _err(what, f"x must be a torch tensor (GPU) or a numpy array (interpreter), got "
+                   f"{type(x).__name__}")
+    if _is_torch(x) and not x.is_cuda:
+        _err(what, "x must be on a CUDA/ROCm device (numpy arrays run in the interpreter)")
+    if len(x.shape) != 2:
+        _err(what, f"x must be a matrix (rows x hidden), got shape {tuple(x.shape)}")
+    d = _opus_dtype(x)
+    if d not in _KINDS:
+        _err(what, f"x must be bf16 or f16, got {_describe_dtype(x)}")
+    rows, hidden = x.shape
+    _check_rows(what, "x", x, rows, hidden)
+    return rows, hidden, d
+
+
+def _check_rows(what, name, t, rows, hidden):
+    if rows > 0 and hidden > 1 and _strides(t)[1] != 1:
+        _err(what, f"{name}'s rows must be contiguous (last stride 1); its strides are "
+                   f"{_strides(t)}")
+    if rows > 0 and hidden > 0 and _strides(t)[0] < 0:
+        _err(what, f"{name} must not have a negative row stride")
+
+
+def _check_like(what, name, t, x, shape, dtypes, dtype_text):
+    """t must be of x's kind (torch on x's device, or numpy), shape and one of dtypes."""
+    if _is_torch(t) != _is_torch(x) or (not _is_torch(t) and type(t).__module__ != "numpy"):
+        _err(what, f"{name} must be a {'torch tensor' if _is_torch(x) else 'numpy array'} "
+                   f"like x, got {type(t).__name__}")
+    if _is_torch(t) and t.device != x.device:
+        _err(what, f"{name} is on {t.device}, x on {x.device}")
+    if tuple(t.shape) != tuple(shape):
+        _err(what, f"{name} must have shape {tuple(shape)}, got {tuple(t.shape)}")
+    if _opus_dtype(t) not in dtypes:
+        _err(what, f"{name} must be {dtype_text}, got {_describe_dtype(t)}")
+
+
+def _check_eps(what, eps):
+    import math
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not math.isfinite(eps) \
+            or eps < 0:
+        _err(what, f"eps must be a finite number >= 0, got {eps!r}")
+    return float(eps)
+
+
+def _empty(x, shape, d):
+    if _is_torch(x):
+        import torch
+        from ..runtime import tensor_args as ta
+        return torch.empty(shape, dtype=ta.torch_dtype(d), device=x.device)
+    return _np().empty(shape, d.np_dtype)
+
+
+def _vec(t, rows, most):
+    """The widest access (elements, <= most) the address and row stride of t allow."""
+    isz = 1 if _opus_dtype(t) is None else _opus_dtype(t).itemsize
+    v = most
+    while v > 1 and (_address(t) % (v * isz) or (rows > 1 and (_strides(t)[0] * isz) %
+                                                  (v * isz))):
+        v //= 2
+    return v
+
+
+def _norm_args(what, x, weight, eps, residual, out, scales, quant):
+    """Checks of the RMSNorm entries; (out, scales) made when None."""
+    rows, hidden, d = _check_input(what, x)
+    _check_like(what, "weight", weight, x, (hidden,), (d,), f"{d.name} like x")
+    if hidden > 1 and _strides(weight)[0] != 1:
+        _err(what, f"weight must be contiguous; its stride is {_strides(weight)[0]}")
+    eps = _check_eps(what, eps)
+    if residual is not None:
+        _check_like(what, "residual", residual, x, (rows, hidden), (d,), f"{d.name} like x")
+        _check_rows(what, "residual", residual, rows, hidden)
+    od = _fp8(what) if quant else d
+    if out is None:
+        out = _empty(x, (rows, hidden), od)
+    _check_like(what, "out", out, x, (rows, hidden), (od,),
+                od.name + (" (the target's e4m3 fp8)" if quant else " like x"))
+    _check_rows(what, "out", out, rows, hidden)
+    if quant:
+        scales = _check_scales(what, x, scales, (rows,))
+    return eps, out, scales
+
+
+def _check_scales(what, x, scales, shape):
+    if scales is None:
+        return _empty(x, shape, dt.f32)
+    _check_like(what, "scales", scales, x, shape, (dt.f32,), "f32")
+    want = (shape[1], 1) if len(shape) == 2 else (1,)
+    if any(n > 1 and s != w for n, s, w in zip(shape, _strides(scales), want)):
+        _err(what, f"scales must be contiguous; its strides are {_strides(scales)}")
+    return scales
+
+
+# (kind, shapes, strides, dtypes, alignments, target) -> (launcher, constexprs); the arguments
+# are passed at each call, so a plan holds no addresses
+_PLANS = {}
+
+
+def _plan(key, make):
+    plan = _PLANS.get(key)
+    if plan is None:
+        if len(_PLANS) >= 512:
+            _PLANS.clear()
+        plan = _PLANS[key] = make()
+    return plan
+
+
+def _target_name():
+    from ..frontend.targeting import current_target
+    sel = current_target()
+    return sel.target.name, sel.mode
+
+
+def _launch_rows(x, weight, residual, out, scales, eps, norm, shape=None):
+    """Launch the row kernel (arguments checked): rmsnorm (norm, out of x's type),
+    rmsnorm_quant (norm, fp8 out) or per_token_quant (fp8 out, weight unused)."""
+    rows, hidden = x.shape
+    if rows == 0:
+        return
+    if hidden == 0:
+        if scales is not None:
+            scales[...] = 0
+        return
+    d, od = _opus_dtype(x), _opus_dtype(out)
+    quant = od.itemsize == 1
+    most = VEC_BYTES // d.itemsize
+    v = min(_vec(x, rows, most), _vec(weight, 1, most) if norm else most,
+            _vec(residual, rows, most) if residual is not None else most)
+    vo = min(v, _vec(out, rows, most))
+    key = ("rows", rows, hidden, d, od, v, vo, norm, residual is not None, shape,
+           _target_name())
+
+    def make():
+        tr, nv, cached = shape or row_shape(hidden, v)
+        rpb = max(1, BLOCK // tr)
+        kernel = ROW_KERNELS[(d, od)]
+        launch = kernel[-(-rows // rpb), tr * rpb]
+        qmax = float(opus.finfo(od).max) if quant else 448.0
+        return launch, dict(TR=tr, V=v, NV=nv, VO=vo, CACHED=cached, NORM=norm,
+                            RESIDUAL=residual is not None, QUANT=quant, QMAX=qmax)
+    launch, cx = _plan(key, make)
+    res = residual if residual is not None else x
+    launch(_span(x), _span(weight if norm else x), _span(res), _span(out),
+           scales if scales is not None else _dummy(x), rows, hidden, _strides(x)[0], _strides(res)[0], _strides(out)[0], eps, **cx)
+
+
+def _launch_groups(x, out, scales):
+    rows, hidden = x.shape
+    if rows == 0 or hidden == 0:
+        return
+    d, od = _opus_dtype(x), _opus_dtype(out)
+    v = _vec(x, rows, GROUP // GROUP_LANES)
+    vo = min(v, _vec(out, rows, GROUP // GROUP_LANES))
+    gpr = -(-hidden // GROUP)
+    key = ("groups", rows, hidden, d, od, v, vo, _target_name())
+
+    def make():
+        launch = GROUP_KERNELS[(d, od)][-(-(rows * gpr * GROUP_LANES) // BLOCK), BLOCK]
+        return launch, dict(V=v, VO=vo, QMAX=float(opus.finfo(od).max))
+    launch, cx = _plan(key, make)
+    launch(_span(x), _span(out), scales, rows, hidden, gpr, _strides(x)[0], _strides(out)[0], **cx)
+
+
+_DUMMIES = {}
+
+
+def _dummy(x):
+    """A one-element f32 array on x's device (the scales pointer of an unquantized launch)."""
+    dev = str(x.device) if _is_torch(x) else "host"
+    if dev not in _DUMMIES:
+        _DUMMIES[dev] = _empty(x, (1,), dt.f32)
+    return _DUMMIES[dev]
+
+
+# -- torch.library -----------------------------------------------------------------------------
+
+_TORCH_LIB = []   # the Library object must live as long as its operators
+
+_SCHEMAS = {
+    "rmsnorm_into": "(Tensor x, Tensor weight, Tensor(a!) out, Tensor(b!)? residual, "
+                    "Tensor(c!)? scales, float eps, bool norm) -> ()",
+    "quant_into": "(Tensor x, Tensor(a!) out, Tensor(b!) scales, int group) -> ()",
+}
+
+
+def _rmsnorm_into(x, weight, out, residual, scales, eps, norm):
+    _launch_rows(x, weight, residual, out, scales, eps, norm)
+
+
+def _quant_into(x, out, scales, group):
+    if group:
+        _launch_groups(x, out, scales)
+    else:
+        _launch_rows(x, x, None, out, scales, 0.0, False)
+
+
+def _define_torch_ops():
+    """torch.ops.opus.rmsnorm_into / quant_into: the kernels as mutating custom operators
+    (outputs written in place, nothing returned), so torch.compile keeps them opaque and
+    functionalizes them (the fake implementations have nothing to compute)."""
+    import torch
+    lib = torch.library.Library("opus", "FRAGMENT")
+    register_fake = getattr(torch.library, "register_fake", None) or torch.library.impl_abstract
+    for name, fn in (("rmsnorm_into", _rmsnorm_into), ("quant_into", _quant_into)):
+        lib.define(name + _SCHEMAS[name])
+        lib.impl(name, fn, "CUDA")
+        register_fake(f"opus::{name}", lambda *args: None, lib=lib)
+    _TORCH_LIB.append(lib)
+
+
+def _torch_op(name):
+    import torch
+    if not _TORCH_LIB:
+        torch.compiler.disable(_define_torch_ops)()   # not traced by dynamo: a graph break
+    return getattr(torch.ops.opus, name)
+
+
+# -- the operations ----------------------------------------------------------------------------
+
+def rmsnorm(x, weight, eps=1e-6, *, residual=None, out=None):
+    """RMSNorm of each row: ``out = x * rsqrt(mean(x^2) + eps) * weight``, in f32, rounded
+    once to x's type (exactly: ``(x * w) * rsqrt(sum(x^2) / hidden + eps)``). With
+    ``residual``, x + residual (rounded to x's type) is first written back to ``residual``
+    and normalized (vLLM's / aiter's fused_add_rms_norm: afterwards ``residual`` holds the
+    sum and ``out`` its RMSNorm). Torch tensors run on the GPU (current stream, CUDA-graph
+    safe, ``torch.ops.opus.rmsnorm_into`` under torch.compile); numpy arrays in the
+    interpreter as the current target.
+
+    :param x: rows x hidden, bf16 or f16, contiguous rows (any row stride)
+    :param weight: hidden, x's dtype, contiguous
+    :param eps: added to the mean square, a finite number >= 0
+    :param residual: rows x hidden of x's dtype, updated in place (or None)
+    :param out: rows x hidden of x's dtype (made when None; may be x itself)
+    :returns: out
+    :targets: all targets
+    """
+    what = "rmsnorm"
+    eps, out, _ = _norm_args(what, x, weight, eps, residual, out, None, False)
+    if _is_torch(x):
+        _torch_op("rmsnorm_into")(x, weight, out, residual, None, eps, True)
+    else:
+        _launch_rows(x, weight, residual, out, None, eps, True)
+    return out
+
+
+def rmsnorm_quant(x, weight, eps=1e-6, *, residual=None, out=None, scales=None):
+    """RMSNorm (as ``rmsnorm``, residual included) fused with per-token dynamic fp8
+    quantization of its f32 result y: ``scales[r] = amax_r / fp8_max`` (amax_r = max |y| of
+    row r) and ``out = fp8(y * (fp8_max / amax_r))`` saturated (fp8: the target's e4m3
+    flavour, OCP e4m3 with max 448 on NVIDIA and gfx950, e4m3fnuz with max 240 on gfx942).
+    A zero row gets scale 0 and zeros; a NaN or infinity in a row makes its scale and values
+    NaN (docs/ops.md).
+
+    :param x: rows x hidden, bf16 or f16, contiguous rows
+    :param weight: hidden, x's dtype
+    :param eps: added to the mean square
+    :param residual: rows x hidden of x's dtype, updated in place to x + residual (or None)
+    :param out: rows x hidden fp8 (made when None)
+    :param scales: rows f32 (made when None)
+    :returns: (out, scales)
+    :targets: all targets
+    """
+    what = "rmsnorm_quant"
+    eps, out, scales = _norm_args(what, x, weight, eps, residual, out, scales, True)
+    if _is_torch(x):
+        _torch_op("rmsnorm_into")(x, weight, out, residual, scales, eps, True)
+    else:
+        _launch_rows(x, weight, residual, out, scales, eps, True)
+    return out, scales
+
+
+def _quant_args(what, x, out, scales, group):
+    """Checks of the quantization entries; (out, scales) made when None."""
+    rows, hidden, d = _check_input(what, x)
+    scale_shape = (rows, -(-hidden // group)) if group else (rows,)
+    od = _fp8(what)
+    if out is None:
+        out = _empty(x, (rows, hidden), od)
+    _check_like(what, "out", out, x, (rows, hidden), (od,), od.name + " (the target's e4m3 fp8)")
+    _check_rows(what, "out", out, rows, hidden)
+    return out, _check_scales(what, x, scales, scale_shape)
+
+
+def per_token_quant(x, *, out=None, scales=None):
+    """Per-token (per-row) dynamic fp8 quantization: ``scales[r] = max|x[r]| / fp8_max``,
+    ``out = fp8(x * (fp8_max / max|x[r]|))`` saturated (rules as ``rmsnorm_quant``).
+
+    :param x: rows x hidden, bf16 or f16, contiguous rows
+    :param out: rows x hidden fp8, the target's e4m3 flavour (made when None)
+    :param scales: rows f32 (made when None)
+    :returns: (out, scales)
+    :targets: all targets
+    """
+    out, scales = _quant_args("per_token_quant", x, out, scales, 0)
+    if _is_torch(x):
+        _torch_op("quant_into")(x, out, scales, 0)
+    else:
+        _quant_into(x, out, scales, 0)
+    return out, scales
+
+
+def per_group_quant(x, *, out=None, scales=None):
+    """Per-group dynamic fp8 quantization, groups of 128 consecutive elements of a row (the
+    last one shorter where hidden is not a multiple of 128): ``scales[r, g] = amax / fp8_max``
+    of group g of row r, row-major ``rows x ceil(hidden / 128)``; values as ``per_token_quant``.
+
+    :param x: rows x hidden, bf16 or f16, contiguous rows
+    :param out: rows x hidden fp8, the target's e4m3 flavour (made when None)
+    :param scales: rows x ceil(hidden / 128) f32, row-major (made when None)
+    :returns: (out, scales)
+    :targets: all targets
+    """
+    out, scales = _quant_args("per_group_quant", x, out, scales, GROUP)
+    if _is_torch(x):
+        _torch_op("quant_into")(x, out, scales, GROUP)
+    else:
+        _quant_into(x, out, scales, GROUP)
+    return out, scales

