@@ -3,9 +3,11 @@ says its design; docs/ops.md lists them). Import it as ``opus.ops``."""
 from . import gemm_hopper
 from .gemm_hopper import scaled_gemm
 from .norm_quant import rmsnorm, rmsnorm_quant, per_token_quant, per_group_quant
+from .rowsoftmax import softmax
+from .rowtopk import topk
 
 __all__ = ["gemm", "scaled_gemm", "rmsnorm", "rmsnorm_quant", "per_token_quant",
-           "per_group_quant"]
+           "per_group_quant", "softmax", "topk"]
 
 
 def gemm(a, b, out=None, *, blocks=None, block_n=None, stages=None, block_m=None):
