@@ -64,8 +64,10 @@ def strides(x):
 
 
 def as_rows(x):
-    """``x`` as a (rows, n) matrix whose rows are contiguous (a view where the leading
-    dimensions collapse to one stride, else a contiguous copy)."""
+    """``x`` as a (rows, n) matrix whose rows are contiguous: for torch a view where the
+    leading dimensions collapse to one stride (padded rows stay padded), else a contiguous
+    copy; numpy arrays (the interpreter takes C-contiguous ones) a C-contiguous copy where
+    needed."""
     n = x.shape[-1]
     rows = 1
     for e in x.shape[:-1]:
@@ -76,10 +78,7 @@ def as_rows(x):
             x2 = x2.contiguous()
         return x2
     import numpy as np
-    x2 = x.reshape(rows, n)
-    if n > 1 and x2.strides[1] != x2.itemsize:
-        x2 = np.ascontiguousarray(x2)
-    return x2
+    return np.ascontiguousarray(x.reshape(rows, n))
 
 
 def row_stride(x2):

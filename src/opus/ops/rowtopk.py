@@ -21,7 +21,7 @@ The warps of a block then merge their lists pairwise through shared memory (log2
 levels), and the first k positions are written: indices from the composites,
 values gathered from x (NaN payloads and -0.0 kept).
 
-Launch shapes: rows of up to 4096 elements, or enough rows to give every SM 32 warps: one
+Launch shapes: rows of up to 4096 elements, or enough rows to give every SM 16 warps: one
 warp per row (4 rows per block). Otherwise (long rows, few rows) each row is cut into S slices
 of 8 warps each (S such that rows * S * 8 warps fill the SMs, each warp keeping >= 2048
 elements), every slice writes its sorted K composites to a workspace, and a second launch of
@@ -167,7 +167,8 @@ def _topk_for(DT):
         block); grid x: row blocks, grid y: slices of slice_len elements."""
         ws = opus.warp_size()
         R = K // ws
-        L = VEC * LOADS                       # elements per lane per group
+        NL = max(LOADS, R // VEC)             # loads per group: at least one chunk of R
+        L = VEC * NL                          # elements per lane per group
         wid, lane = opus.warp_id(), opus.lane_id()
         if WPR == 1:
             row = opus.block_id_x() * (BLOCK // ws) + wid
@@ -189,7 +190,7 @@ def _topk_for(DT):
         first = opus.select(live, start + w * group, end)
         for base in opus.range(first, end, WPR * group):
             cs = []
-            for ld in range(LOADS):
+            for ld in range(NL):
                 off = base + (ld * ws + lane) * VEC
                 v = g.load(off, vec=VEC)
                 for el in range(VEC):
@@ -254,10 +255,10 @@ def list_size(k, warp_size):
 
 def plan(rows, n, sms, warp_size):
     """(warps per slice, slices) for ``rows`` rows of n elements on ``sms`` multiprocessors
-    (the module docstring states the rule): one warp per row where rows are short or many,
-    else slices of 8 warps, enough of them to give every SM 32 warps."""
+    (the module docstring states the rule): one warp per row where rows are short or give
+    every SM 16 warps, else slices of 8 warps, enough of them to give every SM 32 warps."""
     want = sms * _WARPS_PER_SM
-    if n <= _WARP_ROW_MAX or rows >= want:
+    if n <= _WARP_ROW_MAX or 2 * rows >= want:
         return 1, 1
     per_row = -(-want // rows)                               # warps each row should get
     most = max(1, n // _MIN_PER_WARP)                        # warps the row can keep busy

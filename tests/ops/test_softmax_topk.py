@@ -1,0 +1,308 @@
+"""opus.ops.softmax and opus.ops.topk (ops/rowsoftmax.py, ops/rowtopk.py): in the interpreter as
+sm_90a, gfx942 and gfx950 against float64 / sorted numpy references (ragged rows, one row,
+1-element rows, empty batches, every dtype, NaN/inf, ties, every launch shape); the AMDGCN of
+the warp paths (DPP and ds_bpermute, no LDS); on the GPU against torch, inside a CUDA graph and
+under torch.compile."""
+import re
+
+import numpy as np
+import pytest
+
+import opus
+import opus.ops
+from opus import dtypes as dt
+from opus.ops import rowsoftmax, rowtopk
+
+ml_dtypes = pytest.importorskip("ml_dtypes")
+BF16 = ml_dtypes.bfloat16
+TARGETS = ["sm_90a", "gfx942", "gfx950"]
+
+
+@pytest.fixture(params=TARGETS)
+def target(request):
+    with opus.set_target(request.param, interpret=True):
+        yield request.param
+
+
+def _data(shape, dtype, seed=0, scale=3.0):
+    return (np.random.default_rng(seed).standard_normal(shape) * scale).astype(dtype)
+
+
+# -- softmax -----------------------------------------------------------------------------------
+
+def softmax_ref(x):
+    """torch's softmax in float64: NaN rows where the row holds NaN or +inf or only -inf."""
+    x = x.astype(np.float64)
+    out = np.empty_like(x)
+    for idx in np.ndindex(x.shape[:-1]):
+        r = x[idx]
+        if np.isnan(r).any() or np.isposinf(r).any() or np.isneginf(r).all():
+            out[idx] = np.nan
+            continue
+        e = np.exp(r - r.max())
+        out[idx] = e / e.sum()
+    return out
+
+
+_REL = {np.float32: 2e-6, np.float16: 2.0 ** -10, BF16: 2.0 ** -7}
+
+
+def _check_softmax(y, x):
+    ref = softmax_ref(x)
+    assert y.shape == x.shape and y.dtype == x.dtype
+    got = y.astype(np.float64)
+    assert np.array_equal(np.isnan(got), np.isnan(ref)), "NaN rows differ"
+    ok = ~np.isnan(ref)
+    tiny = 2.0 ** -24 if x.dtype == np.float16 else 1e-12   # f16 subnormals' spacing
+    tol = _REL[x.dtype.type] * np.abs(ref[ok]) + tiny
+    err = np.abs(got[ok] - ref[ok])
+    assert (err <= tol).all(), f"max error {err.max()} (ref {ref[ok][err.argmax()]})"
+
+
+@pytest.mark.parametrize("rows,n,dtype", [
+    (3, 1000, np.float32),     # warp: ragged (1000 = 7 lanes' worth short of 8 vectors)
+    (5, 7, BF16),              # warp: one partial vector
+    (2, 1, np.float16),        # 1-element rows
+    (1, 3000, np.float32),     # block, one row, ragged
+    (2, 8192, BF16),           # block, whole vectors (not ragged)
+    (2, 40001, np.float32),    # online: two passes, ragged
+])
+def test_softmax_shapes(target, rows, n, dtype):
+    x = _data((rows, n), dtype)
+    _check_softmax(opus.ops.softmax(x), x)
+
+
+def test_softmax_launch_rule():
+    assert rowsoftmax.plan(1000, 4, 32) == ("warp", 8, 128)
+    assert rowsoftmax.plan(8192, 8, 32) == ("block", 4, 256)
+    assert rowsoftmax.plan(8192, 4, 64) == ("block", 8, 256)
+    assert rowsoftmax.plan(32768, 4, 32) == ("block", 8, 1024)
+    assert rowsoftmax.plan(32769, 4, 32)[0] == "online"
+
+
+def test_softmax_special_values(target):
+    x = _data((6, 300), np.float32, seed=3)
+    x[0, 5] = np.nan                   # NaN row
+    x[1, 17] = np.inf                  # +inf row: NaN (inf - inf)
+    x[2, :] = -np.inf                  # all -inf: NaN
+    x[3, ::2] = -np.inf                # some -inf: zeros there
+    x[4, 7] = 1e30                     # one huge value: 1 there, 0 elsewhere
+    x[5, :] = -1e30                    # equal huge negatives: uniform
+    y = opus.ops.softmax(x)
+    _check_softmax(y, x)
+    assert (y[3, ::2] == 0).all() and y[4, 7] == 1.0
+
+
+def test_softmax_online_special_values(target):
+    """The online pass's rescaling with -inf prefixes, NaN and +inf in long rows."""
+    x = _data((4, 33000), np.float32, seed=4)
+    x[0, :20000] = -np.inf             # a thread's prefix all -inf, then finite values
+    x[1, :] = -np.inf
+    x[2, 32999] = np.nan
+    x[3, 12345] = np.inf
+    _check_softmax(opus.ops.softmax(x), x)
+
+
+def test_softmax_batches_and_out(target):
+    x = _data((2, 3, 70), np.float16, seed=5)
+    out = np.full_like(x, np.nan)
+    assert opus.ops.softmax(x, out=out) is out
+    _check_softmax(out, x)
+    e = opus.ops.softmax(np.zeros((0, 70), np.float32))
+    assert e.shape == (0, 70)
+
+
+def test_softmax_padded_rows(target):
+    """A view with padded rows (stride 72 for 65 elements; the interpreter copies it)."""
+    base = _data((4, 72), np.float32, seed=6)
+    x = base[:, :65]
+    _check_softmax(opus.ops.softmax(x), np.ascontiguousarray(x))
+
+
+# -- topk --------------------------------------------------------------------------------------
+
+def topk_ref(x, k, largest=True):
+    """Values and indices in the documented order: NaN largest, then by value (+0 above -0),
+    ties by lower index first; sorted with Python's sort on explicit tuples."""
+    x32 = x.astype(np.float32)
+    vals = np.empty(x.shape[:-1] + (k,), x.dtype)
+    inds = np.empty(x.shape[:-1] + (k,), np.int64)
+    for idx in np.ndindex(x.shape[:-1]):
+        r = x32[idx]
+
+        def rank(i):
+            v = float(r[i])
+            nan = np.isnan(v)
+            v = 0.0 if nan else v
+            if largest:
+                return (not nan, -v, bool(np.signbit(r[i])) if not nan else 0, i)
+            return (nan, v, not np.signbit(r[i]) if not nan else 0, i)
+        order = sorted(range(len(r)), key=rank)[:k]
+        inds[idx] = order
+        vals[idx] = x[idx][order]
+    return vals, inds
+
+
+def _check_topk(got, x, k, largest=True):
+    v, i = got
+    rv, ri = topk_ref(x, k, largest)
+    assert v.dtype == x.dtype and i.dtype == np.int64 and v.shape == rv.shape
+    assert np.array_equal(i, ri), f"indices differ:\n{i}\n{ri}"
+    assert np.array_equal(v.view(np.uint8), rv.view(np.uint8)), "values differ (bitwise)"
+
+
+@pytest.mark.parametrize("rows,n,k,dtype", [
+    (3, 256, 8, np.float32),       # the short-row case: one warp per row
+    (2, 1000, 40, BF16),           # ragged, a 64-long list on NVIDIA
+    (5, 37, 37, np.float16),       # k = n
+    (1, 1, 1, np.float32),         # one element
+    (4, 129, 128, np.float32),     # the largest k
+])
+def test_topk_shapes(target, rows, n, k, dtype):
+    x = _data((rows, n), dtype, seed=k)
+    _check_topk(opus.ops.topk(x, k), x, k)
+
+
+def test_topk_split_rows(target):
+    """Few long rows: slices of 8 warps each write their lists, a second launch merges."""
+    assert rowtopk.plan(2, 20000, 8, 32) == (8, 2)
+    x = _data((2, 20000), np.float32, seed=7)
+    x[1, 19999] = 100.0                # the last element of the last slice
+    _check_topk(opus.ops.topk(x, 64), x, 64)
+
+
+def test_topk_ties_and_special_values(target):
+    x = np.random.default_rng(8).integers(-3, 4, (6, 300)).astype(np.float32)  # many ties
+    x[1, 9] = np.nan
+    x[1, 200] = -np.nan
+    x[2, :] = np.inf
+    x[3, 50] = -np.inf
+    x[4, ::3] = -0.0
+    x[4, 1::3] = 0.0
+    x[5, :] = 0.0
+    for k in (1, 5, 64):
+        _check_topk(opus.ops.topk(x, k), x, k)
+        _check_topk(opus.ops.topk(x, k, largest=False), x, k, largest=False)
+
+
+def test_topk_smallest_ascending_rows(target):
+    """Rows sorted ascending (every chunk enters the list) and largest=False with bf16."""
+    x = np.tile(np.arange(500, dtype=np.float32), (2, 1)).astype(BF16)
+    _check_topk(opus.ops.topk(x, 16), x, 16)
+    _check_topk(opus.ops.topk(x, 16, largest=False), x, 16, largest=False)
+
+
+def test_topk_batches_and_empty(target):
+    x = _data((2, 3, 50), np.float32, seed=9)
+    _check_topk(opus.ops.topk(x, 4), x, 4)
+    v, i = opus.ops.topk(np.zeros((0, 50), np.float32), 3)
+    assert v.shape == (0, 3) and i.shape == (0, 3)
+    v, i = opus.ops.topk(x, 0)
+    assert v.shape == (2, 3, 0)
+
+
+def test_topk_launch_rule():
+    assert rowtopk.plan(16384, 256, 132, 32) == (1, 1)
+    assert rowtopk.plan(4096, 32768, 132, 32) == (1, 1)
+    assert rowtopk.plan(64, 131072, 132, 32) == (8, 8)    # 2048 elements per warp
+    assert rowtopk.plan(2048, 32768, 132, 32) == (2, 1)   # 2 warps per row: 4096 warps
+    assert rowtopk.list_size(8, 32) == 32 and rowtopk.list_size(65, 32) == 128
+    assert rowtopk.list_size(8, 64) == 64
+
+
+# -- AMDGCN: warp reductions and shuffles in DPP / ds_bpermute, no LDS round trips ---------------
+
+def _ds_ops(asm):
+    return set(re.findall(r"\bds_\w+", asm))
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_amdgcn_softmax_warp_uses_dpp(arch):
+    asm = rowsoftmax.SOFTMAX[dt.bf16].asm(target=arch, SHAPE="warp", VEC=8, CHUNKS=2, BLOCK=256,
+                                          RAGGED=True)
+    assert re.search(r"row_(half_)?mirror|row_bcast", asm), "no DPP row operation"
+    assert re.search(r"quad_perm", asm)
+    assert not _ds_ops(asm), f"LDS traffic in the warp reduction: {_ds_ops(asm)}"
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_amdgcn_topk_warp_uses_shuffles_not_lds(arch):
+    asm = rowtopk.TOPK[dt.f32].asm(target=arch, K=64, KOUT=8, WPR=1, BLOCK=256, VEC=4)
+    assert re.search(r"quad_perm|row_ror", asm), "no DPP move for the short butterflies"
+    assert _ds_ops(asm) == {"ds_bpermute_b32"}, _ds_ops(asm)
+
+
+# -- GPU ---------------------------------------------------------------------------------------
+
+def _torch():
+    torch = pytest.importorskip("torch")
+    if not torch.cuda.is_available():
+        pytest.skip("no CUDA GPU")
+    return torch
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,n", [(3, 1000), (1, 1), (7, 3001), (2, 8192), (3, 70001)])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_gpu_softmax_vs_torch(rows, n, dtype):
+    torch = _torch()
+    x = torch.randn(rows, n, device="cuda", dtype=getattr(torch, dtype)) * 3
+    x[0, 0] = float("nan") if rows > 1 else x[0, 0]
+    y = opus.ops.softmax(x)
+    ref = torch.softmax(x.float(), -1).to(x.dtype)
+    torch.testing.assert_close(y, ref, equal_nan=True, rtol=2e-2 if dtype != "float32" else 1e-5,
+                               atol=1e-6)
+
+
+@pytest.mark.gpu
+def test_gpu_softmax_graph_and_compile():
+    torch = _torch()
+    x = torch.randn(64, 5000, device="cuda", dtype=torch.bfloat16)
+    ref = torch.softmax(x.float(), -1).to(x.dtype)
+    out = torch.empty_like(x)
+    opus.ops.softmax(x, out=out)                    # plan and compile outside the capture
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        opus.ops.softmax(x, out=out)
+    out.zero_()
+    g.replay()
+    torch.testing.assert_close(out, ref, rtol=2e-2, atol=1e-6)
+    f = torch.compile(lambda t: opus.ops.softmax(t * 2), fullgraph=True)
+    torch.testing.assert_close(f(x), torch.softmax((x * 2).float(), -1).to(x.dtype),
+                               rtol=2e-2, atol=1e-6)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,n,k", [(16, 256, 8), (33, 1000, 40), (8, 32768, 8),
+                                      (3, 131072, 64), (5, 129, 128), (4, 5, 5)])
+@pytest.mark.parametrize("largest", [True, False])
+def test_gpu_topk_vs_torch(rows, n, k, largest):
+    torch = _torch()
+    x = torch.randn(rows, n, device="cuda")
+    x[0, 3] = float("nan")
+    v, i = opus.ops.topk(x, k, largest=largest)
+    rv, ri = torch.topk(x, k, largest=largest)
+    torch.testing.assert_close(v, rv, equal_nan=True, rtol=0, atol=0)
+    assert i.dtype == torch.int64
+    torch.testing.assert_close(torch.gather(x, 1, i), v, equal_nan=True, rtol=0, atol=0)
+    if not largest:   # no ties in random data: indices equal torch's too
+        assert torch.equal(i, ri)
+
+
+@pytest.mark.gpu
+def test_gpu_topk_graph_and_compile():
+    torch = _torch()
+    x = torch.randn(64, 131072, device="cuda")
+    rv, ri = torch.topk(x, 64)
+    opus.ops.topk(x, 64)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        v, i = opus.ops.topk(x, 64)
+    g.replay()
+    torch.testing.assert_close(v, rv, rtol=0, atol=0)
+    assert torch.equal(i, ri)
+    f = torch.compile(lambda t: opus.ops.topk(t + 1, 8), fullgraph=True)
+    v, i = f(x)
+    rv, ri = torch.topk(x + 1, 8)
+    torch.testing.assert_close(v, rv, rtol=0, atol=0)
+    assert torch.equal(i, ri)
