@@ -205,7 +205,7 @@ def test_topk_launch_rule():
     assert rowtopk.plan(16384, 256, 132, 32) == (1, 1)
     assert rowtopk.plan(4096, 32768, 132, 32) == (1, 1)
     assert rowtopk.plan(64, 131072, 132, 32) == (8, 8)    # 2048 elements per warp
-    assert rowtopk.plan(2048, 32768, 132, 32) == (2, 1)   # 2 warps per row: 4096 warps
+    assert rowtopk.plan(2048, 32768, 132, 32) == (2, 2)   # 3 warps wanted per row: 2 x 2
     assert rowtopk.list_size(8, 32) == 32 and rowtopk.list_size(65, 32) == 128
     assert rowtopk.list_size(8, 64) == 64
 
