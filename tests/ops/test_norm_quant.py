@@ -256,3 +256,69 @@ def test_per_group_quant_nan_inf_stay_in_their_group(target):
     keep = [0, 2, 3, 4]                  # the groups without NaN/inf (row-major group index)
     check_quant(np.ascontiguousarray(q.reshape(6, 128)[keep]), s.reshape(-1)[keep],
                 grouped[keep], FP8[target])
+
+
+# -- the reductions in machine code --------------------------------------------------------------
+
+def _amd_instrs(kernel, arch, **cx):
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "amd"))
+    from test_amd_target import asm_of, instrs
+    return instrs(asm_of(kernel, arch, **cx))
+
+
+def _count(lines, pattern):
+    import re
+    return sum(1 for line in lines if re.search(pattern, line))
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_amdgcn_row_reductions_are_dpp(arch):
+    """rmsnorm_quant's two row reductions (f32 sum, u32 max) as DPP row operations fused into
+    v_add_f32 / v_max_u32: a row of one wave (64 threads) ends with row_bcast:15/31, a row of
+    16 lanes stays within a DPP row; neither touches LDS. A row of 4 waves adds one exchange:
+    one barrier, one LDS write per reduction and one read. Rows sharing a block (16 lanes)
+    share one wave-uniform view: no waterfall loop over per-lane buffer resources."""
+    kernel = nq.ROW_KERNELS[(opus.bf16, FP8[arch] is ml_dtypes.float8_e4m3fnuz and
+                             opus.fp8_e4m3fnuz or opus.fp8_e4m3)]
+    cx = dict(V=8, NV=2, VO=8, QUANT=True, QMAX=240.0)
+    for tr in (64, 16, 256):
+        ins = _amd_instrs(kernel, arch, TR=tr, **cx)
+        for op in ("v_add_f32_dpp", "v_max_u32_dpp"):
+            assert _count(ins, op + r".*quad_perm:\[1,0,3,2\]") >= 1, (tr, op)
+            assert _count(ins, op + r".*row_half_mirror") >= 1 and \
+                _count(ins, op + r".*row_mirror") >= 1, (tr, op)
+        assert _count(ins, r"ds_bpermute|ds_permute|ds_swizzle") == 0, tr
+        assert _count(ins, r"v_readfirstlane") <= 2, tr    # wave-uniform views: no waterfall
+        if tr >= 64:
+            assert _count(ins, r"row_bcast:15") >= 2 and _count(ins, r"row_bcast:31") >= 2, tr
+        lds = [line for line in ins if line.startswith("ds_")]
+        if tr <= 64:
+            assert lds == [] and _count(ins, r"^s_barrier") == 0, (tr, lds)
+        else:
+            assert _count(ins, r"^s_barrier") == 1, tr
+            assert _count(lds, r"^ds_write") == 2 and 1 <= _count(lds, r"^ds_read") <= 2, lds
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_amdgcn_group_reduction_is_dpp_and_uniform(arch):
+    """per_group_quant's 16-lane amax: v_max_u32 with DPP row operations, no LDS; the row
+    views are wave-uniform (no waterfall loop over per-lane buffer resources: those read each
+    lane's resource with v_readfirstlane, hundreds of them here before; the one or two left
+    are the scalar division of the block index)."""
+    fp8 = opus.fp8_e4m3fnuz if arch == "gfx942" else opus.fp8_e4m3
+    ins = _amd_instrs(nq.GROUP_KERNELS[(opus.bf16, fp8)], arch, GPB=16, V=8, VO=8)
+    assert _count(ins, r"v_max_u32_dpp.*row_mirror") == 1
+    assert _count(ins, r"^ds_") == 0 and _count(ins, r"v_readfirstlane") <= 2
+
+
+def test_sass_whole_warp_max_is_redux():
+    """On sm_90a the u32 amax of a 32-thread row is one REDUX.MAX, the f32 sum 5 SHFL.BFLY."""
+    import re
+    spec = nq.ROW_KERNELS[(opus.bf16, opus.fp8_e4m3)].specialize(
+        target="sm_90a", TR=32, V=8, NV=2, VO=8, QUANT=True)
+    sass = [l for l in spec.sass.splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+    assert _count(sass, r"REDUX\.MAX") == 1 and _count(sass, r"SHFL\.BFLY") == 5
+    assert _count(sass, r"BAR\.SYNC") == 0

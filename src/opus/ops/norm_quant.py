@@ -61,40 +61,71 @@ def _abs_bits_max(v, n):
 
 
 @opus.func
-def _store_pieces(view, v, off, V, VO):
-    """Store the V lanes of ``v`` at ``off`` as accesses of VO lanes (the output's alignment)."""
-    if VO == V:
-        view.store(v, off, vec=V)
-        return
-    for j in range(0, V, VO):
-        view.store(v[j] if VO == 1 else v[j:j + VO], off + j, vec=VO)
-
-
-@opus.func
-def _row_reduce(x, op, TR, dtype):
-    """``op`` of ``x`` over the TR threads of each row: a warp reduction, then (rows of
-    several warps) one exchange through shared memory. Every thread gets the result."""
+def _row_reduce(parts, TR):
+    """Each (value, op, dtype) of ``parts`` reduced by op over the TR threads of its row: warp
+    reductions, then (rows of several warps) one exchange through shared memory with one
+    barrier for all of them. Every thread gets the results, in order."""
     ws = opus.warp_size()
     if TR <= ws:
-        return opus.warp_reduce(x, op, width=TR)
+        return [opus.warp_reduce(x, op, width=TR) for x, op, _ in parts]
     W = TR // ws
-    x = opus.warp_reduce(x, op)
-    part = opus.alloc_smem(dtype, max(BLOCK, TR) // ws)   # a slot per warp of the block
-    if opus.lane_id() == 0:
-        part[opus.warp_id()] = x
+    warp, lane = opus.warp_id(), opus.lane_id()
+    slots = []
+    for x, op, dtype in parts:
+        slot = opus.alloc_smem(dtype, max(BLOCK, TR) // ws)   # one per warp of the block
+        x = opus.warp_reduce(x, op)
+        if lane == 0:
+            slot[warp] = x
+        slots.append(slot)
     opus.sync_threads()
-    first = (opus.warp_id() // W) * W
-    return opus.warp_reduce(part[first + opus.lane_id() % W], op, width=W)
+    mine = (warp // W) * W + lane % W           # the row's warps' partials, W lanes apart
+    return [opus.warp_reduce(slot[mine], op, width=W) for slot, (_, op, _) in zip(slots, parts)]
+
+
+class _Row:
+    """A tensor's view for the calling thread's row: ``view`` (bounded), ``base`` (the row's
+    first element in it) and ``live`` (None, or the run-time test that a vector lies in the
+    row: views shared by several rows)."""
+
+    def __init__(self, view, base, live):
+        self.view, self.base, self.live = view, base, live
+
+    def load(self, col, V):
+        if self.live is None:
+            return self.view.load(self.base + col, vec=V)
+        return self.view.load_if(self.live(col), self.base + col, vec=V)
+
+    def store(self, v, col, V):
+        if self.live is None:
+            self.view.store(v, self.base + col, vec=V)
+        else:
+            self.view.store_if(self.live(col), v, self.base + col, vec=V)
 
 
 @opus.func
-def _load_h(gx, gr, off, V, RESIDUAL, DT):
-    """The row's h at ``off`` (V lanes, input type): x, or x + residual rounded to the input
+def _rows_of(p, stride, rows, H, TR):
+    """p's _Row for the calling thread. One row per block (TR >= BLOCK): the row's own view,
+    bounded by H (vectors may straddle its end). Several rows per block: one view over the
+    block's rows, so its address and bound are the same in every lane (AMD: a wave-uniform
+    buffer resource), and a per-vector test (H is then a multiple of V: no straddling)."""
+    if TR >= BLOCK:
+        return _Row(opus.make_gmem(p + opus.i64(opus.block_id_x()) * stride, H), 0, None)
+    RPB = BLOCK // TR
+    first = opus.block_id_x() * RPB
+    r = opus.thread_id_x() // TR
+    count = opus.min(rows - first, RPB)
+    view = opus.make_gmem(p + opus.i64(first) * stride, (count - 1) * stride + H)
+    return _Row(view, r * stride, lambda col: (col < H) & (r < count))
+
+
+@opus.func
+def _load_h(x, res, col, V, RESIDUAL, DT):
+    """The row's h at ``col`` (V lanes, input type): x, or x + residual rounded to the input
     type and written back to the residual."""
-    h = gx.load(off, vec=V)
+    h = x.load(col, V)
     if RESIDUAL:
-        h = opus.cast(opus.cast(h, opus.f32) + opus.cast(gr.load(off, vec=V), opus.f32), DT)
-        gr.store(h, off, vec=V)
+        h = opus.cast(opus.cast(h, opus.f32) + opus.cast(res.load(col, V), opus.f32), DT)
+        res.store(h, col, V)
     return h
 
 
@@ -112,62 +143,73 @@ def _stats(h, w, V, NORM, QUANT, ssq, pm):
 
 
 @opus.func
-def _emit(go, h, w, off, rrms, inv, V, VO, NORM, QUANT, OUT):
+def _emit(out, h, w, col, rrms, inv, V, VO, NORM, QUANT, OUT):
+    """y = (h * w) * rrms, rounded to OUT or quantized (times inv, saturated), stored."""
     y = opus.cast(h, opus.f32)
     if NORM:
         y = (y * opus.cast(w, opus.f32)) * rrms
     y = opus.cast(y * inv, OUT, sat=True) if QUANT else opus.cast(y, OUT)
-    _store_pieces(go, y, off, V, VO)
+    if VO == V:
+        out.store(y, col, V)
+    else:
+        for j in range(0, V, VO):
+            out.store(y[j] if VO == 1 else y[j:j + VO], col + j, VO)
+
+
+@opus.func
+def _sum_lanes(v, V):
+    total = None
+    for s in _lanes(v, V):
+        total = s if total is None else total + s
+    return total
 
 
 def _row_kernel(DT, OUT):
     @opus.kernel
     def rows_kernel(x: opus.Ptr[DT], w: opus.Ptr[DT], res: opus.Ptr[DT], out: opus.Ptr[OUT],
-                    scales: opus.Ptr[opus.f32], rows: opus.i32, H: opus.i32, sx: opus.i64,
-                    sr: opus.i64, so: opus.i64, eps: opus.f32, TR: opus.constexpr = 32,
+                    scales: opus.Ptr[opus.f32], rows: opus.i32, H: opus.i32, sx: opus.i32,
+                    sr: opus.i32, so: opus.i32, eps: opus.f32, TR: opus.constexpr = 32,
                     V: opus.constexpr = 8, NV: opus.constexpr = 1, VO: opus.constexpr = 8,
                     CACHED: opus.constexpr = True, NORM: opus.constexpr = True,
                     RESIDUAL: opus.constexpr = False, QUANT: opus.constexpr = False,
                     QMAX: opus.constexpr = 448.0):
-        """One row per TR threads, max(1, 256 // TR) rows per block (module docstring)."""
-        RPB = max(1, BLOCK // TR)
-        t = opus.thread_id_x()
-        lane = t % TR
-        row = opus.block_id_x() * RPB + t // TR
-        n = opus.select(row < rows, H, 0)        # rows past the batch: empty views
-        r64 = opus.i64(row)
-        gx = opus.make_gmem(x + r64 * sx, n)
-        gr = opus.make_gmem(res + r64 * sr, n)
-        go = opus.make_gmem(out + r64 * so, n)
+        """One row per TR threads, max(1, BLOCK // TR) rows per block (module docstring).
+        Grid: ceil(rows / rows per block)."""
+        lane = opus.thread_id_x() % TR
+        row = opus.block_id_x() * max(1, BLOCK // TR) + opus.thread_id_x() // TR
+        gx = _rows_of(x, sx, rows, H, TR)
+        gr = _rows_of(res, sr, rows, H, TR)
+        go = _rows_of(out, so, rows, H, TR)
         gw = opus.make_gmem(w, H)
-        TILE = TR * NV * V
         ssq, pm = None, None
         kept = []
         if CACHED:
             for c in range(NV):
-                off = (c * TR + lane) * V
-                h = _load_h(gx, gr, off, V, RESIDUAL, DT)
-                wv = gw.load(off, vec=V) if NORM else None
+                col = (c * TR + lane) * V
+                h = _load_h(gx, gr, col, V, RESIDUAL, DT)
+                wv = gw.load(col, vec=V) if NORM else None
                 kept.append((h, wv))
                 ssq, pm = _stats(h, wv, V, NORM, QUANT, ssq, pm)
-        else:
+        else:       # one row per block (row_shape): both passes loop over it
             ssq = opus.splat(0.0, V, opus.f32) if V > 1 else opus.f32(0.0)
             pm = opus.u32(0)
-            for base in opus.range(0, H, TILE):
+            for base in opus.range(0, H, TR * NV * V):
                 for c in range(NV):
-                    off = base + (c * TR + lane) * V
-                    h = _load_h(gx, gr, off, V, RESIDUAL, DT)
-                    ssq, pm = _stats(h, gw.load(off, vec=V) if NORM else None, V, NORM,
+                    col = base + (c * TR + lane) * V
+                    h = _load_h(gx, gr, col, V, RESIDUAL, DT)
+                    ssq, pm = _stats(h, gw.load(col, vec=V) if NORM else None, V, NORM,
                                      QUANT, ssq, pm)
         rrms, inv = 1.0, 1.0
+        parts = []
         if NORM:
-            total = None
-            for s in _lanes(ssq, V):
-                total = s if total is None else total + s
-            total = _row_reduce(total, "sum", TR, opus.f32)
-            rrms = opus.rsqrt(total / opus.f32(H) + eps)
+            parts.append((_sum_lanes(ssq, V), "sum", opus.f32))
         if QUANT:
-            amax = opus.bitcast(_row_reduce(pm, "max", TR, opus.u32), opus.f32)
+            parts.append((pm, "max", opus.u32))
+        reduced = _row_reduce(parts, TR)
+        if NORM:
+            rrms = opus.rsqrt(reduced[0] / opus.f32(H) + eps)
+        if QUANT:
+            amax = opus.bitcast(reduced[-1], opus.f32)
             if NORM:
                 amax = amax * rrms
             inv = opus.select(amax == 0.0, 0.0, QMAX / amax)
@@ -178,41 +220,43 @@ def _row_kernel(DT, OUT):
                 h, wv = kept[c]
                 _emit(go, h, wv, (c * TR + lane) * V, rrms, inv, V, VO, NORM, QUANT, OUT)
         else:
-            for base in opus.range(0, H, TILE):
+            for base in opus.range(0, H, TR * NV * V):
                 for c in range(NV):
-                    off = base + (c * TR + lane) * V
-                    h = gr.load(off, vec=V) if RESIDUAL else gx.load(off, vec=V)
-                    _emit(go, h, gw.load(off, vec=V) if NORM else None, off, rrms, inv, V, VO,
+                    col = base + (c * TR + lane) * V
+                    h = gr.load(col, V) if RESIDUAL else gx.load(col, V)
+                    _emit(go, h, gw.load(col, vec=V) if NORM else None, col, rrms, inv, V, VO,
                           NORM, QUANT, OUT)
     return rows_kernel
 
 
 def _group_kernel(DT, OUT):
-    @opus.kernel(block=BLOCK)
+    @opus.kernel
     def groups_kernel(x: opus.Ptr[DT], out: opus.Ptr[OUT], scales: opus.Ptr[opus.f32],
-                      rows: opus.i32, H: opus.i32, gpr: opus.i32, sx: opus.i64, so: opus.i64,
-                      V: opus.constexpr = 8, VO: opus.constexpr = 8,
+                      H: opus.i32, gpr: opus.i32, sx: opus.i32, so: opus.i32,
+                      GPB: opus.constexpr = 16, V: opus.constexpr = 8, VO: opus.constexpr = 8,
                       QMAX: opus.constexpr = 448.0):
-        """GROUP_LANES lanes per group of GROUP elements; gpr groups per row; scales
-        row-major [rows, gpr]."""
+        """GROUP_LANES lanes per group of GROUP elements, GPB groups of one row per block
+        (block GPB * GROUP_LANES threads); gpr groups per row, ceil(gpr / GPB) blocks per row;
+        scales row-major [rows, gpr]."""
         EPL = GROUP // GROUP_LANES
-        t = opus.block_id_x() * BLOCK + opus.thread_id_x()
-        gid = t // GROUP_LANES
-        lane = t % GROUP_LANES
-        row = gid // gpr
-        n = opus.select(row < rows, H, 0)
+        per_row = (gpr + GPB - 1) // GPB
+        row = opus.block_id_x() // per_row           # the same in the whole block
+        g = (opus.block_id_x() - row * per_row) * GPB + opus.thread_id_x() // GROUP_LANES
+        lane = opus.thread_id_x() % GROUP_LANES
         r64 = opus.i64(row)
-        gx = opus.make_gmem(x + r64 * sx, n)
-        go = opus.make_gmem(out + r64 * so, n)
-        base = (gid - row * gpr) * GROUP + lane * EPL
-        parts = [gx.load(base + j, vec=V) for j in range(0, EPL, V)]
+        gx = opus.make_gmem(x + r64 * sx, H)
+        go = opus.make_gmem(out + r64 * so, H)
+        col = g * GROUP + lane * EPL
+        parts = [gx.load(col + j, vec=V) for j in range(0, EPL, V)]
         v = opus.cast(parts[0] if len(parts) == 1 else opus.concat(*parts), opus.f32)
         amax = opus.bitcast(opus.warp_reduce(_abs_bits_max(v, EPL), "max", width=GROUP_LANES),
                             opus.f32)
         inv = opus.select(amax == 0.0, 0.0, QMAX / amax)
-        _store_pieces(go, opus.cast(v * inv, OUT, sat=True), base, EPL, VO)
+        q = opus.cast(v * inv, OUT, sat=True)
+        for j in range(0, EPL, VO):
+            go.store(q[j] if VO == 1 else q[j:j + VO], col + j, vec=VO)
         if lane == 0:
-            opus.make_gmem(scales, rows * gpr)[gid] = amax / QMAX
+            opus.make_gmem(scales + r64 * gpr, gpr)[g] = amax / QMAX
     return groups_kernel
 
 
@@ -414,7 +458,8 @@ def _target_name():
 
 def _launch_rows(x, weight, residual, out, scales, eps, norm, shape=None):
     """Launch the row kernel (arguments checked): rmsnorm (norm, out of x's type),
-    rmsnorm_quant (norm, fp8 out) or per_token_quant (fp8 out, weight unused)."""
+    rmsnorm_quant (norm, fp8 out) or per_token_quant (fp8 out, weight unused). ``shape``
+    (TR, NV, CACHED) replaces row_shape's choice (tests, the benchmark's sweep)."""
     rows, hidden = x.shape
     if rows == 0:
         return
@@ -423,26 +468,46 @@ def _launch_rows(x, weight, residual, out, scales, eps, norm, shape=None):
             scales[...] = 0
         return
     d, od = _opus_dtype(x), _opus_dtype(out)
-    quant = od.itemsize == 1
-    most = VEC_BYTES // d.itemsize
-    v = min(_vec(x, rows, most), _vec(weight, 1, most) if norm else most,
-            _vec(residual, rows, most) if residual is not None else most)
-    vo = min(v, _vec(out, rows, most))
-    key = ("rows", rows, hidden, d, od, v, vo, norm, residual is not None, shape,
-           _target_name())
+    res = residual if residual is not None else x
+    ins = (x, res) + ((weight,) if norm else ())
+    key = ("rows", rows, hidden, d, od, tuple(_vec(t, rows, 16) for t in ins + (out,)), norm,
+           residual is not None, shape, _target_name())
 
     def make():
+        most = VEC_BYTES // d.itemsize
+        v = min(_vec(t, rows, most) for t in ins)
         tr, nv, cached = shape or row_shape(hidden, v)
+        if tr < BLOCK and hidden % v:           # rows sharing a view: no straddling vectors
+            v = _pow2_dividing(hidden, v)
+            tr, nv, cached = shape or row_shape(hidden, v)
         rpb = max(1, BLOCK // tr)
-        kernel = ROW_KERNELS[(d, od)]
-        launch = kernel[-(-rows // rpb), tr * rpb]
-        qmax = float(opus.finfo(od).max) if quant else 448.0
-        return launch, dict(TR=tr, V=v, NV=nv, VO=vo, CACHED=cached, NORM=norm,
-                            RESIDUAL=residual is not None, QUANT=quant, QMAX=qmax)
+        qmax = float(opus.finfo(od).max) if od.itemsize == 1 else 448.0
+        return ROW_KERNELS[(d, od)][-(-rows // rpb), tr * rpb], dict(
+            TR=tr, V=v, NV=nv, VO=min(v, _vec(out, rows, most)), CACHED=cached, NORM=norm,
+            RESIDUAL=residual is not None, QUANT=od.itemsize == 1, QMAX=qmax)
     launch, cx = _plan(key, make)
-    res = residual if residual is not None else x
     launch(_span(x), _span(weight if norm else x), _span(res), _span(out),
-           scales if scales is not None else _dummy(x), rows, hidden, _strides(x)[0], _strides(res)[0], _strides(out)[0], eps, **cx)
+           scales if scales is not None else _dummy(x), rows, hidden, _row_stride(x),
+           _row_stride(res), _row_stride(out), eps, **cx)
+
+
+def _pow2_dividing(n, most):
+    v = most
+    while n % v:
+        v //= 2
+    return v
+
+
+def _row_stride(t):
+    """The elements between rows (0 for one row, where it is unused)."""
+    return _strides(t)[0] if t.shape[0] > 1 else 0
+
+
+def group_shape(groups_per_row):
+    """Groups of one row per block of the group kernel: 16, 8 or 4 (blocks of 256, 128 or 64
+    threads), the one that leaves the fewest idle groups in a row's last block (ties: the
+    larger)."""
+    return min((16, 8, 4), key=lambda g: -(-groups_per_row // g) * g - groups_per_row)
 
 
 def _launch_groups(x, out, scales):
@@ -450,16 +515,19 @@ def _launch_groups(x, out, scales):
     if rows == 0 or hidden == 0:
         return
     d, od = _opus_dtype(x), _opus_dtype(out)
-    v = _vec(x, rows, GROUP // GROUP_LANES)
-    vo = min(v, _vec(out, rows, GROUP // GROUP_LANES))
     gpr = -(-hidden // GROUP)
-    key = ("groups", rows, hidden, d, od, v, vo, _target_name())
+    key = ("groups", rows, hidden, d, od, _vec(x, rows, 16), _vec(out, rows, 16),
+           _target_name())
 
     def make():
-        launch = GROUP_KERNELS[(d, od)][-(-(rows * gpr * GROUP_LANES) // BLOCK), BLOCK]
-        return launch, dict(V=v, VO=vo, QMAX=float(opus.finfo(od).max))
+        most = GROUP // GROUP_LANES
+        v = _vec(x, rows, most)
+        gpb = group_shape(gpr)
+        launch = GROUP_KERNELS[(d, od)][rows * -(-gpr // gpb), gpb * GROUP_LANES]
+        return launch, dict(GPB=gpb, V=v, VO=min(v, _vec(out, rows, most)),
+                            QMAX=float(opus.finfo(od).max))
     launch, cx = _plan(key, make)
-    launch(_span(x), _span(out), scales, rows, hidden, gpr, _strides(x)[0], _strides(out)[0], **cx)
+    launch(_span(x), _span(out), scales, hidden, gpr, _row_stride(x), _row_stride(out), **cx)
 
 
 _DUMMIES = {}
