@@ -219,3 +219,63 @@ def test_fp8_rows_must_be_16_byte_aligned(sm90):
     a, b, sa, sb = _scaled_inputs(16, 16, 24, "tensor", "tensor")
     with pytest.raises(opus.ArgumentError, match="K = 24 is not a multiple of 16"):
         opus.ops.scaled_gemm(a, b, sa, sb)
+
+
+# -- fused epilogues ------------------------------------------------------------------------------
+
+def _np_act(name, x):
+    if name == "relu":
+        return np.where(x < 0, 0.0, x)
+    if name == "gelu_tanh":
+        return 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x ** 3)))
+    return x / (1 + np.exp(-x))
+
+
+@pytest.mark.parametrize("act", ["relu", "gelu_tanh", "silu"])
+def test_bias_activation_residual(sm90, act):
+    """out = act(a @ b + bias) + residual, in float64 for the reference, against the kernel's
+    one rounding to bf16."""
+    a, b = _inputs(130, 200, 72, BF16, False, seed=5)
+    rng = np.random.default_rng(6)
+    bias = rng.standard_normal(200).astype(BF16)
+    res = rng.standard_normal((130, 200)).astype(BF16)
+    c = opus.ops.gemm(a, b, bias=bias, activation=getattr(opus.ops, act), residual=res)
+    ref = _np_act(act, a.astype(np.float64) @ b.astype(np.float64) + bias.astype(np.float64))
+    ref = ref + res.astype(np.float64)
+    tol = 2.0 ** -8 * np.abs(ref) + 1e-4 * np.abs(ref).max()
+    assert (np.abs(c.astype(np.float64) - ref) <= tol).all()
+
+
+def test_a_users_activation_and_fp8_with_bias(sm90):
+    a, b, sa, sb = _scaled_inputs(70, 80, 64, "row", "column")
+    bias = np.linspace(-1, 1, 80).astype(BF16)
+    c = opus.ops.scaled_gemm(a, b, sa, sb, bias=bias, activation=lambda x: x * x)
+    ref = ((a.astype(np.float64) @ b.astype(np.float64)) * sa[:, None] * sb[None, :]
+           + bias.astype(np.float64)) ** 2
+    assert (np.abs(c.astype(np.float64) - ref) <= 2.0 ** -8 * ref + 1e-4 * ref.max()).all()
+
+
+def test_bad_epilogue_operands(sm90):
+    a, b = _inputs(16, 16, 16, BF16, False)
+    with pytest.raises(opus.ArgumentError, match="bias must be 16 of bf16"):
+        opus.ops.gemm(a, b, bias=np.zeros(8, BF16))
+    with pytest.raises(opus.ArgumentError, match="residual must be 16 x 16 of bf16"):
+        opus.ops.gemm(a, b, residual=np.zeros((16, 16), np.float32))
+    with pytest.raises(opus.ArgumentError, match="activation must be a function"):
+        opus.ops.gemm(a, b, activation="relu")
+    with opus.set_target("gfx942", interpret=True):
+        with pytest.raises(opus.ArgumentError, match="bias= is an sm_90a option"):
+            opus.ops.gemm(a, b, bias=np.zeros(16, BF16))
+
+
+@pytest.mark.gpu
+def test_gpu_fused_epilogue():
+    torch = _torch_sm90()
+    a = torch.randn(1000, 520, device="cuda").bfloat16()
+    b = torch.randn(520, 776, device="cuda").bfloat16()
+    bias = torch.randn(776, device="cuda").bfloat16()
+    res = torch.randn(1000, 776, device="cuda").bfloat16()
+    c = opus.ops.gemm(a, b, bias=bias, activation=opus.ops.gelu_tanh, residual=res)
+    ref = torch.nn.functional.gelu(a.double() @ b.double() + bias.double(), approximate="tanh")
+    ref = ref + res.double()
+    assert ((c.double() - ref).abs() <= 2 ** -8 * ref.abs() + 1e-3 * ref.abs().max()).all()

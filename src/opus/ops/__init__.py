@@ -1,16 +1,17 @@
 """The kernel library: torch-facing operations written with opus's public language (each module
 says its design; docs/ops.md lists them). Import it as ``opus.ops``."""
 from . import gemm_hopper
-from .gemm_hopper import scaled_gemm
+from .gemm_hopper import scaled_gemm, relu, gelu_tanh, silu
 from .norm_quant import rmsnorm, rmsnorm_quant, per_token_quant, per_group_quant
 from .rowsoftmax import softmax
 from .rowtopk import topk
 
-__all__ = ["gemm", "scaled_gemm", "rmsnorm", "rmsnorm_quant", "per_token_quant",
+__all__ = ["gemm", "scaled_gemm", "relu", "gelu_tanh", "silu", "rmsnorm", "rmsnorm_quant", "per_token_quant",
            "per_group_quant", "softmax", "topk"]
 
 
-def gemm(a, b, out=None, *, blocks=None, block_n=None, stages=None, block_m=None):
+def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=None,
+         block_n=None, stages=None, block_m=None):
     """``a @ b`` for bf16/f16 matrices with the current target's kernel: NVIDIA sm_90a
     (ops/gemm_hopper.py: TMA, warp-specialized wgmma) or AMD gfx942/gfx950 (ops/gemm_amd.py:
     tiled MFMA). Torch tensors run on the GPU, numpy arrays in the interpreter.
@@ -18,6 +19,11 @@ def gemm(a, b, out=None, *, blocks=None, block_n=None, stages=None, block_m=None
     :param a: M x K, bf16 or f16, row-major
     :param b: K x N of a's dtype: row-major, or the transpose of a row-major N x K tensor
     :param out: M x N of a's dtype, row-major (made when None)
+    :param bias: sm_90a: N values of the output's type added to every row
+    :param activation: sm_90a: a Python function of one f32 value (``opus.ops.relu``,
+        ``gelu_tanh``, ``silu`` or your own, written with opus operations), applied after the
+        bias in the kernel
+    :param residual: sm_90a: M x N of the output's type added last
     :param blocks: sm_90a: persistent blocks to launch
     :param block_n: the block tile's width (each kernel lists its choices)
     :param stages: sm_90a: shared-memory stages in flight
@@ -27,12 +33,14 @@ def gemm(a, b, out=None, *, blocks=None, block_n=None, stages=None, block_m=None
     """
     from ..frontend.targeting import current_target
     if current_target().target.vendor == "amd":
-        for name, value in (("blocks", blocks), ("stages", stages)):
+        for name, value in (("blocks", blocks), ("stages", stages), ("bias", bias),
+                            ("activation", activation), ("residual", residual)):
             if value is not None:
-                gemm_hopper._err(f"{name}= is an sm_90a option; the AMD kernel takes block_m "
-                                 f"and block_n")
+                gemm_hopper._err(f"{name}= is an sm_90a option (the AMD kernel has no fused "
+                                 f"epilogue yet); the AMD kernel takes block_m and block_n")
         from .gemm_amd import gemm as gemm_amd
         return gemm_amd(a, b, out, block_m=block_m, block_n=block_n)
     if block_m is not None:
         gemm_hopper._err("block_m= is an AMD option; the sm_90a kernel's tile is 128 rows")
-    return gemm_hopper.gemm(a, b, out, blocks=blocks, block_n=block_n, stages=stages)
+    return gemm_hopper.gemm(a, b, out, bias=bias, activation=activation, residual=residual,
+                            blocks=blocks, block_n=block_n, stages=stages)

@@ -19,13 +19,12 @@ NVIDIA sm_90a: a persistent, warp-specialized kernel.
 TMA needs each row of A, B and C to start 16-byte aligned (K and N multiples of 8 for 2-byte
 types); other shapes are refused with that reason.
 """
-from __future__ import annotations
 
 import opus
 from opus import dtypes as dt
 from opus.errors import ArgumentError
 
-__all__ = ["gemm", "scaled_gemm", "gemm_kernel"]
+__all__ = ["gemm", "scaled_gemm", "gemm_kernel", "gemm_kernel_for", "relu", "gelu_tanh", "silu"]
 
 BM = 128
 _THREADS = 384
@@ -42,131 +41,170 @@ def _tile_coords(tile, m_tiles, n_tiles, group):
     return first + r % rows, r // rows
 
 
-@opus.kernel(block=_THREADS)
-def gemm_kernel(a: opus.TensorMap, b: opus.TensorMap, c: opus.TensorMap, M: opus.i32,
-                N: opus.i32, K: opus.i32, scale_a: opus.Ptr[opus.f32],
-                scale_b: opus.Ptr[opus.f32], DT: opus.constexpr = dt.bf16,
-                OUT: opus.constexpr = dt.bf16, BN: opus.constexpr = 256,
-                STAGES: opus.constexpr = 3, GROUP: opus.constexpr = 8,
-                B_KMAJOR: opus.constexpr = False, SCALES: opus.constexpr = (0, 0),
-                PROMOTE: opus.constexpr = False):
-    """C (M x N) = A (M x K) @ B: B is K x N row-major, or with B_KMAJOR the N x K row-major
-    tensor whose transpose is B (fp8 inputs: B_KMAJOR only, as wgmma reads them). SCALES
-    (a, b): 0 none, 1 one f32 (scale_a[0] / scale_b[0]), 2 one per row of C (scale_a[m]) / per
-    column (scale_b[n]); C = (A @ B) * scales, rounded once to OUT. PROMOTE: each stage's
-    wgmmas accumulate into a fresh register tile that is added to the f32 sum in the CUDA cores
-    (fp8 wgmma keeps fewer accumulator bits than f32 on the H100; this bounds the error as
-    cuBLAS does unless asked for fast accumulation). Persistent: launch one block per SM (or
-    fewer)."""
-    isz = DT.itemsize
-    BKE = 128 // isz                      # K elements per 128-byte (swizzle-wide) row
-    KW = 32 // isz                        # K of one wgmma (16 for 2-byte types, 32 for fp8)
-    NB = BN // 64
-    sw = opus.swizzle_bytes(128, DT)
-    a.declare(DT, (BM, BKE), swizzle=128)
-    if B_KMAJOR:
-        b.declare(DT, (BN, BKE), swizzle=128)
-    else:
-        b.declare(DT, (BKE, 64), swizzle=128)
-    c.declare(OUT, (16, 64), swizzle=128)
-    a_elems, b_elems = BM * BKE, BKE * BN
-    sa = opus.dynamic_smem(DT, 0, align=1024)
-    sb = opus.dynamic_smem(DT, STAGES * a_elems * isz, align=1024)
-    sc = opus.dynamic_smem(OUT, STAGES * (a_elems + b_elems) * isz, align=1024)
-    full = opus.alloc_mbarriers(STAGES)
-    empty = opus.alloc_mbarriers(STAGES)
-    t = opus.thread_id_x()
-    if t == 0:
-        for s in range(STAGES):
-            full[s].init(1)
-            empty[s].init(2)        # one arrival per consumer warpgroup
-        opus.fence_mbarrier_init()
-    opus.sync_threads()
-    k_tiles = (K + BKE - 1) // BKE
-    m_tiles = (M + BM - 1) // BM
-    n_tiles = (N + BN - 1) // BN
-    num_tiles = m_tiles * n_tiles
-    wg = t // 128
-    if wg == 0:                                             # the producer
-        opus.setmaxnreg_dec(40)
+def _make_kernel(out_dtype):
+    """The GEMM kernel writing ``out_dtype`` (the bias and residual pointers have that type)."""
+
+    @opus.kernel(block=_THREADS)
+    def gemm_kernel(a: opus.TensorMap, b: opus.TensorMap, c: opus.TensorMap, M: opus.i32,
+                    N: opus.i32, K: opus.i32, scale_a: opus.Ptr[opus.f32],
+                    scale_b: opus.Ptr[opus.f32], bias: opus.Ptr[out_dtype],
+                    residual: opus.Ptr[out_dtype], DT: opus.constexpr = dt.bf16,
+                    OUT: opus.constexpr = out_dtype, BN: opus.constexpr = 256,
+                    STAGES: opus.constexpr = 3, GROUP: opus.constexpr = 8,
+                    B_KMAJOR: opus.constexpr = False, SCALES: opus.constexpr = (0, 0),
+                    PROMOTE: opus.constexpr = False, EPILOGUE: opus.constexpr = (False, None, False)):
+        """C (M x N) = A (M x K) @ B: B is K x N row-major, or with B_KMAJOR the N x K row-major
+        tensor whose transpose is B (fp8 inputs: B_KMAJOR only, as wgmma reads them). SCALES
+        (a, b): 0 none, 1 one f32 (scale_a[0] / scale_b[0]), 2 one per row of C (scale_a[m]) / per
+        column (scale_b[n]); C = (A @ B) * scales, rounded once to OUT. PROMOTE: each stage's
+        wgmmas accumulate into a fresh register tile that is added to the f32 sum in the CUDA cores
+        (fp8 wgmma keeps fewer accumulator bits than f32 on the H100; this bounds the error as
+        cuBLAS does unless asked for fast accumulation). EPILOGUE (bias, activation, residual):
+        C = activation(C + bias[n]) + residual[m, n] in f32 before the one rounding (activation: a
+        Python function of one f32 value, traced here; None for none). Persistent: launch one
+        block per SM (or fewer)."""
+        isz = DT.itemsize
+        BKE = 128 // isz                      # K elements per 128-byte (swizzle-wide) row
+        KW = 32 // isz                        # K of one wgmma (16 for 2-byte types, 32 for fp8)
+        NB = BN // 64
+        sw = opus.swizzle_bytes(128, DT)
+        a.declare(DT, (BM, BKE), swizzle=128)
+        if B_KMAJOR:
+            b.declare(DT, (BN, BKE), swizzle=128)
+        else:
+            b.declare(DT, (BKE, 64), swizzle=128)
+        c.declare(OUT, (16, 64), swizzle=128)
+        a_elems, b_elems = BM * BKE, BKE * BN
+        sa = opus.dynamic_smem(DT, 0, align=1024)
+        sb = opus.dynamic_smem(DT, STAGES * a_elems * isz, align=1024)
+        sc = opus.dynamic_smem(OUT, STAGES * (a_elems + b_elems) * isz, align=1024)
+        full = opus.alloc_mbarriers(STAGES)
+        empty = opus.alloc_mbarriers(STAGES)
+        t = opus.thread_id_x()
         if t == 0:
+            for s in range(STAGES):
+                full[s].init(1)
+                empty[s].init(2)        # one arrival per consumer warpgroup
+            opus.fence_mbarrier_init()
+        opus.sync_threads()
+        k_tiles = (K + BKE - 1) // BKE
+        m_tiles = (M + BM - 1) // BM
+        n_tiles = (N + BN - 1) // BN
+        num_tiles = m_tiles * n_tiles
+        wg = t // 128
+        if wg == 0:                                             # the producer
+            opus.setmaxnreg_dec(40)
+            if t == 0:
+                it = 0
+                for tile in opus.range(opus.block_id_x(), num_tiles, opus.num_blocks_x()):
+                    mt, nt = _tile_coords(tile, m_tiles, n_tiles, GROUP)
+                    for k in opus.range(k_tiles):
+                        s = it % STAGES
+                        empty[s].wait(((it // STAGES) & 1) ^ 1)
+                        full[s].arrive_expect_tx((a_elems + b_elems) * isz)
+                        opus.tma_load(a, sa + s * a_elems, (mt * BM, k * BKE), full[s])
+                        if B_KMAJOR:
+                            opus.tma_load(b, sb + s * b_elems, (nt * BN, k * BKE), full[s])
+                        else:
+                            for j in range(NB):
+                                opus.tma_load(b, sb + (s * b_elems + j * (BKE * 64)),
+                                              (k * BKE, nt * BN + 64 * j), full[s])
+                        it += 1
+        else:                                                   # the consumers
+            opus.setmaxnreg_inc(232)
+            mma = opus.make_wgmma(DT, DT, opus.f32, (64, BN, KW))
+            la = opus.make_layout((BM, BKE), swizzle=sw)
+            if B_KMAJOR:
+                lb = opus.make_layout((BN, BKE), swizzle=sw)
+            else:   # (n, k) over NB panels of 64 columns, each BKE rows of 64
+                lb = opus.make_layout(((NB, 64), BKE), stride=((BKE * 64, 1), 64), swizzle=sw)
+            # the epilogue: each warp's 16 rows as NB swizzled 64-column panels of its warpgroup's
+            # 64 x BN staging tile (panel j at j * 4096), stored by TMA boxes of 16 x 64
+            panel = opus.make_wgmma(dt.bf16, dt.bf16, opus.f32, (64, 64, 16))  # layouts only
+            lc = panel.layout_c((64, 1)).swizzled(opus.swizzle_bytes(128, OUT))
+            w, lane = opus.warp_id() % 4, opus.lane_id()
+            stage_c = sc + (wg - 1) * (64 * BN)
             it = 0
             for tile in opus.range(opus.block_id_x(), num_tiles, opus.num_blocks_x()):
                 mt, nt = _tile_coords(tile, m_tiles, n_tiles, GROUP)
+                if PROMOTE:
+                    d = opus.zeros(mma.elem_c, opus.f32)
+                else:
+                    acc = opus.wgmma_fence(mma.zeros_c())
                 for k in opus.range(k_tiles):
                     s = it % STAGES
-                    empty[s].wait(((it // STAGES) & 1) ^ 1)
-                    full[s].arrive_expect_tx((a_elems + b_elems) * isz)
-                    opus.tma_load(a, sa + s * a_elems, (mt * BM, k * BKE), full[s])
-                    if B_KMAJOR:
-                        opus.tma_load(b, sb + s * b_elems, (nt * BN, k * BKE), full[s])
+                    full[s].wait((it // STAGES) & 1)
+                    part = opus.wgmma_fence(mma.zeros_c() if PROMOTE else acc)
+                    for kk in range(BKE // KW):
+                        part = mma(mma.smem_a(sa + (s * a_elems + (wg - 1) * (64 * BKE)), la,
+                                              origin=(0, KW * kk)),
+                                   mma.smem_b(sb + s * b_elems, lb, origin=(0, KW * kk)), part,
+                                   scale_d=kk > 0 if PROMOTE else True)
+                    opus.wgmma_commit()
+                    if PROMOTE:                                 # this stage's sums into f32
+                        d = d + opus.wgmma_wait(0, part)
+                        if t % 128 == 0:
+                            empty[s].arrive()
                     else:
-                        for j in range(NB):
-                            opus.tma_load(b, sb + (s * b_elems + j * (BKE * 64)),
-                                          (k * BKE, nt * BN + 64 * j), full[s])
+                        acc = part
+                        opus.wgmma_wait(1)                      # the previous stage's wgmmas done
+                        if k > 0 and t % 128 == 0:
+                            empty[(it - 1) % STAGES].arrive()
                     it += 1
-    else:                                                   # the consumers
-        opus.setmaxnreg_inc(232)
-        mma = opus.make_wgmma(DT, DT, opus.f32, (64, BN, KW))
-        la = opus.make_layout((BM, BKE), swizzle=sw)
-        if B_KMAJOR:
-            lb = opus.make_layout((BN, BKE), swizzle=sw)
-        else:   # (n, k) over NB panels of 64 columns, each BKE rows of 64
-            lb = opus.make_layout(((NB, 64), BKE), stride=((BKE * 64, 1), 64), swizzle=sw)
-        # the epilogue: each warp's 16 rows as NB swizzled 64-column panels of its warpgroup's
-        # 64 x BN staging tile (panel j at j * 4096), stored by TMA boxes of 16 x 64
-        lc = opus.make_wgmma(dt.bf16, dt.bf16, opus.f32, (64, 64, 16)).layout_c((64, 1))
-        lc = lc.swizzled(opus.swizzle_bytes(128, OUT))
-        w, lane = opus.warp_id() % 4, opus.lane_id()
-        stage_c = sc + (wg - 1) * (64 * BN)
-        it = 0
-        for tile in opus.range(opus.block_id_x(), num_tiles, opus.num_blocks_x()):
-            mt, nt = _tile_coords(tile, m_tiles, n_tiles, GROUP)
-            if PROMOTE:
-                d = opus.zeros(mma.elem_c, opus.f32)
-            else:
-                acc = opus.wgmma_fence(mma.zeros_c())
-            for k in opus.range(k_tiles):
-                s = it % STAGES
-                full[s].wait((it // STAGES) & 1)
-                part = opus.wgmma_fence(mma.zeros_c() if PROMOTE else acc)
-                for kk in range(BKE // KW):
-                    part = mma(mma.smem_a(sa + (s * a_elems + (wg - 1) * (64 * BKE)), la,
-                                          origin=(0, KW * kk)),
-                               mma.smem_b(sb + s * b_elems, lb, origin=(0, KW * kk)), part,
-                               scale_d=kk > 0 if PROMOTE else True)
-                opus.wgmma_commit()
-                if PROMOTE:                                 # this stage's sums into f32
-                    d = d + opus.wgmma_wait(0, part)
+                if not PROMOTE:
+                    d = opus.wgmma_wait(0, acc)
                     if t % 128 == 0:
-                        empty[s].arrive()
-                else:
-                    acc = part
-                    opus.wgmma_wait(1)                      # the previous stage's wgmmas done
-                    if k > 0 and t % 128 == 0:
                         empty[(it - 1) % STAGES].arrive()
-                it += 1
-            if not PROMOTE:
-                d = opus.wgmma_wait(0, acc)
-                if t % 128 == 0:
-                    empty[(it - 1) % STAGES].arrive()
-            row0 = mt * BM + 64 * (wg - 1)
-            d = _scaled(d, SCALES, scale_a, scale_b, mma, row0, nt * BN, M, N)
-            d = opus.cast(d, OUT)
+                row0 = mt * BM + 64 * (wg - 1)
+                if lane == 0:
+                    opus.tma_wait(0, read=True)                 # the last tile's panels were read
+                opus.sync_warp()
+                for j in range(NB):     # a 64-column panel at a time: fewer registers live
+                    col = nt * BN + 64 * j
+                    dj = _scaled(d[32 * j:32 * j + 32], SCALES, scale_a, scale_b, panel, row0,
+                                 col, M, N)
+                    dj = _epilogue(dj, EPILOGUE, bias, residual, panel, row0, col, M, N)
+                    stage_c.store(opus.cast(dj, OUT), lc + j * 4096, vec=2)
+                opus.fence_proxy_async()
+                opus.sync_warp()
+                if lane == 0:
+                    for j in range(NB):
+                        opus.tma_store(c, stage_c + (j * 4096 + w * 1024),
+                                       (row0 + 16 * w, nt * BN + 64 * j))
+                    opus.tma_commit()
             if lane == 0:
-                opus.tma_wait(0, read=True)                 # the last tile's panels were read
-            opus.sync_warp()
-            for j in range(NB):
-                stage_c.store(d[32 * j:32 * j + 32], lc + j * 4096, vec=2)
-            opus.fence_proxy_async()
-            opus.sync_warp()
-            if lane == 0:
-                for j in range(NB):
-                    opus.tma_store(c, stage_c + (j * 4096 + w * 1024),
-                                   (row0 + 16 * w, nt * BN + 64 * j))
-                opus.tma_commit()
-        if lane == 0:
-            opus.tma_wait(0)
+                opus.tma_wait(0)
+    return gemm_kernel
+
+
+_KERNELS = {}
+
+
+def gemm_kernel_for(out_dtype):
+    """The GEMM kernel whose output (and bias, residual) type is ``out_dtype``."""
+    k = _KERNELS.get(out_dtype.name)
+    if k is None:
+        k = _KERNELS[out_dtype.name] = _make_kernel(out_dtype)
+    return k
+
+
+gemm_kernel = gemm_kernel_for(dt.bf16)
+
+
+def _epilogue(d, epilogue, bias, residual, mma, row0, col0, M, N):
+    """d + bias, the activation, + residual (EPILOGUE of the kernel), in f32: bias gathered per
+    column and the residual per element through the accumulator's layout, from bounded views
+    (outside the tensor: zeros, in elements the TMA store drops)."""
+    has_bias, act, has_res = epilogue
+    if has_bias:
+        d = d + opus.cast(opus.make_gmem(bias, N).load(mma.layout_c((0, 1)) + col0, vec=2),
+                          opus.f32)
+    if act is not None:
+        d = opus.make_vector(*[act(d[i]) for i in range(mma.elem_c)])
+    if has_res:
+        g = opus.make_gmem(residual, M * N)
+        d = d + opus.cast(g.load(mma.layout_c((N, 1)) + (row0 * N + col0), vec=2), opus.f32)
+    return d
 
 
 def _scaled(d, scales, scale_a, scale_b, mma, row0, col0, M, N):
@@ -228,7 +266,8 @@ def _b_major(b, k, n):
          f"row-major N x K tensor); its strides are {s}")
 
 
-def gemm(a, b, out=None, *, blocks=None, block_n=None, stages=None):
+def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=None,
+         block_n=None, stages=None):
     """``a @ b`` on the GPU (torch tensors, on the current stream; usable inside CUDA graphs) or
     in the interpreter (numpy arrays, with ``opus.set_target(..., interpret=True)``).
 
@@ -236,6 +275,11 @@ def gemm(a, b, out=None, *, blocks=None, block_n=None, stages=None):
     :param b: K x N of a's dtype: row-major, or the transpose of a row-major N x K tensor
         (``w.t()``)
     :param out: M x N of a's dtype, row-major (made when None)
+    :param bias: N values of the output's type, added to every row
+    :param activation: applied after the bias, before the residual: a Python function of one
+        f32 value written with opus operations (``opus.ops.relu``, ``gelu_tanh``, ``silu``, or
+        your own), traced into the kernel (one compiled kernel per function)
+    :param residual: M x N of the output's type, row-major, added last
     :param blocks: persistent blocks to launch (default: one per SM on the GPU, 4 in the
         interpreter)
     :param block_n: the block tile's width, 64, 128 or 256 (default: 256 where that gives
@@ -244,11 +288,13 @@ def gemm(a, b, out=None, *, blocks=None, block_n=None, stages=None):
     :returns: out
     :targets: sm_90a
     """
-    return _run(a, b, out, None, None, None, blocks, block_n, stages)
+    return _run(a, b, out, None, None, None, blocks, block_n, stages,
+                epilogue=(bias, activation, residual))
 
 
 def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=False,
-                blocks=None, block_n=None, stages=None):
+                bias=None, activation=None, residual=None, blocks=None, block_n=None,
+                stages=None):
     """``(a @ b) * scale_a * scale_b`` for fp8 (e4m3 or e5m2, any pairing of one type) ``a``
     and ``b`` (as ``torch._scaled_mm``): f32 accumulation, scaled once in f32, rounded to
     ``out_dtype``. fp8 wgmma reads both operands K-major: ``b`` must be the transpose of a
@@ -264,17 +310,22 @@ def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=
         fp8 wgmma keeps fewer bits than f32, so the error grows with K, as with
         ``torch._scaled_mm(..., use_fast_accum=True)``); by default each 128-deep stage's
         partial sums are added in f32 (tiles 128 wide, for the registers that takes)
+    :param bias: N values of out_dtype added after the scales; ``activation``, ``residual``:
+        as in ``opus.ops.gemm``
     :returns: out
     :targets: sm_90a
     """
     return _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages,
-                promote=not fast_accum)
+                promote=not fast_accum, epilogue=(bias, activation, residual))
 
 
-def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promote=False):
+def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promote=False,
+         epilogue=(None, None, None)):
+    bias, act, res = epilogue
     key = (_key(a), _key(b), None if out is None else _key(out),
            None if scale_a is None else _key(scale_a), None if scale_b is None else _key(scale_b),
-           str(out_dtype), blocks, block_n, stages, promote)
+           str(out_dtype), blocks, block_n, stages, promote,
+           None if bias is None else _key(bias), act, None if res is None else _key(res))
     plan = _PLANS.get(key)
     if plan is None:
         from ..frontend.targeting import current_target
@@ -284,7 +335,7 @@ def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promot
             out = _new_out(a, b, _out_dtype(a, out_dtype, scaled))
             key = key[:2] + (_key(out),) + key[3:]
         plan = _plan(a, b, out, sel, blocks, block_n, stages, scaled, scale_a, scale_b,
-                     out_dtype, promote)
+                     out_dtype, promote, epilogue)
         if len(_PLANS) >= 256:
             _PLANS.clear()
         _PLANS[key] = plan
@@ -381,7 +432,7 @@ def _choose(m, n, sms, block_n, stages, isz):
 
 
 def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, scale_b=None,
-          out_dtype=None, promote=False):
+          out_dtype=None, promote=False, epilogue=(None, None, None)):
     if sel.target.name != "sm_90a":
         _err(f"the GEMM kernel needs sm_90a (wgmma and TMA); the current target is "
              f"{sel.target.name}")
@@ -411,6 +462,11 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
                  f"start 16-byte aligned")
     mode_a, sa = _scale_mode(scale_a, "scale_a", "row of a", m, torch, a)
     mode_b, sb = _scale_mode(scale_b, "scale_b", "column of b", n, torch, a)
+    bias, act, res = epilogue
+    _check_operand(bias, "bias", (n,), od, torch)
+    _check_operand(res, "residual", (m, n), od, torch)
+    if act is not None and not callable(act):
+        _err(f"activation must be a function of one value (e.g. opus.ops.relu), got {act!r}")
     if m == 0 or n == 0 or k == 0:
         return None
     kmajor = _b_major(b, k, n)
@@ -433,26 +489,67 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     if od.itemsize != 2:
         _err(f"out_dtype {od.name}: the epilogue stores 2-byte elements (bf16, f16)")
     tc = opus.TensorMap(out, (16, 64), swizzle=128)
-    ones = _ones(torch, a)
+    ones = _ones(torch, a, dt.f32)
+    dummy = _ones(torch, a, od)
     smem = st * (BM + bn) * 128 + 2 * 64 * bn * od.itemsize
     tiles = -(-m // BM) * -(-n // bn)
-    launch = gemm_kernel[max(1, min(blocks, tiles)), _THREADS]
-    return launch, (ta, tb, tc, m, n, k, ones if sa is None else sa, ones if sb is None else sb), \
-        dict(DT=d, OUT=od, BN=bn, STAGES=st, B_KMAJOR=kmajor, SCALES=(mode_a, mode_b),
-             PROMOTE=promote, smem=smem)
+    launch = gemm_kernel_for(od)[max(1, min(blocks, tiles)), _THREADS]
+    args = (ta, tb, tc, m, n, k, ones if sa is None else sa, ones if sb is None else sb,
+            dummy if bias is None else bias, dummy if res is None else res)
+    return launch, args, dict(DT=d, OUT=od, BN=bn, STAGES=st, B_KMAJOR=kmajor,
+                              SCALES=(mode_a, mode_b), PROMOTE=promote,
+                              EPILOGUE=(bias is not None, act, res is not None), smem=smem)
+
+
+def _check_operand(x, name, shape, od, torch):
+    """An epilogue operand: ``shape``, of the output's type, row-major and contiguous."""
+    if x is None:
+        return
+    if tuple(x.shape) != shape or _dtype_name(x) != od.name:
+        _err(f"{name} must be {' x '.join(map(str, shape))} of {od.name} (the output's type), "
+             f"got shape {tuple(x.shape)} and {_dtype_name(x)}")
+    contiguous = x.is_contiguous() if torch is not None else x.flags.c_contiguous
+    if not contiguous:
+        _err(f"{name} must be contiguous (row-major)")
+    if torch is not None and not x.is_cuda:
+        _err(f"{name} must be on the GPU with a and b")
 
 
 _ONES = {}
 
 
-def _ones(torch, a):
-    """A one-element f32 array of 1.0 on a's device (the scale pointers of an unscaled GEMM)."""
-    dev = str(a.device) if torch is not None else "host"
+def _ones(torch, a, d):
+    """A one-element array of 1 of type ``d`` on a's device (the pointers of operands a call
+    does not use: scales of an unscaled GEMM, an absent bias or residual)."""
+    dev = (str(a.device) if torch is not None else "host", d.name)
     x = _ONES.get(dev)
     if x is None:
-        x = _ONES[dev] = (torch.ones(1, dtype=torch.float32, device=a.device) if torch is not None
-                          else _np().ones(1, _np().float32))
+        if torch is not None:
+            from ..runtime import tensor_args as ta
+            if not ta._TORCH_OF_OPUS:
+                ta.init_torch()
+            x = torch.ones(1, dtype=ta._TORCH_OF_OPUS[d], device=a.device)
+        else:
+            x = _np().ones(1, d.np_dtype)
+        _ONES[dev] = x
     return x
+
+
+# -- activations for the epilogue (functions of one f32 value, written with opus operations) ------
+
+def relu(x):
+    """max(x, 0), NaN kept (as torch.relu)."""
+    return opus.select(x < 0.0, 0.0, x)
+
+
+def gelu_tanh(x):
+    """GELU with the tanh approximation (torch.nn.functional.gelu(x, approximate="tanh"))."""
+    return 0.5 * x * (1.0 + opus.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+
+
+def silu(x):
+    """x * sigmoid(x) (torch.nn.functional.silu)."""
+    return x / (1.0 + opus.exp(-x))
 
 
 def _torch_of(x):
