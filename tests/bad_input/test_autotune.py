@@ -181,52 +181,28 @@ def test_quiet_flag_with_a_bad_value(monkeypatch, cache_root):
 ])
 def test_bad_hints_at_definition(hints, needles):
     with raises(OpusError, *needles):
-        @opus.kernel(**hints)
-        def k(x: opus.Ptr[opus.f32]):
-            x[0] = 1.0
+        hinted(**hints)
 
 
-@opus.kernel(block=256, maxnreg=300)
-def too_many_registers(x: opus.Ptr[opus.f32]):  # ERR: nreg300
-    x[0] = 1.0
+def hinted(**hints):
+    @opus.kernel(**hints)
+    def k(x: opus.Ptr[opus.f32]):  # ERR: def
+        x[0] = 1.0
+    return k
 
 
-@opus.kernel(block=256, maxnreg=8)
-def too_few_registers(x: opus.Ptr[opus.f32]):  # ERR: nreg8
-    x[0] = 1.0
-
-
-@opus.kernel(block=256, min_blocks=9)
-def too_many_blocks_nv(x: opus.Ptr[opus.f32]):  # ERR: blocks9
-    x[0] = 1.0
-
-
-@opus.kernel(block=64, min_blocks=33)
-def too_many_small_blocks(x: opus.Ptr[opus.f32]):  # ERR: blocks33
-    x[0] = 1.0
-
-
-@opus.kernel(block=1024, min_blocks=3)
-def too_many_waves_amd(x: opus.Ptr[opus.f32]):  # ERR: waves
-    x[0] = 1.0
-
-
-@opus.kernel(maxnreg=600)
-def too_many_vgprs(x: opus.Ptr[opus.f32]):  # ERR: vgpr600
-    x[0] = 1.0
-
-
-@pytest.mark.parametrize("k,target,tag,needles", [
-    (too_many_registers, "sm_90a", "nreg300", ("maxnreg=300", "sm_90a", "24..255")),
-    (too_few_registers, "sm_90a", "nreg8", ("maxnreg=8", "24..255")),
-    (too_few_registers, "gfx942", "nreg8", ("maxnreg=8", "gfx942", "16..512")),
-    (too_many_blocks_nv, "sm_90a", "blocks9", ("min_blocks=9", "2048 threads")),
-    (too_many_blocks_nv, "sm_86", "blocks9", ("min_blocks=9", "1536 threads")),
-    (too_many_small_blocks, "sm_90a", "blocks33", ("min_blocks=33", "at most 32 blocks")),
-    (too_many_waves_amd, "gfx950", "waves", ("min_blocks=3", "48 waves per CU",
-                                             "at most 8 per SIMD")),
-    (too_many_vgprs, "gfx942", "vgpr600", ("maxnreg=600", "16..512")),
+@pytest.mark.parametrize("hints,target,needles", [
+    ({"block": 256, "maxnreg": 300}, "sm_90a", ("maxnreg=300", "sm_90a", "24..255")),
+    ({"block": 256, "maxnreg": 8}, "sm_90a", ("maxnreg=8", "24..255")),
+    ({"block": 256, "maxnreg": 8}, "gfx942", ("maxnreg=8", "gfx942", "16..512")),
+    ({"block": 256, "min_blocks": 9}, "sm_90a", ("min_blocks=9", "2048 threads")),
+    ({"block": 256, "min_blocks": 9}, "sm_86", ("min_blocks=9", "1536 threads")),
+    ({"block": 64, "min_blocks": 33}, "sm_90a", ("min_blocks=33", "at most 32 blocks")),
+    ({"block": 1024, "min_blocks": 3}, "gfx950", ("min_blocks=3", "48 waves per CU",
+                                                  "at most 8 per SIMD")),
+    ({"maxnreg": 600}, "gfx942", ("maxnreg=600", "16..512")),
 ])
-def test_hints_a_chip_cannot_meet(k, target, tag, needles, cache_root):
-    with no_new_cache_files(cache_root), raises(opus.TraceError, *needles, at=tag):
+def test_hints_a_chip_cannot_meet(hints, target, needles, cache_root):
+    k = hinted(**hints)
+    with no_new_cache_files(cache_root), raises(opus.TraceError, *needles, at="def"):
         k.source(target=target)

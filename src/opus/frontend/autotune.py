@@ -57,10 +57,10 @@ def autotune(configs, key=(), *, restore=(), _timer=None):
     On a kernel, each configuration gives values of constexpr parameters, and the tuned kernel
     launches as the kernel does, ``tuned[grid, block](*args)``, where grid, block and ``smem=``
     may be callables of a dict of the arguments by name with the configuration's values
-    (``lambda m: opus.cdiv(m["n"], m["BLOCK"])``). On a function, the configuration's entries
+    (``lambda m: (m["n"] + m["BLOCK"] - 1) // m["BLOCK"]``). On a function, the configuration's entries
     are passed as keyword arguments, and the compile phase calls the function once per
     configuration in parallel threads (a warm-up that compiles what it launches; it must be
-    safe to call from threads).
+    safe to call from threads). docs/autotune.md describes the phases and the disk file.
 
     :param configs: candidate configurations, each a dict of parameter name -> value
     :type configs: list of dict
