@@ -127,3 +127,22 @@ def sm_count(x):
     if dev not in _SMS:
         _SMS[dev] = torch.cuda.get_device_properties(dev).multi_processor_count
     return _SMS[dev]
+
+
+def compiling():
+    """True while torch.compile traces (the ops then go through their torch.library
+    registration; eager calls launch directly, without the dispatcher's overhead)."""
+    import torch
+    f = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(f and f())
+
+
+def plan_key(*arrays):
+    """What a launch plan depends on: each array's shape, strides, dtype, device and the
+    alignment of its address (its vector width), not the address itself."""
+    key = []
+    for a in arrays:
+        addr = a.data_ptr() if is_torch(a) else a.ctypes.data
+        key.append((tuple(a.shape), strides(a), str(a.dtype),
+                    str(a.device) if is_torch(a) else "host", addr & 15))
+    return tuple(key)

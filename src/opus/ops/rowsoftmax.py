@@ -223,7 +223,7 @@ def softmax(x, dim=-1, *, out=None):
     _rows.check_dim("softmax", x, dim)
     if out is not None:
         _check_out(x, out)
-    if _rows.is_torch(x):
+    if _rows.is_torch(x) and _rows.compiling():
         ops = _torch_ops()
         if out is None:
             return ops.softmax(x)
@@ -251,23 +251,41 @@ def _check_out(x, out):
         _rows.fail("softmax", "out must be C-contiguous")
 
 
-def _launch(x, out):
-    """Run the kernel: softmax of x's rows into out (contiguous, x's shape)."""
+def _launch(x, out, shape=None):
+    """Run the kernel: softmax of x's rows into out (contiguous, x's shape). ``shape``
+    overrides the rule's (SHAPE, CHUNKS, BLOCK) (benchmarks/softmax_topk.py measures the
+    shapes against each other)."""
     n = x.shape[-1]
     x2 = _rows.as_rows(x)
     rows = x2.shape[0]
     if rows == 0 or n == 0:
         return
     y2 = out.reshape(rows, n)
-    d = dt.dtype_from_name(_rows.dtype_name(x))
+    key = (_rows.plan_key(x2, y2), _rows.target(), shape)
+    launch = _PLANS.get(key)
+    if launch is None:
+        launch = _PLANS[key] = _plan_launch(x2, y2, shape)
+    launch(x2, y2)
+
+
+_PLANS = {}   # (arrays' shapes/strides/dtypes/alignment, target, override) -> launch(x2, y2)
+
+
+def _plan_launch(x2, y2, shape):
+    rows, n = x2.shape
+    d = dt.dtype_from_name(_rows.dtype_name(x2))
     ws = _rows.target().target.warp_size
     vec = min(_rows.vector_width(x2, 16 // d.itemsize), _rows.vector_width(y2, 16 // d.itemsize))
-    shape, chunks, block = plan(n, vec, ws)
+    shape, chunks, block = shape or plan(n, vec, ws)
     covered = chunks * vec * (ws if shape == "warp" else block)
     ragged = shape == "online" or n % vec != 0 or n != covered
     grid = -(-rows // (block // ws)) if shape == "warp" else rows
-    SOFTMAX[d][grid, block](x2, y2, rows, n, _rows.row_stride(x2), _rows.row_stride(y2),
-                            SHAPE=shape, VEC=vec, CHUNKS=chunks, BLOCK=block, RAGGED=ragged)
+    kernel = SOFTMAX[d][grid, block]
+    tail = (rows, n, _rows.row_stride(x2), _rows.row_stride(y2))
+    kw = dict(SHAPE=shape, VEC=vec, CHUNKS=chunks, BLOCK=block, RAGGED=ragged)
+    if len(_PLANS) >= 256:
+        _PLANS.clear()
+    return lambda a, b: kernel(a, b, *tail, **kw)
 
 
 _OPS = None

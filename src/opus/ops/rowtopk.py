@@ -302,7 +302,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
         _rows.fail("topk", f"largest must be a bool, got {largest!r}")
     if sorted is not True:
         _rows.fail("topk", "sorted=False is not offered: the results are always sorted")
-    if _rows.is_torch(x):
+    if _rows.is_torch(x) and _rows.compiling():
         return _torch_ops().topk(x, k, largest)
     return _run(x, k, largest)
 

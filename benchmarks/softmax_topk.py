@@ -1,0 +1,227 @@
+"""opus.ops.softmax and opus.ops.topk against torch (issue 14), in one run:
+
+- softmax, 32768 x 8192 bf16: opus (the rule's launch shape) against torch's d2d copy of the
+  same bytes (read + write) and torch.softmax in eager mode; goals >= 0.9x copy bandwidth and
+  >= 3x torch eager;
+- the softmax launch-shape rule measured: for row lengths 1024 .. 131072 in f32 and bf16 (about
+  512 MiB per input), every shape the kernel offers at that length ("warp" up to 32 values per
+  lane, "block" up to 32 per thread of 1024, "online" always) against the rule's choice;
+- top-k f32: 4096 x 32768 (k=8), 64 x 131072 (k=64), 16384 x 256 (k=8) against torch.topk;
+  goals >= 4x, >= 4x, >= 2x.
+
+    PYTHONPATH=src python benchmarks/softmax_topk.py --out benchmarks/results/DATE-GPU-softmax-topk.json
+    PYTHONPATH=src python benchmarks/softmax_topk.py --report THAT.json   # writes THAT.md
+
+Every kernel is checked against torch first (softmax within the type's rounding, top-k values
+equal to torch's and indices that gather them); timing: CUDA events, warm-up, median of --reps
+with fresh random inputs outside the timed region, two passes in alternating order (common.py).
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common  # noqa: E402
+
+import opus  # noqa: E402
+import opus.ops  # noqa: E402
+from opus.ops import rowsoftmax  # noqa: E402
+
+SOFTMAX_SHAPE = (32768, 8192)
+TOPK_CASES = [(4096, 32768, 8, 4.0), (64, 131072, 64, 4.0), (16384, 256, 8, 2.0)]
+RULE_LENGTHS = (1024, 4096, 8192, 16384, 32768, 65536, 131072)
+
+
+def _timed(out, name, fn, fresh, reps, nbytes=None):
+    """Two passes (the caller alternates the order): median ms and GB/s per pass."""
+    ms = common.cuda_event_ms(fn, reps=reps, warmup=5, before=fresh)
+    entry = {"ms": ms}
+    if nbytes:
+        entry["bytes"] = nbytes
+        entry["gbps"] = nbytes / (ms["median"] * 1e-3) / 1e9
+    out.setdefault(name, []).append(entry)
+    print(f"[softmax_topk] {name:34s} {ms['median']:.4f} ms"
+          + (f" {entry['gbps']:.0f} GB/s" if nbytes else ""), file=sys.stderr)
+
+
+def _median_ms(out, name):
+    return sum(e["ms"]["median"] for e in out[name]) / len(out[name])
+
+
+def _check_softmax(torch, y, x):
+    ref = torch.softmax(x.float(), -1)
+    return bool(torch.allclose(y.float(), ref, rtol=2 ** -7, atol=1e-7))
+
+
+def run_softmax(torch, reps):
+    rows, n = SOFTMAX_SHAPE
+    x = torch.empty(rows, n, device="cuda", dtype=torch.bfloat16)
+    y, c = torch.empty_like(x), torch.empty_like(x)
+    fresh = lambda: x.normal_().mul_(3)
+    fresh()
+    opus.ops.softmax(x, out=y)
+    checks = {"opus": _check_softmax(torch, y, x), "torch_eager": True, "torch_copy": True}
+    kernels = {"torch_copy": lambda: c.copy_(x), "torch_eager": lambda: torch.softmax(x, -1),
+               "opus": lambda: opus.ops.softmax(x, out=y)}
+    out = {"shape": [rows, n], "dtype": "bf16", "checks": checks}
+    times = {}
+    names = list(kernels)
+    for _ in range(2):
+        for name in names:
+            _timed(times, name, kernels[name], fresh, reps, 2 * x.numel() * x.element_size())
+        names.reverse()
+    out["times"] = times
+    gbps = lambda k: sum(e["gbps"] for e in times[k]) / len(times[k])
+    out["ratio"] = {"opus_vs_torch_copy": gbps("opus") / gbps("torch_copy"),
+                    "opus_speedup_vs_torch_eager": _median_ms(times, "torch_eager")
+                    / _median_ms(times, "opus")}
+    return out
+
+
+def _shapes_at(n, vec, ws):
+    """Every (SHAPE, CHUNKS, BLOCK) the kernel can run rows of n with (values per thread <= 32
+    for the register-resident shapes)."""
+    per = max(1, 32 // vec)
+    shapes = []
+    if n <= ws * vec * per:
+        shapes.append(("warp", -(-n // (ws * vec)), 4 * ws))
+    for block in (128, 256, 512, 1024):
+        chunks = -(-n // (block * vec))
+        if chunks <= per and block * vec * chunks < 2 * n:
+            shapes.append(("block", chunks, block))
+    shapes.append(("online", 4, 512))
+    return shapes
+
+
+def run_rule(torch, reps):
+    """The softmax shapes against each other per row length and dtype."""
+    res = []
+    for dname, isz in (("float32", 4), ("bfloat16", 2)):
+        dtype = getattr(torch, dname)
+        vec = 16 // isz
+        for n in RULE_LENGTHS:
+            rows = max(1, (1 << 29) // (n * isz))
+            x = torch.empty(rows, n, device="cuda", dtype=dtype)
+            y = torch.empty_like(x)
+            fresh = lambda: x.normal_()
+            fresh()
+            rule = rowsoftmax.plan(n, vec, 32)
+            row = {"dtype": dname, "n": n, "rows": rows, "rule": list(rule), "shapes": {}}
+            for shape in _shapes_at(n, vec, 32):
+                rowsoftmax._launch(x, y, shape)
+                ok = _check_softmax(torch, y, x)
+                times = {}
+                _timed(times, f"{dname} n={n} {shape}",
+                       lambda: rowsoftmax._launch(x, y, shape), fresh, reps,
+                       2 * x.numel() * isz)
+                e = next(iter(times.values()))[0]
+                row["shapes"]["/".join(map(str, shape))] = {"ms": e["ms"]["median"],
+                                                            "gbps": e["gbps"], "correct": ok}
+            best = max(row["shapes"], key=lambda s: row["shapes"][s]["gbps"])
+            row["fastest"] = best
+            row["rule_vs_fastest"] = (row["shapes"]["/".join(map(str, rule))]["gbps"]
+                                      / row["shapes"][best]["gbps"])
+            res.append(row)
+            del x, y
+    return res
+
+
+def run_topk(torch, reps):
+    res = []
+    for rows, n, k, goal in TOPK_CASES:
+        x = torch.empty(rows, n, device="cuda")
+        fresh = lambda: x.normal_()
+        fresh()
+        v, i = opus.ops.topk(x, k)
+        rv, _ = torch.topk(x, k)
+        ok = bool(torch.equal(v, rv)) and bool(torch.equal(torch.gather(x, 1, i), v))
+        times = {}
+        names = ["torch_topk", "opus"]
+        fns = {"torch_topk": lambda: torch.topk(x, k), "opus": lambda: opus.ops.topk(x, k)}
+        for _ in range(2):
+            for name in names:
+                _timed(times, f"{rows}x{n} k={k} {name}", fns[name], fresh, reps, x.numel() * 4)
+            names.reverse()
+        t_torch = _median_ms(times, f"{rows}x{n} k={k} torch_topk")
+        t_opus = _median_ms(times, f"{rows}x{n} k={k} opus")
+        res.append({"rows": rows, "n": n, "k": k, "goal": goal, "correct": ok,
+                    "torch_ms": t_torch, "opus_ms": t_opus, "speedup": t_torch / t_opus,
+                    "opus_read_gbps": x.numel() * 4 / (t_opus * 1e-3) / 1e9})
+        del x
+    return res
+
+
+def markdown(r, note=""):
+    env, s = r["environment"], r["softmax"]
+    lines = [f"# opus softmax and top-k, {r.get('date', '')}, {env.get('device')}", "",
+             f"driver {env.get('driver')}, NVRTC {env.get('nvrtc')}, torch {env.get('torch')}, "
+             f"opus commit `{env.get('git_commit')}`", ""]
+    if note:
+        lines += [note, ""]
+    lines += ["| goal | measured | target | |", "| --- | --- | --- | --- |"]
+    goals = [("softmax 32768x8192 bf16 / torch copy bandwidth",
+              s["ratio"]["opus_vs_torch_copy"], 0.9, s["checks"]["opus"]),
+             ("softmax 32768x8192 bf16 speedup vs torch eager",
+              s["ratio"]["opus_speedup_vs_torch_eager"], 3.0, s["checks"]["opus"])]
+    for t in r["topk"]:
+        goals.append((f"top-k f32 {t['rows']}x{t['n']} k={t['k']} speedup vs torch.topk",
+                      t["speedup"], t["goal"], t["correct"]))
+    for label, v, goal, ok in goals:
+        lines.append(f"| {label} | {v:.2f} x | >= {goal} x | "
+                     f"{'PASS' if v >= goal and ok else '**MISS**'}{'' if ok else ' (wrong)'} |")
+    lines += ["", "## softmax 32768 x 8192 bf16 (bytes: read + write)", "",
+              "| kernel | ms (pass 1, pass 2) | GB/s |", "| --- | --- | --- |"]
+    for k, es in s["times"].items():
+        passes = ", ".join("%.3f" % e["ms"]["median"] for e in es)
+        lines.append(f"| {k} | {passes} | {sum(e['gbps'] for e in es) / len(es):.0f} |")
+    lines += ["", "## top-k f32 (GB/s: the input read once)", "",
+              "| rows x n, k | torch.topk ms | opus ms | speedup | opus GB/s | correct |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for t in r["topk"]:
+        lines.append(f"| {t['rows']} x {t['n']}, {t['k']} | {t['torch_ms']:.3f} | "
+                     f"{t['opus_ms']:.3f} | {t['speedup']:.2f} | {t['opus_read_gbps']:.0f} | "
+                     f"{t['correct']} |")
+    if r.get("rule"):
+        lines += ["", "## softmax launch shapes per row length (GB/s, read + write, ~512 MiB in)",
+                  "", "| dtype | n | rule | fastest | rule / fastest | every shape |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for row in r["rule"]:
+            every = ", ".join(f"{k} {v['gbps']:.0f}" for k, v in row["shapes"].items())
+            lines.append(f"| {row['dtype']} | {row['n']} | {'/'.join(map(str, row['rule']))} | "
+                         f"{row['fastest']} | {row['rule_vs_fastest']:.2f} | {every} |")
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--out")
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--no-rule", action="store_true", help="skip the launch-shape sweep")
+    ap.add_argument("--report", metavar="JSON", help="write STEM.md from an earlier --out JSON")
+    ap.add_argument("--note", default="")
+    ap.add_argument("--date", default="")
+    a = ap.parse_args()
+    if a.report:
+        import json
+        with open(a.report) as f:
+            res = json.load(f)
+        res["date"] = a.date or res.get("date", "")
+        with open(a.report[:-5] + ".md", "w") as f:
+            f.write(markdown(res, a.note))
+        return
+    import torch
+    res = {"environment": common.environment(), "softmax": run_softmax(torch, a.reps),
+           "topk": run_topk(torch, a.reps)}
+    if not a.no_rule:
+        res["rule"] = run_rule(torch, max(5, a.reps // 3))
+    if a.out:
+        common.write_report(res, a.out[:-5] if a.out.endswith(".json") else a.out,
+                            markdown(res, a.note))
+    else:
+        print(markdown(res, a.note))
+
+
+if __name__ == "__main__":
+    main()
