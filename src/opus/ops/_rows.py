@@ -8,6 +8,10 @@ from __future__ import annotations
 from opus import dtypes as dt
 from opus.errors import ArgumentError
 
+# opus's name for the element type of a torch tensor or numpy array (or the foreign name where
+# opus has none): the GEMM's helper, one definition for the library
+from .gemm_hopper import _dtype_name as dtype_name
+
 
 def fail(op, msg):
     raise ArgumentError(f"opus.ops.{op}: {msg}")
@@ -15,19 +19,6 @@ def fail(op, msg):
 
 def is_torch(x):
     return type(x).__module__.startswith("torch")
-
-
-def dtype_name(x):
-    """opus's name for the element type of a torch tensor or numpy array (or the foreign name
-    where opus has none)."""
-    if is_torch(x):
-        from opus.runtime import tensor_args as ta
-        if not ta._TORCH_OF_OPUS:
-            ta.init_torch()
-        d = next((o for o, t in ta._TORCH_OF_OPUS.items() if t is x.dtype), None)
-        return d.name if d is not None else str(x.dtype)
-    d = dt.dtype_of_numpy(x.dtype)
-    return d.name if d is not None else str(x.dtype)
 
 
 def check_array(op, x, name, dtypes):
