@@ -310,6 +310,8 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         """f32 <-> the flavour's fp8 (v_cvt_pk_{fp8,bf8}_f32, v_cvt_pk_f32_{fp8,bf8}). (gfx950's
         f32 -> bf16 pairs need nothing here: clang fuses two (__bf16) casts into one
         v_cvt_pk_bf16_f32.)"""
+        if pk.startswith("v_cvt_scalef32_pk_"):
+            return self._fp4_pair(pk, lo, hi, src, to, rnd, sat, indent)
         t = self.fresh(prefix="pk")
         kind = FP8_FORMATS[(src if src.storage_only else to).name]["kind"]
         if src.storage_only:  # v_cvt_pk_f32_{fp8,bf8}: bytes 0 and 1 of the word
@@ -320,6 +322,35 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         f = [v if src.name == "f32" else self.cast_expr(v, src, dt.f32, "rn", False) for v in (lo, hi)]
         self.line(indent, f"unsigned short {t} = {self._pk_encoder(to, sat, kind)}({f[0]}, {f[1]});")
         return [f"(unsigned char){t}", f"(unsigned char)({t} >> 8)"]
+
+    def _fp4_pair(self, pk, lo, hi, src, to, rnd, sat, indent):
+        """gfx950's fp4 pair conversions at scale 1.0 (targets/amd.py _GFX950_FP4): decode one
+        byte (lo in its low nibble) with v_cvt_scalef32_pk_f32_fp4, or encode two f32 with
+        v_cvt_scalef32_pk_fp4_f32 (opus_f32x2_to_fp4_e2m1)."""
+        t = self.fresh(prefix="pk")
+        if src.storage_only:
+            self.line(indent, f"opus_f32x2_t {t} = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4("
+                              f"(unsigned)({lo} | ({hi} << 4)), 1.0f, 0);")
+            return [f"{t}[{i}]" if to.name == "f32" else self.cast_expr(f"{t}[{i}]", dt.f32, to, rnd, sat)
+                    for i in (0, 1)]
+        f = [v if src.name == "f32" else self.cast_expr(v, src, dt.f32, "rn", False) for v in (lo, hi)]
+        self.line(indent, f"unsigned char {t} = {self._fp4_pk_encoder()}({f[0]}, {f[1]});")
+        return [f"(unsigned char)({t} & 15u)", f"(unsigned char)({t} >> 4)"]
+
+    def _fp4_pk_encoder(self):
+        """opus_f32x2_to_fp4_e2m1(lo, hi): the byte of two fp4 codes (lo in the low nibble). The
+        instruction rounds to nearest even; it is fed values clamped to +-6 (so infinities and
+        overflow give +-6 as the language's rule says, not by its own overflow rule) and a NaN
+        lane is given the language's code afterwards (the zero of the opposite sign)."""
+        fix = self.helper("opus_fix_fp4_e2m1",
+                          "unsigned opus_fix_fp4_e2m1(float f, unsigned b) { return f != f ? "
+                          "((__builtin_bit_cast(unsigned, f) >> 31) ^ 1u) << 3 : b; }")
+        clamp = "__builtin_fminf(__builtin_fmaxf({}, -6.0f), 6.0f)"
+        n = "opus_f32x2_to_fp4_e2m1"
+        return self.helper(n, f"unsigned char {n}(float lo, float hi) {{ unsigned w = "
+                              f"__builtin_amdgcn_cvt_scalef32_pk_fp4_f32(0u, {clamp.format('lo')}, "
+                              f"{clamp.format('hi')}, 1.0f, 0); return (unsigned char)({fix}(lo, w & 15u) | "
+                              f"({fix}(hi, (w >> 4) & 15u) << 4)); }}")
 
     def _pk_encoder(self, d, sat, kind):
         """opus_f32x2_to_<d>[_sat](lo, hi): one v_cvt_pk_{fp8,bf8}_f32 of the clamped lanes (lo in

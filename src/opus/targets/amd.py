@@ -54,6 +54,20 @@ def _packed_conversions(flavours):
     return table
 
 
+# gfx950's fp4 conversions are its scaled ones (CDNA4 has no unscaled f32 <-> fp4 instruction),
+# used with the scale 1.0 (f32 bits 0x3F800000: exponent field 127, 2^0 under every reading of
+# the operand), where they are plain casts (docs/language.md, "Hardware conversions on gfx950"):
+# v_cvt_scalef32_pk_fp4_f32 rounds two f32 to nearest even into one byte (src0 the low
+# nibble), fed values clamped to +-6 with NaN fixed up after it, so neither its overflow nor
+# its NaN rule (on which AMD's sources disagree) reaches a result; v_cvt_scalef32_pk_f32_fp4
+# decodes one byte into two f32, exact. Sources: clang BuiltinsAMDGPU.def ("gfx950-insts"),
+# HIP's amd_hip_ocp_fp.hpp (__amd_cvt_floatx2_to_fp4x2_scale, __amd_scale_to_float) and its
+# host model amd_hip_ocp_host.hpp (from_float / to_float: exponent arithmetic, one
+# nearest-even rounding, saturation to +-6), CK's f4_convert_rne.
+_GFX950_FP4 = {("f32", "fp4_e2m1", "rn"): "v_cvt_scalef32_pk_fp4_f32",
+               **{("fp4_e2m1", to, "rn"): "v_cvt_scalef32_pk_f32_fp4" for to in ("f32", "f16", "bf16")}}
+
+
 class AmdTarget(Target):
     vendor = "amd"
     warp_size = 64
@@ -84,14 +98,14 @@ class AmdTarget(Target):
     printf_missing = ("device printf needs the ROCm device library's hostcall buffer (ockl), "
                       "which headerless device-only builds do not link")
 
-    def mma_instruction(self, a, b, c, shape):
-        """The base's lookup; for the f8f6f4 family's element types (fp4, fp6, e8m0) the error
-        also says what opus lacks to issue them (amd_mfma.missing_reason)."""
+    def mma_instruction(self, a, b, c, shape, scaled=False):
+        """The base's lookup; for a scaled request or the f8f6f4 family's element types (fp4,
+        fp6, e8m0) the error also says what the block-scaled MFMAs take (amd_mfma.missing_reason)."""
         from . import amd_mfma
         try:
-            return super().mma_instruction(a, b, c, shape)
+            return super().mma_instruction(a, b, c, shape, scaled)
         except UnsupportedOnTarget as e:
-            why = amd_mfma.missing_reason(self.name, a, b, c, shape)
+            why = amd_mfma.missing_reason(self.name, a, b, c, shape, scaled)
             if why is None:
                 raise
             raise UnsupportedOnTarget(f"{e}. {why}") from None
@@ -112,6 +126,8 @@ class AmdTarget(Target):
         # and on CDNA4 v_cvt_sr_{bf16,f16}_f32
         self.hw_sr = self.hw_fp8 | (frozenset(("bf16", "f16")) if name == "gfx950" else frozenset())
         self.packed_conversions = _packed_conversions(self.flavours)
+        if name == "gfx950":
+            self.packed_conversions.update(_GFX950_FP4)
         # buffer_load_{ubyte,ushort,dword} ... lds; CDNA4 adds dwordx3 and dwordx4 (clang's
         # __builtin_amdgcn_raw_ptr_buffer_load_lds refuses other sizes: "invalid size value")
         self.lds_load_sizes = (1, 2, 4, 12, 16) if name == "gfx950" else (1, 2, 4)
