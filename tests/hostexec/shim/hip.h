@@ -162,6 +162,39 @@ static inline int opus_host_cvt_pk(float a, float b, int old, bool word_sel, con
   unsigned o = (unsigned)old;
   return (int)(word_sel ? (o & 0xffffu) | pk << 16 : (o & 0xffff0000u) | pk);
 }
+// gfx950's scaled fp4 conversions, from AMD's definition (HIP amd_hip_ocp_host.hpp from_float /
+// to_float, the host model of these instructions; the scale operand's exponent field E gives
+// the scale 2^(E-127)): v_cvt_scalef32_pk_fp4_f32 old, a, b, scale, sel: a / scale and
+// b / scale rounded to nearest even into OCP e2m1 (a the low nibble) in byte `sel` of `old`,
+// finite overflow and infinities +-6, NaN +-6 with its sign; v_cvt_scalef32_pk_f32_fp4 src,
+// scale, sel: the two codes of byte `sel` (low nibble first) times the scale, exact.
+static const opus_host_float::Format OPUS_HOST_E2M1 = {1, 1, 0x7, false, false, 0x7};
+static inline float opus_host_scale(float s) {
+  return std::ldexp(1.0f, (int)((opus_host_float::bits(s) >> 23) & 0xff) - 127);
+}
+static inline unsigned opus_host_e2m1_code(float f, float scale) {
+  uint32_t u = opus_host_float::bits(f), sign = (u >> 31) << 3, a = u & 0x7fffffff;
+  if (a >= 0x7f800000) return sign | 7;                                   // NaN and inf
+  uint32_t mag = opus_host_float::round_mag(opus_host_float::bits(std::fabs(f) / opus_host_scale(scale)),
+                                             OPUS_HOST_E2M1, false);
+  return sign | (mag > 7 ? 7 : mag);
+}
+static inline float opus_host_e2m1_value(unsigned c, float scale) {
+  unsigned e = (c >> 1) & 3, m = c & 1;
+  float v = e ? (1.0f + 0.5f * m) * std::ldexp(1.0f, (int)e - 1) : 0.5f * m;
+  return ((c & 8) ? -v : v) * opus_host_scale(scale);
+}
+static inline unsigned opus_host_cvt_scalef32_pk_fp4(unsigned old, float a, float b, float scale, int sel) {
+  unsigned byte = opus_host_e2m1_code(a, scale) | opus_host_e2m1_code(b, scale) << 4;
+  return (old & ~(0xffu << (8 * sel))) | byte << (8 * sel);
+}
+static inline opus_host_f32x2 opus_host_cvt_scalef32_pk_f32_fp4(unsigned src, float scale, int sel) {
+  unsigned byte = (src >> (8 * sel)) & 0xff;
+  opus_host_f32x2 r = {opus_host_e2m1_value(byte & 15, scale), opus_host_e2m1_value(byte >> 4, scale)};
+  return r;
+}
+#define __builtin_amdgcn_cvt_scalef32_pk_fp4_f32(old, a, b, s, sel) opus_host_cvt_scalef32_pk_fp4(old, a, b, s, sel)
+#define __builtin_amdgcn_cvt_scalef32_pk_f32_fp4(src, s, sel) opus_host_cvt_scalef32_pk_f32_fp4(src, s, sel)
 #define __builtin_amdgcn_cvt_pk_fp8_f32(a, b, old, sel) opus_host_cvt_pk(a, b, old, sel, OPUS_HOST_FP8)
 #define __builtin_amdgcn_cvt_pk_bf8_f32(a, b, old, sel) opus_host_cvt_pk(a, b, old, sel, OPUS_HOST_BF8)
 
