@@ -64,6 +64,9 @@ Arithmetic (operands and result share one scalar or vector type unless said othe
                        AMD's gfx950 stochastic conversions (v_cvt_sr_*: the random word's top
                        bits added below the kept mantissa, then truncation; AMD's host model in
                        HIP's amd_hip_ocp_host.hpp, from_float_sr)
+               gfx950 pairs f32 <-> fp4 lanes through v_cvt_scalef32_pk_fp4_f32 /
+               _pk_f32_fp4 at scale 1.0 with the same results (docs/language.md, "Hardware
+               conversions on gfx950", gives the instructions' semantics and sources)
                fp8/fp4 destinations saturate when sat=True (+-largest finite value, infinities
                too), else follow the format's overflow rule (e5m2: inf; e4m3: NaN keeping the
                sign; FNUZ: their NaN 0x80; e2m1: +-6)
