@@ -322,3 +322,139 @@ def test_sass_whole_warp_max_is_redux():
     sass = [l for l in spec.sass.splitlines() if re.search(r"/\*[0-9a-f]{4}\*/", l)]
     assert _count(sass, r"REDUX\.MAX") == 1 and _count(sass, r"SHFL\.BFLY") == 5
     assert _count(sass, r"BAR\.SYNC") == 0
+
+
+# -- GPU: torch tensors --------------------------------------------------------------------------
+
+def _torch():
+    return pytest.importorskip("torch")
+
+
+def _np_of(t):
+    """A torch GPU tensor as a numpy array of the matching ml_dtypes/numpy type."""
+    torch = _torch()
+    names = {torch.bfloat16: BF16, torch.float16: np.float16, torch.float32: np.float32,
+             torch.float8_e4m3fn: ml_dtypes.float8_e4m3fn,
+             torch.float8_e4m3fnuz: ml_dtypes.float8_e4m3fnuz}
+    if t.dtype in (torch.float8_e4m3fn, torch.float8_e4m3fnuz):
+        return t.view(torch.uint8).cpu().numpy().view(names[t.dtype])
+    return t.float().cpu().numpy().astype(names[t.dtype])
+
+
+def torch_norm(x, w, eps, residual=None):
+    """The torch reference: (h, y) in float64 on the GPU."""
+    torch = _torch()
+    h = x.double()
+    if residual is not None:
+        h = (h + residual.double()).to(x.dtype).double()
+    return h, h * w.double() * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+
+
+def _gpu_inputs(rows, hidden, dtype, seed=0):
+    torch = _torch()
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    x = torch.randn(rows, hidden, device="cuda", generator=g).to(dtype)
+    w = (1 + 0.5 * torch.randn(hidden, device="cuda", generator=g)).to(dtype)
+    r = torch.randn(rows, hidden, device="cuda", generator=g).to(dtype)
+    return x, w, r
+
+
+def _fp8_np(q):
+    return _np_of(q).dtype.type
+
+
+GPU_SHAPES = [(1, 1), (3, 7), (2, 129), (257, 4096), (64, 8192), (5, 13001), (2, 140000)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,hidden", GPU_SHAPES)
+@pytest.mark.parametrize("dt_name", ["bfloat16", "float16"])
+def test_gpu_against_torch(rows, hidden, dt_name):
+    """Every op against torch on the GPU; 140000 is past the registers (the looping form)."""
+    torch = _torch()
+    dtype = getattr(torch, dt_name)
+    x, w, r = _gpu_inputs(rows, hidden, dtype, seed=hidden)
+    npd = BF16 if dt_name == "bfloat16" else np.float16
+    out = opus.ops.rmsnorm(x, w, 1e-5)
+    close_to(_np_of(out), torch_norm(x, w, 1e-5)[1].cpu().numpy(), npd)
+    r0 = r.clone()
+    q, s = opus.ops.rmsnorm_quant(x, w, 1e-5, residual=r)
+    h, y = torch_norm(x, w, 1e-5, residual=r0)
+    assert torch.equal(r.double(), h)
+    check_quant(_np_of(q), _np_of(s), y.cpu().numpy(), _fp8_np(q))
+    q, s = opus.ops.per_token_quant(x)
+    check_quant(_np_of(q), _np_of(s), x.double().cpu().numpy(), _fp8_np(q))
+    q, s = opus.ops.per_group_quant(x)
+    grouped, g = ref_groups(_np_of(x))
+    qpad = np.zeros((rows, g * 128), _fp8_np(q))
+    qpad[:, :hidden] = _np_of(q)
+    check_quant(qpad.reshape(rows * g, 128), _np_of(s).reshape(-1), grouped, _fp8_np(q))
+
+
+@pytest.mark.gpu
+def test_gpu_nan_inf_and_empty():
+    torch = _torch()
+    x, w, _ = _gpu_inputs(3, 300, torch.bfloat16)
+    x[0, 5] = float("nan")
+    x[1, 9] = float("inf")
+    q, s = opus.ops.rmsnorm_quant(x, w)
+    assert torch.isnan(s[:2]).all() and torch.isnan(q[:2].float()).all()
+    check_quant(_np_of(q[2:]), _np_of(s[2:]), torch_norm(x[2:], w, 1e-6)[1].cpu().numpy(),
+                _fp8_np(q))
+    q, s = opus.ops.per_token_quant(x)
+    assert torch.isnan(s[0]) and s[1] == float("inf") and torch.isnan(q[1, 9].float())
+    assert opus.ops.rmsnorm(x[:0], w).shape == (0, 300)
+
+
+@pytest.mark.gpu
+def test_gpu_cuda_graph_and_side_stream():
+    """Captured in a CUDA graph (on a side stream), replayed on new inputs."""
+    torch = _torch()
+    x, w, r = _gpu_inputs(64, 4096, torch.bfloat16, seed=1)
+    opus.ops.rmsnorm(x, w)                       # plans and compiles outside the capture
+    opus.ops.rmsnorm_quant(x, w)
+    opus.ops.per_group_quant(x)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = opus.ops.rmsnorm(x, w)
+        q, s = opus.ops.rmsnorm_quant(x, w)
+        gq, gs = opus.ops.per_group_quant(x)
+    x.copy_(torch.randn_like(x))
+    graph.replay()
+    torch.cuda.synchronize()
+    y = torch_norm(x, w, 1e-6)[1]
+    close_to(_np_of(out), y.cpu().numpy(), BF16)
+    check_quant(_np_of(q), _np_of(s), y.cpu().numpy(), _fp8_np(q))
+    grouped, g = ref_groups(_np_of(x))
+    check_quant(_np_of(gq).reshape(-1, 128), _np_of(gs).reshape(-1), grouped, _fp8_np(gq))
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        out2 = opus.ops.rmsnorm(x, w)
+    side.synchronize()
+    assert torch.equal(out2, out)
+
+
+@pytest.mark.gpu
+def test_gpu_torch_compile():
+    """The torch.library operators under torch.compile(fullgraph=True): the residual update is
+    functionalized and the results equal the eager ones; out= and scales= forms too."""
+    torch = _torch()
+    x, w, r = _gpu_inputs(33, 1000, torch.float16, seed=2)
+
+    def f(x, w, r):
+        out = opus.ops.rmsnorm(x, w, 1e-6, residual=r)
+        q, s = opus.ops.rmsnorm_quant(x, w, 1e-6)
+        tq, ts = opus.ops.per_token_quant(out)
+        gq, gs = opus.ops.per_group_quant(out)
+        return out * 2, q, s, tq, ts, gq, gs
+    r_eager, r_compiled = r.clone(), r.clone()
+    want = f(x, w, r_eager)
+    got = torch.compile(f, fullgraph=True)(x, w, r_compiled)
+    assert torch.equal(r_compiled, r_eager)
+    for a, b in zip(got, want):
+        assert torch.equal(a.view(torch.uint8) if a.element_size() == 1 else a,
+                           b.view(torch.uint8) if b.element_size() == 1 else b)
+    o, sc = torch.empty_like(got[1]), torch.empty_like(got[2])
+    torch.compile(lambda x, w: opus.ops.rmsnorm_quant(x, w, out=o, scales=sc),
+                  fullgraph=True)(x, w)
+    assert torch.equal(o.view(torch.uint8), want[1].view(torch.uint8)) and torch.equal(sc, want[2])

@@ -27,6 +27,8 @@ Group kernel (``GROUP_KERNELS``, per_group_quant): 16 lanes own one group of 128
 group's scale.
 """
 
+import sys
+
 import opus
 from opus import dtypes as dt
 from opus.errors import ArgumentError
@@ -541,46 +543,93 @@ def _dummy(x):
     return _DUMMIES[dev]
 
 
+def _quant_args(what, x, out, scales, group):
+    """Checks of the quantization entries; (out, scales) made when None."""
+    rows, hidden, d = _check_input(what, x)
+    scale_shape = (rows, -(-hidden // group)) if group else (rows,)
+    od = _fp8(what)
+    if out is None:
+        out = _empty(x, (rows, hidden), od)
+    _check_like(what, "out", out, x, (rows, hidden), (od,), od.name + " (the target's e4m3 fp8)")
+    _check_rows(what, "out", out, rows, hidden)
+    return out, _check_scales(what, x, scales, scale_shape)
+
+
+# -- implementations ---------------------------------------------------------------------------
+# One per operation, shared by numpy calls (the interpreter), the torch operators' CUDA
+# kernels and their fake versions (launch=False: checks and output allocation only, for
+# torch.compile's tracing).
+
+def _rmsnorm_impl(x, weight, eps, residual, out, scales, quant, launch=True):
+    what = "rmsnorm_quant" if quant else "rmsnorm"
+    eps, out, scales = _norm_args(what, x, weight, eps, residual, out, scales, quant)
+    if launch:
+        _launch_rows(x, weight, residual, out, scales, eps, True)
+    return out, scales
+
+
+def _quant_impl(x, out, scales, group, launch=True):
+    what = "per_group_quant" if group else "per_token_quant"
+    out, scales = _quant_args(what, x, out, scales, group)
+    if launch and group:
+        _launch_groups(x, out, scales)
+    elif launch:
+        _launch_rows(x, x, None, out, scales, 0.0, False)
+    return out, scales
+
+
 # -- torch.library -----------------------------------------------------------------------------
+# torch.ops.opus.<name>: the functional forms return new tensors (residual, when given, is
+# updated in place: it is declared mutated); the *_into forms write given outputs and return
+# nothing. torch.compile keeps them opaque, functionalizes the mutations, and traces shapes
+# through the fake versions.
 
-_TORCH_LIB = []   # the Library object must live as long as its operators
+_TORCH_LIB = []   # the Library must live as long as its operators
 
-_SCHEMAS = {
-    "rmsnorm_into": "(Tensor x, Tensor weight, Tensor(a!) out, Tensor(b!)? residual, "
-                    "Tensor(c!)? scales, float eps, bool norm) -> ()",
-    "quant_into": "(Tensor x, Tensor(a!) out, Tensor(b!) scales, int group) -> ()",
+_OPS = {
+    "rmsnorm": ("(Tensor x, Tensor weight, float eps, Tensor(a!)? residual) -> Tensor",
+                lambda launch: lambda x, w, eps, r: _rmsnorm_impl(x, w, eps, r, None, None,
+                                                                  False, launch)[0]),
+    "rmsnorm_quant": ("(Tensor x, Tensor weight, float eps, Tensor(a!)? residual) -> "
+                      "(Tensor, Tensor)",
+                      lambda launch: lambda x, w, eps, r: _rmsnorm_impl(x, w, eps, r, None, None,
+                                                                        True, launch)),
+    "rmsnorm_into": ("(Tensor x, Tensor weight, float eps, Tensor(a!)? residual, "
+                     "Tensor(b!) out, Tensor(c!)? scales) -> ()",
+                     lambda launch: lambda x, w, eps, r, o, s: _none(
+                         _rmsnorm_impl(x, w, eps, r, o, s, s is not None, launch))),
+    "per_token_quant": ("(Tensor x) -> (Tensor, Tensor)",
+                        lambda launch: lambda x: _quant_impl(x, None, None, 0, launch)),
+    "per_group_quant": ("(Tensor x) -> (Tensor, Tensor)",
+                        lambda launch: lambda x: _quant_impl(x, None, None, GROUP, launch)),
+    "quant_into": ("(Tensor x, Tensor(a!) out, Tensor(b!) scales, int group) -> ()",
+                   lambda launch: lambda x, o, s, g: _none(_quant_impl(x, o, s, g, launch))),
 }
 
 
-def _rmsnorm_into(x, weight, out, residual, scales, eps, norm):
-    _launch_rows(x, weight, residual, out, scales, eps, norm)
-
-
-def _quant_into(x, out, scales, group):
-    if group:
-        _launch_groups(x, out, scales)
-    else:
-        _launch_rows(x, x, None, out, scales, 0.0, False)
+def _none(_):
+    return None
 
 
 def _define_torch_ops():
-    """torch.ops.opus.rmsnorm_into / quant_into: the kernels as mutating custom operators
-    (outputs written in place, nothing returned), so torch.compile keeps them opaque and
-    functionalizes them (the fake implementations have nothing to compute)."""
+    """Define torch.ops.opus.<name> for each entry of _OPS: the CUDA kernel (also ROCm's) and
+    the fake implementation."""
     import torch
+    if _TORCH_LIB:
+        return
     lib = torch.library.Library("opus", "FRAGMENT")
     register_fake = getattr(torch.library, "register_fake", None) or torch.library.impl_abstract
-    for name, fn in (("rmsnorm_into", _rmsnorm_into), ("quant_into", _quant_into)):
-        lib.define(name + _SCHEMAS[name])
-        lib.impl(name, fn, "CUDA")
-        register_fake(f"opus::{name}", lambda *args: None, lib=lib)
+    for name, (schema, impl) in _OPS.items():
+        lib.define(name + schema)
+        lib.impl(name, impl(True), "CUDA")
+        register_fake(f"opus::{name}", impl(False), lib=lib)
     _TORCH_LIB.append(lib)
 
 
 def _torch_op(name):
     import torch
-    if not _TORCH_LIB:
-        torch.compiler.disable(_define_torch_ops)()   # not traced by dynamo: a graph break
+    if not _TORCH_LIB:      # torch came after opus.ops: define them now, outside dynamo
+        torch.compiler.disable(_define_torch_ops)()
     return getattr(torch.ops.opus, name)
 
 
@@ -592,8 +641,8 @@ def rmsnorm(x, weight, eps=1e-6, *, residual=None, out=None):
     ``residual``, x + residual (rounded to x's type) is first written back to ``residual``
     and normalized (vLLM's / aiter's fused_add_rms_norm: afterwards ``residual`` holds the
     sum and ``out`` its RMSNorm). Torch tensors run on the GPU (current stream, CUDA-graph
-    safe, ``torch.ops.opus.rmsnorm_into`` under torch.compile); numpy arrays in the
-    interpreter as the current target.
+    safe; ``torch.ops.opus.rmsnorm`` / ``rmsnorm_into`` for torch.compile); numpy arrays in
+    the interpreter as the current target.
 
     :param x: rows x hidden, bf16 or f16, contiguous rows (any row stride)
     :param weight: hidden, x's dtype, contiguous
@@ -603,12 +652,12 @@ def rmsnorm(x, weight, eps=1e-6, *, residual=None, out=None):
     :returns: out
     :targets: all targets
     """
-    what = "rmsnorm"
-    eps, out, _ = _norm_args(what, x, weight, eps, residual, out, None, False)
-    if _is_torch(x):
-        _torch_op("rmsnorm_into")(x, weight, out, residual, None, eps, True)
-    else:
-        _launch_rows(x, weight, residual, out, None, eps, True)
+    if not _is_torch(x):
+        return _rmsnorm_impl(x, weight, eps, residual, out, None, False)[0]
+    eps = _check_eps("rmsnorm", eps)
+    if out is None:
+        return _torch_op("rmsnorm")(x, weight, eps, residual)
+    _torch_op("rmsnorm_into")(x, weight, eps, residual, out, None)
     return out
 
 
@@ -629,25 +678,14 @@ def rmsnorm_quant(x, weight, eps=1e-6, *, residual=None, out=None, scales=None):
     :returns: (out, scales)
     :targets: all targets
     """
-    what = "rmsnorm_quant"
-    eps, out, scales = _norm_args(what, x, weight, eps, residual, out, scales, True)
-    if _is_torch(x):
-        _torch_op("rmsnorm_into")(x, weight, out, residual, scales, eps, True)
-    else:
-        _launch_rows(x, weight, residual, out, scales, eps, True)
+    if not _is_torch(x):
+        return _rmsnorm_impl(x, weight, eps, residual, out, scales, True)
+    eps = _check_eps("rmsnorm_quant", eps)
+    if out is None and scales is None:
+        return _torch_op("rmsnorm_quant")(x, weight, eps, residual)
+    out, scales = _rmsnorm_impl(x, weight, eps, residual, out, scales, True, launch=False)
+    _torch_op("rmsnorm_into")(x, weight, eps, residual, out, scales)
     return out, scales
-
-
-def _quant_args(what, x, out, scales, group):
-    """Checks of the quantization entries; (out, scales) made when None."""
-    rows, hidden, d = _check_input(what, x)
-    scale_shape = (rows, -(-hidden // group)) if group else (rows,)
-    od = _fp8(what)
-    if out is None:
-        out = _empty(x, (rows, hidden), od)
-    _check_like(what, "out", out, x, (rows, hidden), (od,), od.name + " (the target's e4m3 fp8)")
-    _check_rows(what, "out", out, rows, hidden)
-    return out, _check_scales(what, x, scales, scale_shape)
 
 
 def per_token_quant(x, *, out=None, scales=None):
@@ -660,12 +698,7 @@ def per_token_quant(x, *, out=None, scales=None):
     :returns: (out, scales)
     :targets: all targets
     """
-    out, scales = _quant_args("per_token_quant", x, out, scales, 0)
-    if _is_torch(x):
-        _torch_op("quant_into")(x, out, scales, 0)
-    else:
-        _quant_into(x, out, scales, 0)
-    return out, scales
+    return _quant(x, out, scales, 0, "per_token_quant")
 
 
 def per_group_quant(x, *, out=None, scales=None):
@@ -679,9 +712,18 @@ def per_group_quant(x, *, out=None, scales=None):
     :returns: (out, scales)
     :targets: all targets
     """
-    out, scales = _quant_args("per_group_quant", x, out, scales, GROUP)
-    if _is_torch(x):
-        _torch_op("quant_into")(x, out, scales, GROUP)
-    else:
-        _quant_into(x, out, scales, GROUP)
+    return _quant(x, out, scales, GROUP, "per_group_quant")
+
+
+def _quant(x, out, scales, group, name):
+    if not _is_torch(x):
+        return _quant_impl(x, out, scales, group)
+    if out is None and scales is None:
+        return _torch_op(name)(x)
+    out, scales = _quant_impl(x, out, scales, group, launch=False)
+    _torch_op("quant_into")(x, out, scales, group)
     return out, scales
+
+
+if "torch" in sys.modules:    # defined with the module, so a first call inside torch.compile
+    _define_torch_ops()         # (fullgraph) finds them
