@@ -279,3 +279,15 @@ def test_gpu_fused_epilogue():
     ref = torch.nn.functional.gelu(a.double() @ b.double() + bias.double(), approximate="tanh")
     ref = ref + res.double()
     assert ((c.double() - ref).abs() <= 2 ** -8 * ref.abs() + 1e-3 * ref.abs().max()).all()
+
+
+def test_a_plan_is_per_target():
+    """The same arrays under another target are planned (and refused) there, not launched with
+    the first target's plan."""
+    a, b = _inputs(16, 16, 16, BF16, False)
+    out = np.zeros((16, 16), BF16)
+    with opus.set_target("sm_90a", interpret=True):
+        opus.ops.gemm(a, b, out=out)
+    with opus.set_target("sm_80", interpret=True):
+        with pytest.raises(opus.ArgumentError, match="needs sm_90a"):
+            opus.ops.gemm(a, b, out=out)

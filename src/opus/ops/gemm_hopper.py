@@ -322,18 +322,18 @@ def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=
 def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promote=False,
          epilogue=(None, None, None)):
     bias, act, res = epilogue
-    key = (_key(a), _key(b), None if out is None else _key(out),
+    from ..frontend.targeting import current_target
+    sel = current_target()
+    key = (sel.target.name, sel.mode, _key(a), _key(b), None if out is None else _key(out),
            None if scale_a is None else _key(scale_a), None if scale_b is None else _key(scale_b),
            str(out_dtype), blocks, block_n, stages, promote,
            None if bias is None else _key(bias), act, None if res is None else _key(res))
     plan = _PLANS.get(key)
     if plan is None:
-        from ..frontend.targeting import current_target
-        sel = current_target()
         scaled = scale_a is not None or scale_b is not None
         if out is None:
             out = _new_out(a, b, _out_dtype(a, out_dtype, scaled))
-            key = key[:2] + (_key(out),) + key[3:]
+            key = key[:4] + (_key(out),) + key[5:]
         plan = _plan(a, b, out, sel, blocks, block_n, stages, scaled, scale_a, scale_b,
                      out_dtype, promote, epilogue)
         if len(_PLANS) >= 256:
@@ -347,9 +347,9 @@ def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promot
     return out
 
 
-# (a, b, out, options) -> (launcher, args, constexprs and smem) or None (nothing to launch);
-# a key holds each tensor's address, shape, strides and dtype, so a plan's tensor maps (which
-# encode those) stay valid for every call that finds it
+# (target, mode, a, b, out, options) -> (launcher, args, constexprs and smem) or None (nothing
+# to launch); a key holds each tensor's address, shape, strides and dtype, so a plan's tensor
+# maps (which encode those) stay valid for every call that finds it
 _PLANS = {}
 
 
