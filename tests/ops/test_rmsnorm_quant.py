@@ -158,6 +158,57 @@ def test_rmsnorm_rows_longer_than_registers(target):
     close_to(out, y, BF16)
 
 
+@pytest.mark.parametrize("shape", [None, (256, 2, True), (256, 1, False), (512, 1, True)])
+def test_one_row_per_block(target, shape):
+    """Rows of 256+ threads (a block each: the row's own view, the shared-memory exchange
+    across warps): by the rule (8192 wide: 256 threads x 4 vectors) and, on a ragged 2051-wide
+    row padded to 2056 (16-byte rows, so 16-byte vectors straddle the row's end), kept in
+    registers, looped in 2048-element tiles, or with more threads than vectors."""
+    if shape is None:
+        x, w = inputs(2, 8192, BF16, seed=14)
+        r = inputs(2, 8192, BF16, seed=15)[0]
+        assert nq.row_shape(8192, 8) == (256, 4, True)
+    else:
+        big = np.full((3, 2056), 5.0, BF16)
+        x = big[:, :2051]
+        x[...], w = inputs(3, 2051, BF16, seed=16)
+        r = np.zeros((3, 2056), BF16)[:, :2051]
+        r[...] = inputs(3, 2051, BF16, seed=17)[0]
+    h, y = ref_norm(x, w, 1e-6, residual=r.copy())
+    q, s = np.empty(x.shape, FP8[target]), np.empty(len(x), np.float32)
+    nq._launch_rows(x, w, r, q, s, 1e-6, True, shape=shape)
+    np.testing.assert_array_equal(r.astype(np.float64), h)
+    check_quant(q, s, y, FP8[target])
+    if shape is not None:
+        assert (big[:, 2051:].astype(np.float32) == 5).all()
+
+
+def test_launch_configuration():
+    """The rule's choices (ops/norm_quant.row_shape, docs/ops.md) and the vector widths from
+    the rows' alignment: 16-byte vectors for 8192-wide bf16 rows (the weight, one row, counts
+    its own alignment only), 256 threads x 4 vectors; short rows share blocks of 256 threads;
+    an odd width falls to element accesses; a padded 13-wide row keeps 16-byte loads only
+    with a row to itself."""
+    x = np.zeros((4, 8192), BF16)
+    assert nq.row_config(x, np.zeros(8192, BF16), None, x, True) == (4, 256, dict(
+        TR=256, V=8, NV=4, VO=8, CACHED=True, NORM=True, RESIDUAL=False, QUANT=False,
+        QMAX=448.0))
+    q = np.zeros((4, 8192), ml_dtypes.float8_e4m3fn)
+    grid, block, cx = nq.row_config(x, x, None, q, False)
+    assert (grid, block, cx["V"], cx["VO"], cx["QUANT"], cx["QMAX"]) == (4, 256, 8, 8, True, 448)
+    x = np.zeros((1000, 128), np.float16)
+    grid, block, cx = nq.row_config(x, np.zeros(128, np.float16), None, x, True)
+    assert (grid, block, cx["TR"], cx["NV"], cx["V"]) == (16, 256, 4, 4, 8)   # 64 rows a block
+    x = np.zeros((3, 7), BF16)
+    assert nq.row_config(x, np.zeros(7, BF16), None, x, True)[2]["V"] == 1
+    padded = np.zeros((3, 16), BF16)[:, :13]
+    assert nq.row_config(padded, np.zeros(13, BF16), None, padded, True)[2]["V"] == 1
+    assert nq.row_config(padded, np.zeros(13, BF16), None, padded, True,
+                         shape=(256, 1, True))[2]["V"] == 8
+    assert nq.row_shape(140000, 8) == (1024, 4, False) and nq.row_shape(1, 1) == (1, 1, True)
+    assert [nq.group_shape(g) for g in (64, 56, 3, 1)] == [16, 8, 4, 4]
+
+
 # -- rmsnorm_quant ------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("rows,hidden", SHAPES)

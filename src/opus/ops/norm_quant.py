@@ -458,6 +458,31 @@ def _target_name():
     return sel.target.name, sel.mode
 
 
+def row_config(x, weight, residual, out, norm, shape=None):
+    """(grid, block, constexprs) of the row kernel for these arrays: the vector width V is the
+    widest every row of x, residual and (norm) the weight allow (VO: out's), then
+    row_shape(hidden, V) (or ``shape``, an explicit (TR, NV, CACHED)); rows sharing a block
+    take a V that divides hidden (their shared view has no per-row bound)."""
+    rows, hidden = x.shape
+    d, od = _opus_dtype(x), _opus_dtype(out)
+    most = VEC_BYTES // d.itemsize
+    res = residual if residual is not None else x
+    v = min([_vec(x, rows, most), _vec(res, rows, most)] +
+            ([_vec(weight, 1, most)] if norm else []))
+    tr, nv, cached = shape or row_shape(hidden, v)
+    if tr < BLOCK and hidden % v:
+        v = _pow2_dividing(hidden, v)
+        tr, nv, cached = shape or row_shape(hidden, v)
+    if cached and tr * nv * v < hidden:
+        raise ValueError(f"launch shape {(tr, nv, cached)} covers {tr * nv * v} of the "
+                         f"{hidden} elements of a row ({v} per vector)")
+    rpb = max(1, BLOCK // tr)
+    qmax = float(opus.finfo(od).max) if od.itemsize == 1 else 448.0
+    return -(-rows // rpb), tr * rpb, dict(
+        TR=tr, V=v, NV=nv, VO=min(v, _vec(out, rows, most)), CACHED=cached, NORM=norm,
+        RESIDUAL=residual is not None, QUANT=od.itemsize == 1, QMAX=qmax)
+
+
 def _launch_rows(x, weight, residual, out, scales, eps, norm, shape=None):
     """Launch the row kernel (arguments checked): rmsnorm (norm, out of x's type),
     rmsnorm_quant (norm, fp8 out) or per_token_quant (fp8 out, weight unused). ``shape``
@@ -469,24 +494,14 @@ def _launch_rows(x, weight, residual, out, scales, eps, norm, shape=None):
         if scales is not None:
             scales[...] = 0
         return
-    d, od = _opus_dtype(x), _opus_dtype(out)
     res = residual if residual is not None else x
-    ins = (x, res) + ((weight,) if norm else ())
-    key = ("rows", rows, hidden, d, od, tuple(_vec(t, rows, 16) for t in ins + (out,)), norm,
+    key = ("rows", rows, hidden, _opus_dtype(x), _opus_dtype(out), _vec(x, rows, 16),
+           _vec(res, rows, 16), _vec(weight, 1, 16), _vec(out, rows, 16), norm,
            residual is not None, shape, _target_name())
 
     def make():
-        most = VEC_BYTES // d.itemsize
-        v = min(_vec(t, rows, most) for t in ins)
-        tr, nv, cached = shape or row_shape(hidden, v)
-        if tr < BLOCK and hidden % v:           # rows sharing a view: no straddling vectors
-            v = _pow2_dividing(hidden, v)
-            tr, nv, cached = shape or row_shape(hidden, v)
-        rpb = max(1, BLOCK // tr)
-        qmax = float(opus.finfo(od).max) if od.itemsize == 1 else 448.0
-        return ROW_KERNELS[(d, od)][-(-rows // rpb), tr * rpb], dict(
-            TR=tr, V=v, NV=nv, VO=min(v, _vec(out, rows, most)), CACHED=cached, NORM=norm,
-            RESIDUAL=residual is not None, QUANT=od.itemsize == 1, QMAX=qmax)
+        grid, block, cx = row_config(x, weight, residual, out, norm, shape)
+        return ROW_KERNELS[(_opus_dtype(x), _opus_dtype(out))][grid, block], cx
     launch, cx = _plan(key, make)
     launch(_span(x), _span(weight if norm else x), _span(res), _span(out),
            scales if scales is not None else _dummy(x), rows, hidden, _row_stride(x),
