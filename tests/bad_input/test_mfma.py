@@ -1,8 +1,8 @@
 """Bad input to AMD's matrix atoms (opus.make_mma on gfx942/gfx950): a combination the chip lacks
 (the error names the types, the shape, the chip and lists what it has), an instruction of the
 other CDNA chip (xf32 is gfx942's only, the double-K int8 gfx950's, fp8 encodings differ), the
-gfx950 f8f6f4 family (fp4/fp6/e8m0 operands: a trace-time error naming what opus lacks, never
-undefined behaviour), and operands of the wrong register type. Each case checks the error type,
+gfx950 f8f6f4 family asked for without scaled=True (fp4/fp6/e8m0 operands: a trace-time error
+naming the scaled atoms, never undefined behaviour), and operands of the wrong register type. Each case checks the error type,
 the message and the kernel line (``# ERR: <tag>``); the interpreter refuses as the compiler
 does, writing nothing."""
 import numpy as np
@@ -67,7 +67,8 @@ def test_fnuz_fp8_on_gfx950_names_the_ocp_encodings(a):
     _no_row("gfx950", a, a, f32, (16, 16, 32), "gfx942 only", "OCP")
 
 
-# -- gfx950's f8f6f4 family: an error naming what opus lacks, on both chips ----------------------------
+# -- gfx950's f8f6f4 family: asked for without scaled=True (tests/bad_input/test_scaled_mfma.py
+# has the scaled atoms' own cases) ------------------------------------------------------------------
 
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
 @pytest.mark.parametrize("a,b,shape", [
@@ -77,17 +78,22 @@ def test_fnuz_fp8_on_gfx950_names_the_ocp_encodings(a):
     (opus.fp4, opus.bf8, (16, 16, 128)),
     (opus.e8m0, opus.e8m0, (32, 32, 64)),
 ], ids=["fp4-32", "fp4-16", "fp8xfp4", "fp4xbf8", "e8m0"])
-def test_scaled_f8f6f4_is_a_trace_error_naming_what_is_missing(arch, a, b, shape):
-    want = "gfx950 has them in hardware" if arch == "gfx950" else f"{arch} has no such instruction"
-    with raises(opus.TraceError, "f8f6f4", "e8m0 scales", "does not have yet",
-                "no rows or scale operands", want, at="make", file=MAKE_FILE):
+def test_f8f6f4_types_without_scaled_name_the_scaled_family(arch, a, b, shape):
+    if arch == "gfx942":
+        want = ("gfx950 instructions", "gfx942 has no such instruction")
+    elif a is opus.e8m0:
+        want = ("not e8m0", "scales' type", "scale_a=")
+    else:
+        want = ("scaled=True", "scale_a=", "127 = x1")
+    with raises(opus.TraceError, "f8f6f4", "v_mfma_scale_f32_32x32x64_f8f6f4", *want, at="make",
+                file=MAKE_FILE):
         _make.source(target=arch, A=a, B=b, C=f32, S=shape)
 
 
-def test_scaled_f8f6f4_in_the_interpreter_writes_nothing():
+def test_f8f6f4_without_scaled_in_the_interpreter_writes_nothing():
     out = np.zeros(4, np.float32)
     with opus.set_target("gfx950", interpret=True):
-        with unchanged(out), raises(opus.TraceError, "f8f6f4", "not have yet", at="make",
+        with unchanged(out), raises(opus.TraceError, "f8f6f4", "scaled=True", at="make",
                                     file=MAKE_FILE):
             _make[1, 64](out, A=opus.fp4, B=opus.fp4, C=f32, S=(32, 32, 64))
 

@@ -15,8 +15,8 @@ direction and terms, so a slip in opus' code disagrees with it.
   "Matrix Arithmetic Instructions"): the document gives, for matrix entry ``A[i][k]``,
   ``B[k][j]`` or ``D[i][j]``, the VGPR (offset from the operand's first register), the bits in it,
   and the lane. The register element index of opus' operand vector is
-  ``GPR * (32 / bits) + lo_bit / bits`` (the builtin's ext-vector operand is the VGPRs in order,
-  low bits first).
+  ``(32 * GPR + lo_bit) / bits`` (the builtin's ext-vector operand is the VGPRs in order, low
+  bits first; fp6 fields run on across register boundaries).
 
 Each instruction (keyed by ``MatrixAtom.isa``, the spelling the compiler prints) has one table per
 operand (A, B, C/D) in ``ISA_TABLES``; a new row of a target's atom table needs its entry here
@@ -73,8 +73,8 @@ class LaneTable:
             for r in range(self.rows):
                 for c in range(self.cols):
                     gpr, lo_bit, lane = self.register(r, c)
-                    out.setdefault((r, c), []).append(
-                        (lane, gpr * (32 // self.bits) + lo_bit // self.bits))
+                    out.setdefault((r, c), []).append(  # fp6: fields cross registers
+                        (lane, (gpr * 32 + lo_bit) // self.bits))
         cells = {(r, c) for r in range(self.rows) for c in range(self.cols)}
         holders = [h for hs in out.values() for h in hs]
         assert set(out) == cells and all(len(h) == 1 for h in out.values()), \
@@ -569,7 +569,99 @@ MFMA_16X16X32_STEP_K = _step_k(
     (((4, 0), (0, 4)), ((12, 2), (18, 4)), ((31, 15), (63, 7))), _STEP_K_SOURCE)
 
 # == every instruction, by the spelling the compiler prints (MatrixAtom.isa) =====================
+# -- gfx950's block-scaled f8f6f4 MFMAs (CDNA4 v_mfma_scale_f32_32x32x64_f8f6f4 and
+# v_mfma_scale_f32_16x16x128_f8f6f4): A's layout follows its format (cbsz), B's its format
+# (blgp): 0 fp8 E4M3, 1 bf8 E5M2, 2 fp6 E2M3, 3 bf6 E3M2, 4 fp4 E2M1 (the blog's section 5.4
+# list of Atype/Btype values). 32 elements per lane in 8 (fp8), 6 (fp6) or 4 (fp4) VGPRs.
+#   fp8 (the blog's 5.4 kernel, 32x32x64: a_reg[i*16 + j] = A[t % 32][(t / 32) * 16 + i * 32 + j],
+#   b_reg[i*16 + j] = B[16 * (t / 32) + 32 * i + j][t % 32]): two runs of 16 K-consecutive
+#   bytes, run r = floor(k / 32) at K 32r + 16 * (lane group) .. +15:
+#     A[i][k] GPR: 4 * floor(k / 32) + floor((k % 16) / 4).[8*(k % 4)+7 : 8*(k % 4)]
+#             Lane: 32 * floor((k % 32) / 16) + i
+#   16x16x128 (four lane groups; Triton's chooseScaledMfmaScaleLayout note: for mxfp8/mxfp6 a
+#   lane's 32 elements are "2 16-consecutive elements blocks"): run r = floor(k / 64),
+#     A[i][k] GPR: 4 * floor(k / 64) + floor((k % 16) / 4)    Lane: 16 * floor((k % 64) / 16) + i
+#   fp6: the same element order, 16 elements = 96 bits = 3 VGPRs per run, element e of the lane
+#   at bits 6e .. 6e+5 of its VGPRs taken as one little-endian bit string.
+#   fp4 (the blog's 5.5 kernel, 32x32x64: lane t holds bytes (t / 32) * 16 .. +15 of row t % 32,
+#   two E2M1 per byte, low nibble first): 32 K-consecutive elements per lane,
+#     A[i][k] GPR: floor((k % 32) / 8).[4*(k % 8)+3 : 4*(k % 8)]   Lane: 32 * floor(k / 32) + i
+#   16x16x128 (Triton: "the first 16 lanes collectively handle A[0:16][0:32], and another 16
+#   lanes collectively handle A[0:16][32:64] and so on"): Lane 16 * floor(k / 32) + i.
+#   B[k][j] as A[i][k] with j for i. C/D as every 32x32 / 16x16 MFMA (the blog: "the data layout
+#   for the output matrix remains the same").
+SCALED_FORMATS = {"fp8_e4m3": 0, "fp8_e5m2": 1, "fp6_e2m3": 2, "fp6_e3m2": 3, "fp4_e2m1": 4}
+_SCALED_BITS = {0: 8, 1: 8, 2: 6, 3: 6, 4: 4}
+_SCALED_SOURCE = (f"{CDNA4}; {BLOG} 5.4-5.5; Triton lib/Dialect/TritonGPU/IR/"
+                  f"LinearLayoutConversions.cpp chooseScaledMfmaScaleLayout")
+
+
+def _scaled_key(isa, cbsz, blgp):
+    return f"{isa} cbsz:{cbsz} blgp:{blgp}"
+
+
+def _scaled_cell(bits, m, x, k):
+    """(gpr, lo_bit, lane) of element (x, k) of a scaled MFMA's A (x = row) or B (x = column)
+    with m rows (columns) per lane group, by the formulas above."""
+    groups = 64 // m
+    if bits == 4:
+        lane, e = m * (k // 32) + x, k % 32
+    else:  # fp8 / fp6: run r of 16 K-consecutive elements, 16 * groups K per run
+        run = 16 * groups
+        lane, e = m * ((k % run) // 16) + x, 16 * (k // run) + k % 16
+    return (bits * e) // 32, (bits * e) % 32, lane
+
+
+def _scaled_operand(shape, operand, fmt):
+    m, n, k = shape
+    bits = _SCALED_BITS[fmt]
+    ins = f"v_mfma_scale_f32_{m}x{n}x{k}_f8f6f4 (format {fmt})"
+    if operand == "A":
+        return _mfma(ins, "A", m, k, bits, _SCALED_SOURCE,
+                     lambda i, kk: _scaled_cell(bits, m, i, kk), _SCALED_SPOTS[shape, "A", bits])
+    return _mfma(ins, "B", k, n, bits, _SCALED_SOURCE,
+                 lambda kk, j: _scaled_cell(bits, n, j, kk), _SCALED_SPOTS[shape, "B", bits])
+
+
+# spots read off the documents' kernels: ((row, col), (lane, element)).
+# 32x32x64 fp8 (blog 5.4): lane 0 holds A[0][0..15] as a_reg[0..15] and A[0][32..47] as
+# a_reg[16..31]; lane 32 holds A[0][16..31]; lane 33's b_reg[17] = B[16 + 32 + 1][1].
+# 32x32x64 fp4 (blog 5.5): lane 32 byte 0 low nibble = A[0][32]; lane 1 byte 15 high nibble =
+# A[1][31]. 16x16x128 (the same rules with four lane groups): fp8 lane 16 holds A[0][16],
+# lane 48 element 16 A[0][64 + 48]; fp4 lane 17 element 0 A[1][32].
+_SCALED_SPOTS = {
+    ((32, 32, 64), "A", 8): (((0, 0), (0, 0)), ((0, 15), (0, 15)), ((0, 32), (0, 16)),
+                             ((0, 16), (32, 0)), ((0, 63), (32, 31))),
+    ((32, 32, 64), "B", 8): (((49, 1), (33, 17)), ((0, 0), (0, 0))),
+    ((32, 32, 64), "A", 6): (((0, 32), (0, 16)), ((0, 16), (32, 0))),
+    ((32, 32, 64), "B", 6): (((49, 1), (33, 17)),),
+    ((32, 32, 64), "A", 4): (((0, 32), (32, 0)), ((1, 31), (1, 31))),
+    ((32, 32, 64), "B", 4): (((33, 2), (34, 1)),),
+    ((16, 16, 128), "A", 8): (((0, 16), (16, 0)), ((0, 112), (48, 16)), ((15, 127), (63, 31))),
+    ((16, 16, 128), "B", 8): (((64, 0), (0, 16)),),
+    ((16, 16, 128), "A", 6): (((0, 16), (16, 0)), ((0, 112), (48, 16))),
+    ((16, 16, 128), "B", 6): (((64, 0), (0, 16)),),
+    ((16, 16, 128), "A", 4): (((1, 32), (17, 0)), ((15, 127), (63, 31))),
+    ((16, 16, 128), "B", 4): (((127, 15), (63, 31)),),
+}
+
+
+def _scaled_tables():
+    out = {}
+    for shape, c_fn, c_spots in (((32, 32, 64), _mfma_32x32_c, _C32_SPOTS),
+                                 ((16, 16, 128), _mfma_16x16_c, _C16_SPOTS)):
+        m, n, k = shape
+        isa = f"v_mfma_scale_f32_{m}x{n}x{k}_f8f6f4"
+        c = _mfma(isa, "C", m, n, 32, _SCALED_SOURCE, c_fn, c_spots)
+        for fa in _SCALED_BITS:
+            for fb in _SCALED_BITS:
+                out[_scaled_key(isa, fa, fb)] = (_scaled_operand(shape, "A", fa),
+                                                 _scaled_operand(shape, "B", fb), c)
+    return out
+
+
 ISA_TABLES = {
+    **_scaled_tables(),
     "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32": M16N8K16_F16,
     "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32": M16N8K16_F16,
     "mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32": M16N8K8_F16,
@@ -615,8 +707,11 @@ ISA_TABLES = {
 
 
 def isa_key(atom):
-    """The ISA_TABLES key of an atom: its instruction, with " x<n>" for a chain of n of it."""
+    """The ISA_TABLES key of an atom: its instruction, with " x<n>" for a chain of n of it, or
+    " cbsz:<a> blgp:<b>" for a block-scaled MFMA's operand formats."""
     steps = atom.numerics.k_steps
+    if getattr(atom, "scaled", False):
+        return _scaled_key(atom.isa, *(SCALED_FORMATS[d.name] for d in (atom.a, atom.b)))
     return atom.isa if steps == 1 else f"{atom.isa} x{steps}"
 
 
@@ -632,7 +727,7 @@ def tables_for(atom):
     for t, operand, rows, cols, dtype in zip(tables, "ABC", (m, k, m), (k, n, n),
                                              (atom.a, atom.b, atom.c)):
         got = (t.operand, t.rows, t.cols, t.lanes, t.bits)
-        want = (operand, rows, cols, atom.warp, 8 * dtype.itemsize)
+        want = (operand, rows, cols, atom.warp, dtype.bits if dtype.packed else 8 * dtype.itemsize)
         if got != want:
             raise MissingIsaTable(f"ISA table {t} for {atom.isa!r} is (operand, rows, cols, lanes, "
                                   f"bits) {got}, the atom {atom.name!r} needs {want}")
@@ -861,6 +956,145 @@ static inline VC {fn}(VA a, VB b, VC c, int cbsz, int abid, int blgp) {{
 """
 
 
+# gfx950's block-scaled builtins: __builtin_amdgcn_mfma_scale_f32_<shape>_f8f6f4(a, b, c, cbsz,
+# blgp, opsel_a, scale_a, opsel_b, scale_b) (clang BuiltinsAMDGPU.def; the ROCm blog's section
+# 5.4 list of its arguments), A and B as 8 ints each (fp6 / fp4 in the first 6 / 4).
+SCALED_BUILTINS = {f"__builtin_amdgcn_mfma_scale_f32_{m}x{n}x{k}_f8f6f4":
+                   f"v_mfma_scale_f32_{m}x{n}x{k}_f8f6f4" for m, n, k in ((32, 32, 64), (16, 16, 128))}
+
+_SCALED_SHIM = """\
+// -- gfx950's block-scaled f8f6f4 MFMAs (CDNA4 v_mfma_scale_f32_32x32x64_f8f6f4 and
+// _16x16x128_f8f6f4), from the ISA's definition: with K blocks b of 32 elements,
+//   D[row][col] = C[row][col] + sum_b Xa * Xb * sum_{k in block b} A[row][k] * B[k][col],
+// Xa = 2^(e - 127) of byte opsel_a of the scale_a of lane b * M + row, Xb likewise of lane
+// b * N + col (E8M0; 255 is NaN): the scales apply to each block's dot product before the
+// accumulation. A's format is cbsz, B's blgp: 0 E4M3, 1 E5M2 (OCP fp8), 2 E2M3, 3 E3M2 (fp6),
+// 4 E2M1 (fp4) (OCP MX spec v1.0: E2M3 bias 1, E3M2 bias 3, E2M1 bias 1, no inf or NaN).
+// A lane's elements lie packed in its registers, element e at bits e*w .. e*w+w-1 of the bit
+// string of its VGPRs (w = 8, 6 or 4); which (row, k) each is: the lane tables per format.
+static inline double small_float(uint32_t code, int ebits, int mbits, int bias) {
+  uint32_t e = (code >> mbits) & ((1u << ebits) - 1), m = code & ((1u << mbits) - 1);
+  double v = e == 0 ? std::ldexp((double)m, 1 - bias - mbits)
+                    : std::ldexp((double)(m | (1u << mbits)), (int)e - bias - mbits);
+  return (code >> (ebits + mbits)) & 1 ? -v : v;
+}
+static inline int f8f6f4_bits(int fmt) { return fmt < 2 ? 8 : fmt < 4 ? 6 : 4; }
+static inline double f8f6f4_value(int fmt, const unsigned char* regs, int e) {
+  int w = f8f6f4_bits(fmt), bit = e * w;
+  uint32_t code = (((uint32_t)regs[bit / 8] | ((uint32_t)regs[bit / 8 + 1] << 8)) >> (bit % 8)) &
+                  ((1u << w) - 1);  // regs has 32 bytes + padding: bit / 8 + 1 stays inside
+  switch (fmt) {
+    case 0: return opus_host_float::decode(code, opus_host_float::E4M3);
+    case 1: return opus_host_float::decode(code, opus_host_float::E5M2);
+    case 2: return small_float(code, 2, 3, 1);
+    case 3: return small_float(code, 3, 2, 3);
+    default: return small_float(code, 2, 1, 1);
+  }
+}
+static inline double e8m0(uint32_t scale, int opsel) {
+  uint32_t e = (scale >> (8 * opsel)) & 0xff;
+  return e == 255 ? NAN : std::ldexp(1.0, (int)e - 127);
+}
+
+// cells of A and B per format (cbsz / blgp 0..4), C and D as for every MFMA
+struct ScaledLayout {
+  int m, n, k, ec;
+  const unsigned char *a[5], *b[5], *c, *d_cells;
+};
+
+const unsigned SLOT_SCALE = 256;  // scale_a, scale_b after C in a lane's exchange slot
+
+static inline void run_scaled(const ScaledLayout& L, const void* a, const void* b, const void* c,
+                              void* d, int cbsz, int blgp, int opsel_a, int scale_a, int opsel_b,
+                              int scale_b) {
+  if (cbsz < 0 || cbsz > 4 || blgp < 0 || blgp > 4 || opsel_a < 0 || opsel_a > 3 || opsel_b < 0 ||
+      opsel_b > 3)
+    opus_host_fail("mfma_scale: cbsz/blgp must be 0..4 and opsel 0..3");
+  if (opus_host_warp_live_mask() != ~0ull)
+    opus_host_fail("an MFMA needs every lane of the wave (some returned before it)");
+  unsigned me = opus_host_lane();
+  unsigned char* slot = (unsigned char*)opus_host_xchg(me);
+  memset(slot, 0, SLOT_SCALE + 8);
+  memcpy(slot, a, 32);
+  memcpy(slot + SLOT_B, b, 32);
+  memcpy(slot + SLOT_C, c, 4 * L.ec);
+  memcpy(slot + SLOT_SCALE, &scale_a, 4);
+  memcpy(slot + SLOT_SCALE + 4, &scale_b, 4);
+  opus_host_warp_rendezvous();
+  auto lane = [](unsigned l) { return (const unsigned char*)opus_host_xchg(l); };
+  auto scale = [&](unsigned l, unsigned off) { uint32_t u; memcpy(&u, lane(l) + SLOT_SCALE + off, 4); return u; };
+  unsigned char out[4 * 64];
+  for (int e = 0; e < L.ec; e++) {
+    int row = L.d_cells[2 * (me * L.ec + e)], col = L.d_cells[2 * (me * L.ec + e) + 1];
+    const unsigned char* ch = L.c + 2 * (row * L.n + col);
+    float cf;
+    memcpy(&cf, lane(ch[0]) + SLOT_C + 4 * ch[1], 4);
+    double acc = cf;
+    for (int blk = 0; blk < L.k / 32; blk++) {
+      double dot = 0;
+      for (int kk = 32 * blk; kk < 32 * blk + 32; kk++) {
+        const unsigned char* ah = L.a[cbsz] + 2 * (row * L.k + kk);  // A[row][kk], from src0
+        const unsigned char* bh = L.b[blgp] + 2 * (kk * L.n + col);  // B[kk][col], from src1
+        dot += f8f6f4_value(cbsz, lane(ah[0]), ah[1]) * f8f6f4_value(blgp, lane(bh[0]) + SLOT_B, bh[1]);
+      }
+      acc += e8m0(scale(blk * L.m + row, 0), opsel_a) * e8m0(scale(blk * L.n + col, 4), opsel_b) * dot;
+    }
+    float r = (float)acc;
+    memcpy(out + 4 * e, &r, 4);
+  }
+  opus_host_warp_rendezvous();
+  memcpy(d, out, 4 * L.ec);
+}
+
+"""
+
+_SCALED_SHIM_BUILTIN = """\
+template <class VA, class VB, class VC>
+static inline VC {fn}(VA a, VB b, VC c, int cbsz, int blgp, int opsel_a, int scale_a, int opsel_b,
+                      int scale_b) {{
+  static_assert(sizeof(VA) == 32 && sizeof(VB) == 32 && sizeof(VC) == {cbytes},
+                "{builtin}: operands of 32, 32 and {cbytes} bytes");
+  VC d;
+  run_scaled({layout}, &a, &b, &c, &d, cbsz, blgp, opsel_a, scale_a, opsel_b, scale_b);
+  return d;
+}}
+"""
+
+
+def _scaled_shim_source():
+    """The block-scaled builtins of the shim: their layouts (A and B per format) and calls."""
+    out = [_SCALED_SHIM]
+    for builtin, isa in SCALED_BUILTINS.items():
+        name = "L_" + isa
+        arrays, by_format = {}, {"a": [], "b": []}  # (operand, cells) -> C array name
+        for fmt in range(5):
+            a, b, c = ISA_TABLES[_scaled_key(isa, fmt, fmt)]
+            for op, t in (("a", a), ("b", b)):
+                cells = _cells(t)
+                if (op, cells) not in arrays:
+                    arrays[op, cells] = f"{name}_{op}{len(arrays)}"
+                    out.append(f"static const unsigned char {arrays[op, cells]}[] = {{{cells}}};\n")
+                by_format[op].append(arrays[op, cells])
+        pc = c.placement()
+        d_cells = {holder: cell for cell, holder in pc.items()}
+        out.append(f"static const unsigned char {name}_c[] = {{{_cells(c)}}};\n")
+        out.append(f"static const unsigned char {name}_d[] = "
+                   f"{{{_c_bytes([d_cells[l, e] for l in range(c.lanes) for e in range(c.per_lane)])}}};\n")
+        out.append(f"static const ScaledLayout {name} = {{{c.rows}, {c.cols}, {a.cols}, "
+                   f"{c.per_lane}, {{{', '.join(by_format['a'])}}}, {{{', '.join(by_format['b'])}}}, "
+                   f"{name}_c, {name}_d}};\n")
+        out.append(_SCALED_SHIM_BUILTIN.format(fn=builtin.replace("__builtin_amdgcn_", "opus_host_"),
+                                               builtin=builtin, layout=name,
+                                               cbytes=c.per_lane * 4))
+    return "".join(out)
+
+
+def _cells(table):
+    """A table's (lane, element) per cell, row-major, as C bytes."""
+    placed = table.placement()
+    return _c_bytes([placed[r, col] for r in range(table.rows) for col in range(table.cols)])
+
+
 def _c_bytes(pairs):
     return ", ".join(f"{x}" for p in pairs for x in p)
 
@@ -902,8 +1136,9 @@ def mfma_shim_source() -> str:
                                         abytes=a.per_lane * a.bits // 8,
                                         bbytes=b.per_lane * b.bits // 8,
                                         cbytes=c.per_lane * c.bits // 8))
+    out.append(_scaled_shim_source())
     out.append("\n}  // namespace opus_host_mfma\n\n")
-    for builtin in MFMA_BUILTINS:
+    for builtin in (*MFMA_BUILTINS, *SCALED_BUILTINS):
         out.append(f"#define {builtin} opus_host_mfma::{builtin.replace('__builtin_amdgcn_', 'opus_host_')}\n")
     return "".join(out)
 

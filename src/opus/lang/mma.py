@@ -2,12 +2,12 @@
 from __future__ import annotations
 
 from ..dtypes import DType
-from ..ir import Value, type_str
+from ..ir import Value, VectorType, type_str
 from .context import ctx, TraceError
 from .values import emit1, cast, as_value
 from .vectors import zeros
 
-__all__ = ["make_mma", "MmaAtom", "make_tiled_mma", "TiledMma"]
+__all__ = ["make_mma", "MmaAtom", "ScaledMmaAtom", "make_tiled_mma", "TiledMma"]
 
 
 def operand_type(d, n):
@@ -160,7 +160,59 @@ class MmaAtom:
         return emit1("target_op", ops, self.vtype_c, {"name": self.instruction.name})
 
 
-def make_mma(a, b, c, shape, swap_ab=False):
+class ScaledMmaAtom(MmaAtom):
+    """A block-scaled matrix atom (gfx950's v_mfma_scale_f32_*_f8f6f4): D = (A * Xa) @ (B * Xb)
+    + C with one E8M0 scale per row (column of B) and 32 K elements, each lane passing one
+    (targets/amd_mfma_scale.py: lane l holds the scale of row l % m and K block l // m)."""
+
+    def __call__(self, a, b, c=None, *, scale_a=None, scale_b=None, opsel_a=0, opsel_b=0):
+        """D = A @ B + C with each 32-wide K block scaled by 2^(scale_a - 127) * 2^(scale_b -
+        127): ``scale_a``/``scale_b`` are this lane's e8m0 scale (its row of A / column of B,
+        K block lane // m), or four of them in an e8m0x4 register of which ``opsel_a`` /
+        ``opsel_b`` (compile-time 0..3) picks one."""
+        if c is None:
+            c = self.zeros_c()
+        ops = []
+        for name, v, t in (("A", a, self.vtype_a), ("B", b, self.vtype_b), ("C", c, self.vtype_c)):
+            if not isinstance(v, Value) or v.type != t:
+                raise TraceError(f"scaled mma operand {name} must be a {type_str(t)} register "
+                                 f"vector, got {_type_name(v)}")
+            ops.append(v)
+        scales = [self._scale("a", scale_a, opsel_a), self._scale("b", scale_b, opsel_b)]
+        if self.swap_ab:  # the instruction's A is our B: operands, scales and opsels exchanged
+            ops[0], ops[1] = ops[1], ops[0]
+            scales.reverse()
+        attrs = {"name": self.instruction.name}
+        for w, (x, sel) in zip("ab", scales):  # by the instruction's operand
+            ops.append(x)
+            attrs[f"opsel_{w}"], attrs[f"scale_{w}_x4"] = sel, isinstance(x.type, VectorType)
+        return emit1("target_op", ops, self.vtype_c, attrs)
+
+    @staticmethod
+    def _scale(w, x, sel):
+        """One scale operand (an e8m0 or e8m0x4 register) and its opsel, checked."""
+        from ..dtypes import e8m0
+        if x is None:
+            raise TraceError(f"a scaled mma needs scale_{w}=: this lane's e8m0 scale (127 = x1) "
+                             f"or an e8m0x4 register with opsel_{w}=")
+        if not isinstance(x, Value) or x.type not in (e8m0, VectorType(e8m0, 4)):
+            raise TraceError(f"scale_{w} must be an e8m0 value or an e8m0x4 register (E8M0 "
+                             f"exponents, 2^(e-127): opus.cast(x, opus.e8m0) or "
+                             f"opus.e8m0x4), got {_type_name(x)}")
+        x4 = x.type != e8m0
+        if type(sel) is not int or not 0 <= sel < (4 if x4 else 1):
+            raise TraceError(f"opsel_{w} must be a compile-time int selecting a byte of scale_{w}: "
+                             + ("0..3 of its e8m0x4" if x4 else "0 for one e8m0 (pass an e8m0x4 "
+                                                                "to select among four)")
+                             + f", got {sel!r}")
+        return x, sel
+
+
+def _type_name(v):
+    return type_str(v.type) if isinstance(v, Value) else type(v).__name__
+
+
+def make_mma(a, b, c, shape, swap_ab=False, scaled=False):
     """The target's warp-level matrix multiply-accumulate atom for A/B/C element types and shape
     (m, n, k): mma.sync on NVIDIA, MFMA on AMD. An unsupported combination is an error naming
     the types, the shape, the chip and the atoms it has (docs/api.md tables them per target).
@@ -186,9 +238,14 @@ def make_mma(a, b, c, shape, swap_ab=False):
         lane then holds C elements along a row (``layout_c`` vectorizes row-major stores). The
         atom (n, m, k) of the swapped types must exist (square MFMA shapes; not mma.sync's m16n8)
     :type swap_ab: bool
+    :param scaled: the block-scaled atom (gfx950's v_mfma_scale_f32_16x16x128_f8f6f4 and
+        _32x32x64_f8f6f4: A and B each fp8_e4m3, fp8_e5m2, fp6_e2m3, fp6_e3m2 or fp4_e2m1, C
+        f32); its call takes ``scale_a=``, ``scale_b=`` (e8m0, one per lane: row l % m of A,
+        column l % n of B, K block l // m of 32 elements; or an e8m0x4 with ``opsel_a=``)
+    :type scaled: bool
     :returns: the atom: call it with (a, b[, c]) register vectors; it knows each operand's
         lane layout
-    :rtype: MmaAtom
+    :rtype: MmaAtom (ScaledMmaAtom when scaled)
     :targets: all targets, each with its own atoms (its instruction table, ``mma_atoms``)
     """
     t = ctx().target
@@ -196,8 +253,9 @@ def make_mma(a, b, c, shape, swap_ab=False):
         if not isinstance(x, DType):
             raise TraceError(f"make_mma {name} must be an element type such as opus.f16, got {x!r}")
     a, b, c = (t.resolve_dtype(x) for x in (a, b, c))
-    if not isinstance(swap_ab, bool):
-        raise TraceError(f"swap_ab must be a bool, got {swap_ab!r}")
+    for name, flag in (("swap_ab", swap_ab), ("scaled", scaled)):
+        if not isinstance(flag, bool):
+            raise TraceError(f"{name} must be a bool, got {flag!r}")
     if (not isinstance(shape, (tuple, list)) or len(shape) != 3
             or not all(type(x) is int and x > 0 for x in shape)):
         raise TraceError(f"make_mma shape must be (m, n, k) of positive ints, got {shape!r}")
@@ -207,12 +265,12 @@ def make_mma(a, b, c, shape, swap_ab=False):
             raise TraceError(f"shape must be (m, n, k), got {shape!r}")
         m, n, k = shape
         try:
-            ins = t.mma_instruction(b, a, c, (n, m, k))
+            ins = t.mma_instruction(b, a, c, (n, m, k), scaled=scaled)
         except Exception as e:
             raise TraceError(f"swap_ab=True needs the {n}x{m}x{k} atom for {b.name} x {a.name}; "
                              f"{e}") from None
-        return MmaAtom(ins, swap_ab=True)
-    return MmaAtom(t.mma_instruction(a, b, c, shape))
+        return (ScaledMmaAtom if scaled else MmaAtom)(ins, swap_ab=True)
+    return (ScaledMmaAtom if scaled else MmaAtom)(t.mma_instruction(a, b, c, shape, scaled=scaled))
 
 
 # -- tiled MMA: several warps, each repeating the atom (the original's make_tiled_mma) ---------
@@ -243,6 +301,9 @@ class TiledMma:
         check_tiling(expand, tile)
         if not isinstance(atom, MmaAtom):
             raise TraceError(f"make_tiled_mma needs an atom from opus.make_mma, got {atom!r}")
+        if isinstance(atom, ScaledMmaAtom):
+            raise TraceError("make_tiled_mma takes no scaled atoms yet (each issue needs its "
+                             "own scale registers): call the scaled atom per tile")
         self.atom, self.expand, self.tile = atom, expand, tile
         em, en, ek = expand
         tm, tn, tk = tile

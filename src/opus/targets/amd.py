@@ -98,14 +98,14 @@ class AmdTarget(Target):
     printf_missing = ("device printf needs the ROCm device library's hostcall buffer (ockl), "
                       "which headerless device-only builds do not link")
 
-    def mma_instruction(self, a, b, c, shape):
-        """The base's lookup; for the f8f6f4 family's element types (fp4, fp6, e8m0) the error
-        also says what opus lacks to issue them (amd_mfma.missing_reason)."""
+    def mma_instruction(self, a, b, c, shape, scaled=False):
+        """The base's lookup; for a scaled request or the f8f6f4 family's element types (fp4,
+        fp6, e8m0) the error also says what the block-scaled MFMAs take (amd_mfma.missing_reason)."""
         from . import amd_mfma
         try:
-            return super().mma_instruction(a, b, c, shape)
+            return super().mma_instruction(a, b, c, shape, scaled)
         except UnsupportedOnTarget as e:
-            why = amd_mfma.missing_reason(self.name, a, b, c, shape)
+            why = amd_mfma.missing_reason(self.name, a, b, c, shape, scaled)
             if why is None:
                 raise
             raise UnsupportedOnTarget(f"{e}. {why}") from None

@@ -28,10 +28,9 @@ Left out: the multi-block forms (32x32x1/x4 2-block, 16x16x1/x4 4-block, 4x4 16-
 f16, bf16 and i8): each block is an independent small product over a subset of the lanes
 selected by cbsz/abid/blgp broadcasts, which the (m, n, k) adaptor model (one operand tile per
 wave, inventory 1.18) does not describe; f64 (not in this issue's list); the sparse SMFMAC
-forms; gfx950's f8f6f4 family (32x32x64, 16x16x128 with fp4/fp6/fp8 operands and e8m0
-scales): fp4/fp6 registers exist, but these rows and their scale operands (an e8m0 scale and
-opsel per lane for A and for B) do not yet, so ``make_mma`` names what is missing instead of
-compiling something else (``missing_reason``).
+forms. gfx950's block-scaled f8f6f4 family (v_mfma_scale_f32_32x32x64_f8f6f4 and
+_16x16x128_f8f6f4: fp8/bf8/fp6/bf6/fp4 operands in any pairing, e8m0 scales) is
+``amd_mfma_scale.ROWS``, appended to the table: ``make_mma(..., scaled=True)`` asks for it.
 
 gfx942's STEP_K rows (f16/bf16 32x32x16 and 16x16x32, as the original's ``mfma``): the lane
 layout is the adaptor's for the large K (8 elements per lane, k = 8*(l//m) + j), and the
@@ -53,6 +52,7 @@ from .. import dtypes as dt
 from .base import OnlyOn
 from .matrix import (MatrixAtom, LaneLayout, OperandLayout, Numerics, EXACT, instruction_table,
                      atom_index, require_accumulator, round_mantissa)
+from . import amd_mfma_scale
 
 __all__ = ["ROWS", "INSTRUCTIONS", "ATOMS", "WAVE", "mfma", "mfma_layout", "MfmaBuiltin",
            "missing_reason"]
@@ -216,26 +216,22 @@ ROWS = (
          kind="xf32", numerics=_XF32),
     mfma(dt.tf32, (16, 16, 8), "__builtin_amdgcn_mfma_f32_16x16x8_xf32", "float", _GFX942,
          kind="xf32", numerics=_XF32),
-)
+) + amd_mfma_scale.ROWS  # gfx950's block-scaled f8f6f4 MFMAs (make_mma(..., scaled=True))
 INSTRUCTIONS = instruction_table(ROWS)
 ATOMS = atom_index(ROWS)
 
-# Element types of gfx950's f8f6f4 MFMAs, which have no rows yet (inventory 1.16: scaled
-# 32x32x64 / 16x16x128 with e8m0 scales and fp4/fp6/fp8 operands).
+# Element types only the block-scaled f8f6f4 MFMAs read (fp8 e4m3/e5m2 also have dense rows)
 _LOW_PRECISION = ("fp4_e2m1", "fp6_e2m3", "fp6_e3m2", "e8m0")
 
 
-def missing_reason(chip, a, b, c, shape):
-    """Why (a, b, c, shape) has no row on ``chip`` beyond "the chip lacks it": the f8f6f4
-    family's element types (opus cannot issue them yet), a row another CDNA chip has (xf32 is
-    gfx942's only, the double-K int8 gfx950's), or None."""
-    if {a.name, b.name} & set(_LOW_PRECISION):
-        return (f"{a.name} x {b.name} operands belong to the block-scaled f8f6f4 MFMAs "
-                f"(v_mfma_scale_f32_32x32x64_f8f6f4, v_mfma_scale_f32_16x16x128_f8f6f4, gfx950 "
-                f"only, fp4/fp6/fp8 operands with e8m0 scales), which opus does not have yet: "
-                f"make_mma has no rows or scale operands for them; "
-                + ("gfx950 has them in hardware" if chip == "gfx950" else
-                   f"{chip} has no such instruction"))
+def missing_reason(chip, a, b, c, shape, scaled=False):
+    """Why (a, b, c, shape) has no row on ``chip`` beyond "the chip lacks it": the scaled
+    f8f6f4 family (its formats, shapes, chip, and ``scaled=True``), a row another CDNA chip has
+    (xf32 is gfx942's only, the double-K int8 gfx950's), or None."""
+    f8f6f4 = {a.name, b.name} <= set(amd_mfma_scale.FORMAT_CODE)
+    if scaled or {a.name, b.name} & set(_LOW_PRECISION) or (
+            f8f6f4 and tuple(shape) in amd_mfma_scale.SHAPES):
+        return _scaled_reason(chip, a, b, c, shape, scaled)
     key = (a.name, b.name, c.name, tuple(shape))
     elsewhere = [(sorted(r.available.names), r.isa) for r in ROWS if r.key == key]
     if not elsewhere:
@@ -251,3 +247,28 @@ def missing_reason(chip, a, b, c, shape):
 
 
 _FP8_ENCODING = {"gfx942": "FNUZ (fp8_e4m3fnuz, fp8_e5m2fnuz)", "gfx950": "OCP (fp8_e4m3, fp8_e5m2)"}
+
+
+def _scaled_reason(chip, a, b, c, shape, scaled):
+    """What is wrong with a request for (or of the element types of) a block-scaled MFMA."""
+    formats = "/".join(amd_mfma_scale.FORMAT_CODE)
+    shapes = " and ".join("x".join(map(str, s)) for s in amd_mfma_scale.SHAPES)
+    family = (f"the block-scaled f8f6f4 MFMAs (v_mfma_scale_f32_16x16x128_f8f6f4, "
+              f"v_mfma_scale_f32_32x32x64_f8f6f4) are gfx950 instructions")
+    if chip != "gfx950":
+        return f"{family}: {chip} has no such instruction"
+    why = []
+    bad = [x.name for x in (a, b) if x.name not in amd_mfma_scale.FORMAT_CODE]
+    if bad:
+        why.append(f"their A and B formats are {formats}, not {', '.join(bad)}"
+                   + (" (e8m0 is the scales' type: scale_a=, scale_b= of the call)"
+                      if "e8m0" in bad else ""))
+    if c.name != "f32":
+        why.append(f"they accumulate in f32, not {c.name}")
+    if tuple(shape) not in amd_mfma_scale.SHAPES:
+        why.append(f"their shapes are {shapes} (K = 32 elements per e8m0 scale times 4 or 2), "
+                   f"not {'x'.join(map(str, shape))}")
+    if not why and not scaled:
+        why.append("ask for one with make_mma(..., scaled=True) and pass scale_a=, scale_b= "
+                   "(e8m0, 127 = x1) to the call")
+    return f"{family}; " + "; ".join(why) if why else None

@@ -326,18 +326,23 @@ class Target:
             raise UnsupportedOnTarget(f"{what or name} is not available on {self.name}")
         return ins
 
-    def matrix_atoms(self) -> list:
-        """The matrix atoms this chip has (grouped by types and shape)."""
+    def matrix_atoms(self, scaled=False) -> list:
+        """The matrix atoms this chip has (grouped by types and shape): those make_mma gives,
+        or with ``scaled`` the block-scaled ones (make_mma(..., scaled=True); their calls take
+        scale operands)."""
         return [ins for names in self.mma_atoms.values() for ins in map(self.instructions.get, names)
-                if ins.available_on(self)]
+                if ins.available_on(self) and getattr(ins, "scaled", False) == scaled]
 
-    def mma_instruction(self, a, b, c, shape):
-        key = (a.name, b.name, c.name, tuple(shape))
+    def mma_instruction(self, a, b, c, shape, scaled=False):
+        """The matrix row for (a, b, c, shape); ``scaled``: a block-scaled one (its key ends
+        in 'scaled': amd_mfma_scale)."""
+        key = (a.name, b.name, c.name, tuple(shape)) + (("scaled",) if scaled else ())
         for name in self.mma_atoms.get(key, ()):
             if self.instructions[name].available_on(self):
                 return self.instructions[name]
-        have = sorted({f"{x.a.name}x{x.b.name}->{x.c.name} {x.m}x{x.n}x{x.k}"
-                       for x in self.matrix_atoms()})
+        have = sorted({getattr(x, "summary", None) or
+                       f"{x.a.name}x{x.b.name}->{x.c.name} {x.m}x{x.n}x{x.k}"
+                       for x in self.matrix_atoms() + self.matrix_atoms(scaled=True)})
         hint = ""
         if a.name == b.name == "f32" and any(
                 self.instructions[n].available_on(self)
@@ -346,7 +351,7 @@ class Target:
             hint = (f" (the {'x'.join(map(str, shape))} instruction reads f32 inputs as tf32, 10 "
                     f"mantissa bits: ask make_mma(opus.tf32, opus.tf32, {c.name}, shape) for it)")
         raise UnsupportedOnTarget(
-            f"no matrix instruction for {a.name} x {b.name} -> {c.name} with shape "
+            f"no {'scaled ' if scaled else ''}matrix instruction for {a.name} x {b.name} -> {c.name} with shape "
             f"{'x'.join(map(str, shape))} on {self.name}{hint}; available: "
             f"{', '.join(have) or 'none'}")
 

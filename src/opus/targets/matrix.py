@@ -343,7 +343,7 @@ class MatrixAtom(ShapeMNK, Instruction):
         rows), round to C's type, scatter D back to the lanes (module docstring: Numerics)."""
         import numpy as np
         (ar, ac), (br, bc), (cr, cc) = self.index_maps()
-        a, b, c = operands  # [threads, elems]
+        a, b, c, *extra = operands  # [threads, elems]; extra: a row's own operands (scales)
         T = a.shape[0]
         if T % self.warp:
             raise ValueError(f"{self.name} needs whole warps: {T} threads is not a multiple of "
@@ -361,8 +361,13 @@ class MatrixAtom(ShapeMNK, Instruction):
             A, B = self.numerics.inputs(A), self.numerics.inputs(B)
         D = C
         for ks in (self.k_slices() if self.numerics.k_steps > 1 else [slice(None)]):
-            D = self._round_to_c(A[:, :, ks] @ B[:, ks, :] + D)
+            D = self._round_to_c(self._products(A, B, ks, extra, attrs) + D)
         return [D[w, cr[None], cc[None]].reshape(T, -1)]
+
+    def _products(self, A, B, ks, extra, attrs):
+        """A @ B over the K indices ``ks``, exactly; a row kind with operands of its own
+        (``extra``: the block scales of amd_mfma_scale) overrides it."""
+        return A[:, :, ks] @ B[:, ks, :]
 
     def _round_to_c(self, x):
         """An exact sum as C's type: an integer keeps its low bits (two's complement wrap)."""
