@@ -6,8 +6,8 @@ copy bandwidth. ``--sweep`` also times the row kernel at each vectors-per-thread
 launch-shape rule (ops/norm_quant.row_shape) over several row lengths: the measurement the
 rule is checked against.
 
-    PYTHONPATH=src python benchmarks/norm_quant.py --out benchmarks/results/DATE-nvidia-h100-issue14-norm-quant.json [--sweep]
-    PYTHONPATH=src python benchmarks/norm_quant.py --report that.json --date DATE   # writes the .md
+    PYTHONPATH=src python benchmarks/norm_quant.py --sweep --date DATE \
+        --out benchmarks/results/DATE-nvidia-h100-issue14-norm-quant.json    # and its .md
 
 Each kernel's output is checked against torch before it is timed (fp8 values within one fp8
 step of torch's, scales within 1e-5 relative; bf16 within one bf16 rounding). Times: CUDA events
@@ -259,30 +259,20 @@ def markdown(r, note=""):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--out")
+    ap.add_argument("--out", metavar="STEM.json", help="write STEM.json and STEM.md")
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--sweep", action="store_true", help="also time row_shape's alternatives")
-    ap.add_argument("--report", metavar="JSON", help="write STEM.md from an earlier --out JSON")
     ap.add_argument("--note", default="")
     ap.add_argument("--date", default="")
     a = ap.parse_args()
-    if a.report:
-        import json
-        with open(a.report) as f:
-            res = json.load(f)
-        res["date"] = a.date
-        with open(a.report[:-5] + ".md", "w") as f:
-            f.write(markdown(res, a.note))
-        return
     env = common.environment()
     env.setdefault("triton", common.package_version("triton"))
-    res = {"environment": env, "norm_quant": run(a.reps)}
+    res = {"date": a.date, "environment": env, "norm_quant": run(a.reps)}
     if a.sweep:
         res["sweep"] = sweep()
     if a.out:
-        common.write_json(res, a.out)
-        with open(a.out[:-5] + ".md", "w") as f:
-            f.write(markdown(res, a.note))
+        common.write_report(res, a.out[:-5] if a.out.endswith(".json") else a.out,
+                            markdown(res, a.note))
     for k, v in res["norm_quant"]["ratio"].items():
         print(f"{k:52s} {v if isinstance(v, str) else f'{v:.3f}'}")
 
