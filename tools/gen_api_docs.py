@@ -231,9 +231,9 @@ def _has_atom(target, key) -> bool:
     asks, so the table says what kernels get)."""
     from opus.dtypes import dtype_from_name
     from opus.targets.base import UnsupportedOnTarget
-    a, b, c, shape = key
+    a, b, c, shape, *scaled = key  # a block-scaled row's key ends in 'scaled'
     try:
-        target.mma_instruction(*map(dtype_from_name, (a, b, c)), shape)
+        target.mma_instruction(*map(dtype_from_name, (a, b, c)), shape, scaled=bool(scaled))
     except UnsupportedOnTarget:
         return False
     return True
@@ -242,8 +242,8 @@ def _has_atom(target, key) -> bool:
 def _atom_table() -> list[str]:
     """Which (A, B, C types, m x n x k) atoms opus.make_mma finds on each target."""
     targets = _archs()
-    keys = sorted({k for t in targets for k in t.mma_atoms},
-                  key=lambda k: (k[3], k[0], k[1], k[2]))
+    all_keys = {k for t in targets for k in t.mma_atoms}
+    keys = sorted((k for k in all_keys if len(k) == 4), key=lambda k: (k[3], k[0], k[1], k[2]))
     out = ["Atoms per target (from the targets' instruction tables):", "",
            "| A x B -> C | m x n x k | " + " | ".join(t.name for t in targets) + " |",
            "|---|---|" + "---|" * len(targets)]
@@ -251,6 +251,13 @@ def _atom_table() -> list[str]:
         cells = ["yes" if _has_atom(t, k) else "" for t in targets]
         out.append(f"| {k[0]} x {k[1]} -> {k[2]} | {'x'.join(map(str, k[3]))} | "
                    + " | ".join(cells) + " |")
+    # block-scaled rows (make_mma(..., scaled=True)): one line per accumulator and shape
+    for c, shape in sorted({(k[2], k[3]) for k in all_keys if len(k) == 5}, key=lambda x: x[1]):
+        group = sorted(k for k in all_keys if len(k) == 5 and (k[2], k[3]) == (c, shape))
+        formats = sorted({k[0] for k in group} | {k[1] for k in group})
+        cells = ["yes" if all(_has_atom(t, k) for k in group) else "" for t in targets]
+        out.append(f"| scaled=True: any pairing of {', '.join(formats)} -> {c} | "
+                   f"{'x'.join(map(str, shape))} | " + " | ".join(cells) + " |")
     return out + [""]
 
 
