@@ -40,25 +40,37 @@ import opus
 from opus import f16, f32, i32
 
 
-def vadd(T, VEC, bounded):
+def view(p, n, kind):
+    """A gmem view: "bounded" (n elements), "bounded, even" (n rounded down to even: the user
+    states the bound's parity, so no loop versioning), "unbounded", or "u32" (unbounded, every
+    offset promised in [0, 2^32 / itemsize): opus.make_gmem(offsets="u32"))."""
+    if kind == "bounded":
+        return opus.make_gmem(p, n)
+    if kind == "bounded, even":
+        return opus.make_gmem(p, n // 2 * 2)
+    return opus.make_gmem(p, offsets="u32") if kind == "u32" else opus.make_gmem(p)
+
+
+def vadd(T, VEC, kind):
     @opus.kernel
     def vadd_grid_stride(x: opus.Ptr[T], y: opus.Ptr[T], out: opus.Ptr[T], n: i32):
-        gx, gy, go = (opus.make_gmem(p, n) if bounded else opus.make_gmem(p) for p in (x, y, out))
+        gx, gy, go = (view(p, n, kind) for p in (x, y, out))
         step = opus.grid_size_x() * VEC
         for i in range((opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()) * VEC, n, step):
             go.store(gx.load(i, vec=VEC) + gy.load(i, vec=VEC), i)
     return vadd_grid_stride
 
 
-def mfma(WM, WN, RM, RN, bounded, soffset):
+def mfma(WM, WN, RM, RN, kind, soffset, vector_c=False):
     """C (M x N, f32) = A (M x K, f16) @ B^T (B: N x K, f16); WM x WN waves per block, each
-    RM x RN repeats of the 32x32x8 MFMA; one run-time loop over K."""
+    RM x RN repeats of the 32x32x8 MFMA; one run-time loop over K. C is stored one element at
+    a time (coords_c), or with ``vector_c`` as the original's tests store it: the MFMA issued
+    with A and B swapped (swap_ab: each lane holds 4 consecutive elements of a C row) and each
+    accumulator stored through mma.layout_c in 16-byte vectors."""
     @opus.kernel(block=64 * WM * WN)
     def mfma_gemm(a: opus.Ptr[f16], b: opus.Ptr[f16], c: opus.Ptr[f32], M: i32, N: i32, K: i32):
-        mma = opus.make_mma(f16, f16, f32, (32, 32, 8))
-        ga = opus.make_gmem(a, M * K) if bounded else opus.make_gmem(a)
-        gb = opus.make_gmem(b, N * K) if bounded else opus.make_gmem(b)
-        gc = opus.make_gmem(c, M * N) if bounded else opus.make_gmem(c)
+        mma = opus.make_mma(f16, f16, f32, (32, 32, 8), swap_ab=vector_c)
+        ga, gb, gc = view(a, M * K, kind), view(b, N * K, kind), view(c, M * N, kind)
         lane = opus.lane_id()
         w = opus.warp_id()
         m0 = opus.block_id_x() * (32 * RM * WM) + (w // WN) * (32 * RM)
@@ -75,6 +87,12 @@ def mfma(WM, WN, RM, RN, bounded, soffset):
                 av = [ga.load(o + k0, vec=4) for o in a_off]
                 bv = [gb.load(o + k0, vec=4) for o in b_off]
             accs = [mma(av[i], bv[j], accs[i * RN + j]) for i in range(RM) for j in range(RN)]
+        if vector_c:
+            for i in range(RM):
+                for j in range(RN):
+                    tile = gc + ((m0 + i * 32) * N + n0 + j * 32)  # a wave-uniform shift
+                    tile.store(accs[i * RN + j], mma.layout_c((N, 1)), vec=4)
+            return
         for i in range(RM):
             for j in range(RN):
                 for e in range(16):
@@ -84,16 +102,28 @@ def mfma(WM, WN, RM, RN, bounded, soffset):
 
 
 CASES = {
-    "vadd f32x4 bounded": ("vadd", lambda: vadd(f32, 4, True)),
-    "vadd f32x4 unbounded": ("vadd", lambda: vadd(f32, 4, False)),
-    "vadd f16x8 bounded": ("vadd", lambda: vadd(f16, 8, True)),
-    "vadd f16x8 unbounded": ("vadd", lambda: vadd(f16, 8, False)),
-    "mfma 1 wave, index, bounded": ("mfma_1wave", lambda: mfma(1, 1, 1, 1, True, False)),
-    "mfma 1 wave, index, unbounded": ("mfma_1wave", lambda: mfma(1, 1, 1, 1, False, False)),
-    "mfma 1 wave, soffset, bounded": ("mfma_1wave", lambda: mfma(1, 1, 1, 1, True, True)),
-    "mfma 4 waves 4x4, index, bounded": ("mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, True, False)),
-    "mfma 4 waves 4x4, index, unbounded": ("mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, False, False)),
-    "mfma 4 waves 4x4, soffset, bounded": ("mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, True, True)),
+    "vadd f32x4 bounded": ("vadd", lambda: vadd(f32, 4, "bounded")),
+    "vadd f32x4 unbounded": ("vadd", lambda: vadd(f32, 4, "unbounded")),
+    "vadd f32x4 u32": ("vadd", lambda: vadd(f32, 4, "u32")),
+    "vadd f16x8 bounded": ("vadd", lambda: vadd(f16, 8, "bounded")),
+    "vadd f16x8 unbounded": ("vadd", lambda: vadd(f16, 8, "unbounded")),
+    "vadd f16x8 u32": ("vadd", lambda: vadd(f16, 8, "u32")),
+    "mfma 1 wave, index, bounded": ("mfma_1wave", lambda: mfma(1, 1, 1, 1, "bounded", False)),
+    "mfma 1 wave, index, unbounded": ("mfma_1wave", lambda: mfma(1, 1, 1, 1, "unbounded", False)),
+    "mfma 1 wave, index, u32": ("mfma_1wave", lambda: mfma(1, 1, 1, 1, "u32", False)),
+    "mfma 1 wave, soffset, bounded": ("mfma_1wave", lambda: mfma(1, 1, 1, 1, "bounded", True)),
+    "mfma 4 waves 4x4, index, bounded": ("mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, "bounded", False)),
+    "mfma 4 waves 4x4, index, unbounded": ("mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, "unbounded", False)),
+    "mfma 4 waves 4x4, index, u32": ("mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, "u32", False)),
+    "mfma 4 waves 4x4, soffset, bounded": ("mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, "bounded", True)),
+    "mfma 4 waves 4x4, soffset, u32": ("mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, "u32", True)),
+    # C stored as the original's tests store it (swap_ab, 16-byte stores through layout_c)
+    "mfma 4 waves 4x4, index, u32, vector C": (
+        "mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, "u32", False, True)),
+    "mfma 4 waves 4x4, soffset, bounded, vector C": (
+        "mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, "bounded", True, True)),
+    "mfma 4 waves 4x4, soffset, bounded even, vector C": (
+        "mfma_4wave_4x4", lambda: mfma(2, 2, 4, 4, "bounded, even", True, True)),
 }
 '''
 

@@ -819,7 +819,7 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         hint = op.attrs.get("cache")
         hint = None if hint is None else self.target.cache_policy(hint, op.kind)
         off_c = self.name(off)
-        if soff is not None:
+        if soff is not None and not op.attrs.get("u32"):  # u32: _u32_address adds it
             so = self.name(soff)
             so = f"(long long){self.uniform(so) if scalar_of(soff.type).bits <= 32 else so}"
             o = f"(long long){off_c}"
@@ -828,6 +828,25 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
             off_c = self.fresh(prefix="eo")
             self.line(indent, f"long long {off_c} = {e};")
         return p, off_c, bound, hint
+
+    def _u32_address(self, op, indent):
+        """(pointer C name, "0") of a "u32" access (ir/ops.py load/store attrs u32): the base
+        plus the element offset off (+ soffset) as a 32-bit unsigned value, which the promise
+        makes exact (``u32_address`` spells it per dialect). No readfirstlane on the soffset:
+        in the loop it made clang hoist 64-bit offsets (and spill) in AMD's 4-wave GEMM."""
+        p, off, _, _, soff = access_operands(op)
+        o = f"(unsigned){self.name(off)}"
+        if soff is not None:
+            o = f"({o} + (unsigned){self.name(soff)})"
+        et = self.scalar_ctype(p.type.elem)
+        n = self.fresh(prefix="ua")
+        self.line(indent, f"{et}* {n} = {self.u32_address(self.name(p), o, p.type.elem)};")
+        return n, "0"
+
+    def u32_address(self, ptr_c, off_c, elem):
+        """C pointer: ``ptr_c`` plus the 32-bit unsigned element offset ``off_c``: a 32-bit
+        index widened in one multiply-add (NVIDIA: IMAD.WIDE.U32)."""
+        return f"({ptr_c} + {off_c})"
 
     def _whole_vector_in(self, off, off_c, bound, vec):
         """C condition: elements off .. off+vec-1 lie in [0, bound): in 32-bit arithmetic
@@ -845,7 +864,7 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         off = op.operands[1] if not op.attrs.get("soffset") else off_c
         r = op.results[0]
         vec = op.attrs["vec"]
-        ptr_c = self.name(p)
+        ptr_c, off_c = self._u32_address(op, indent) if op.attrs.get("u32") else (self.name(p), off_c)
         elem = p.type.elem
         zero = self.const_expr(0, elem)
         vt, et = self.ctype(r.type), self.scalar_ctype(elem)
@@ -884,6 +903,8 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         val = op.operands[2]
         vec = op.attrs["vec"]
         ptr_c, value_c = self.name(p), self.name(val)
+        if op.attrs.get("u32"):
+            ptr_c, off_c = self._u32_address(op, indent)
         vt, et = self.ctype(val.type), self.scalar_ctype(p.type.elem)
 
         def put(i=None):  # the store of the whole vector (i None) or of element i

@@ -612,6 +612,12 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
     def uniform(self, expr):
         return f"__builtin_amdgcn_readfirstlane((int){expr})"
 
+    def u32_address(self, ptr_c, off_c, elem):
+        """The byte offset in 32 bits, then one add to the base: clang's pattern for the global
+        instructions' SGPR base + 32-bit VGPR offset (a 64-bit element index would not be)."""
+        et = self.scalar_ctype(elem)
+        return f"({et}*)((char*){ptr_c} + {off_c} * {elem.itemsize}u)"
+
     def _nontemporal(self, hint):
         if hint != self.target.cache_hints["streaming"]["load"]:
             raise CodegenError(f"internal: cache policy {hint} on an unbounded access reached the "

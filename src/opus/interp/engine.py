@@ -253,6 +253,37 @@ def _check_uniform(state, op, soff, ws, what="soffset"):
                           f"{soff[k].item()}, its warp's first active lane {first[k].item()}")
 
 
+def _promised_u32(address, so, sso, elem, op):
+    """``address`` of an access whose offset (slot ``so``, plus the soffset's ``sso`` where it
+    has one) is promised to lie in [0, 2^35 // bits) (ir/ops.py load/store attrs u32), checking
+    the promise on the active lanes: a broken one is a MemoryFault naming the line (the GPU
+    would wrap the 32-bit byte offset)."""
+    limit = (1 << 35) // elem.bits
+
+    def wide(x):  # u64 above 2^63 turns negative: outside either way
+        return x.astype(I64) if x.dtype != np.uint64 else np.where(x >= limit, limit, x).astype(I64)
+
+    def checked(values, state):
+        off = wide(values[so])
+        bad = np.zeros(off.shape, bool)
+        if sso is not None:  # off + soffset, a wrapped int64 sum counted as outside
+            so_ = wide(values[sso])
+            total = off + so_
+            bad = ((off < 0) == (so_ < 0)) & ((total < 0) != (off < 0))
+            off = total
+        bad = bad | (off < 0) | (off >= limit)
+        if state.mask is not None:
+            bad = bad & (state.mask if bad.shape[0] > 1 else state.mask.any())
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            by = "" if off.shape[0] == 1 else f" by {state.who(k)}"
+            raise MemoryFault(f"{where(op.loc)}: offset {off[k].item()} through a view with "
+                              f"offsets=\"u32\"{by} is outside the promised [0, {limit}) elements of "
+                              f"{elem.name} (byte offsets below 2^32; on the GPU the address wraps)")
+        return address(values, state)
+    return checked
+
+
 def _isnan(x):
     return np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, bool)
 
@@ -812,7 +843,16 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
     def _access_address(self, op):
         """``values, state -> (buffer, element indices)`` of a load or store, its scalar offset
         (ir/ops.py: the same on every active lane of a warp; with a bound, a negative off or
-        soffset puts the whole access out of range) added where it has one."""
+        soffset puts the whole access out of range) added where it has one; a "u32" access's
+        promise checked."""
+        access = self._access_address_of(op)
+        if op.attrs.get("u32"):
+            so = access_operands(op)[4]
+            return _promised_u32(access, self.slot(op.operands[1]),
+                                 None if so is None else self.slot(so), op.operands[0].type.elem, op)
+        return access
+
+    def _access_address_of(self, op):
         p, o, _, bound, so = access_operands(op)
         address = self._address(p, o)
         if so is None:

@@ -127,6 +127,13 @@ Memory (offsets count elements, not bytes)
                is an error in the interpreter). The access is at element off+soffset+i
                (exact, no wrap); with a bound, each element is accessed only if off >= 0,
                soffset >= 0 and off+soffset+i < bound (the buffer unit's unsigned offsets).
+               attrs u32 (True; unbounded accesses only): the caller's promise that the
+               access's element offset off (+ soffset) is in [0, L) with L = 2^35 // bits of
+               the element (2^32 / itemsize: its byte offset fits 32 unsigned bits). One
+               outside [0, L) is an error in the interpreter (MemoryFault, on every access);
+               the renderers form the address as the base plus (off + soffset) * itemsize in
+               32-bit unsigned arithmetic (AMD: the global instructions' SGPR base + 32-bit
+               VGPR offset where the base is wave-uniform).
                attrs cache: a cache hint (an opus.Cache name other than 'normal'; the
                target's table spells it, tracing refuses one it lacks). It changes how the
                access uses the caches, never its result.

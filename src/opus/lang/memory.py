@@ -174,6 +174,26 @@ def _soffset_operand(soffset, what) -> list:
     return [_offset(soffset, f"{what} soffset")]
 
 
+_OFFSETS = ("i32", "u32")
+
+
+def _check_offsets(offsets, what):
+    if not (isinstance(offsets, str) and offsets in _OFFSETS):
+        _err(f"{what}: offsets must be one of {_OFFSETS} (\"u32\": every offset is promised to be "
+             f"in [0, 2^32 / itemsize)), got {_describe(offsets)}")
+
+
+def _offsets_attrs(offsets, bound, what) -> dict:
+    """The access's IR attrs for ``offsets`` (ir/ops.py load/store attrs u32)."""
+    _check_offsets(offsets, what)
+    if offsets == "i32":
+        return {}
+    if bound is not None:
+        _err(f"{what}: offsets=\"u32\" is for unbounded accesses; a bounded one already uses 32-bit "
+             f"offsets (AMD's buffer unit) and its range check catches any offset")
+    return {"u32": True}
+
+
 def _is_pointer(x, space=None) -> bool:
     return (isinstance(x, Value) and isinstance(x.type, PointerType)
             and space in (None, x.type.space))
@@ -210,7 +230,7 @@ def _memory_of(p) -> str:
     return f"{'shared' if p.type.space == 'shared' else 'global'} {p.type.elem.name} memory"
 
 
-def load(p, off=0, vec=1, bound=None, cache=None, soffset=None):
+def load(p, off=0, vec=1, bound=None, cache=None, soffset=None, *, offsets="i32"):
     """Load ``vec`` consecutive elements at ``p[off]`` in one access (at most 16 bytes).
 
     A pointer parameter used with ``vec`` > 1 must be aligned to the access (checked at launch).
@@ -231,6 +251,11 @@ def load(p, off=0, vec=1, bound=None, cache=None, soffset=None):
         vector instructions); with a bound, off and soffset must each be >= 0 (the buffer
         unit's unsigned offsets), else the access reads 0
     :type soffset: run-time integer value or Python int or None
+    :param offsets: ``"u32"``: the caller's promise that ``off`` (+ ``soffset``) is in
+        [0, 2^32 / itemsize) (its byte offset fits 32 unsigned bits), so the address is the
+        base plus a 32-bit byte offset (make_gmem has the details); unbounded accesses only.
+        ``"i32"`` (default): any offset
+    :type offsets: str
     :returns: one element, or a vector of ``vec`` elements, of the pointer's element type
     :targets: all targets; cache hints per target (opus.Cache)
     """
@@ -241,6 +266,7 @@ def load(p, off=0, vec=1, bound=None, cache=None, soffset=None):
     _check_packed_offset(off, elem, "load")
     _check_packed_offset(soffset, elem, "load soffset")
     operands = [p, _offset(off)]
+    attrs.update(_offsets_attrs(offsets, bound, "load"))
     if bound is not None:
         operands.append(_size(bound))
     if soffset is not None:
@@ -251,7 +277,7 @@ def load(p, off=0, vec=1, bound=None, cache=None, soffset=None):
     return emit1("load", operands, rt, attrs)
 
 
-def store(p, value, off=0, vec=None, bound=None, cache=None, soffset=None):
+def store(p, value, off=0, vec=None, bound=None, cache=None, soffset=None, *, offsets="i32"):
     """Store a scalar or vector at ``p[off]`` in one access (at most 16 bytes); a scalar with
     ``vec`` > 1 is broadcast. The value converts to the element type only where that cannot
     change it (widening, int to float): narrowing needs an explicit opus.cast.
@@ -270,6 +296,8 @@ def store(p, value, off=0, vec=None, bound=None, cache=None, soffset=None):
     :type cache: opus.Cache or None
     :param soffset: a warp-uniform scalar offset in elements added to ``off`` (as in load)
     :type soffset: run-time integer value or Python int or None
+    :param offsets: ``"u32"`` or ``"i32"`` (as in load)
+    :type offsets: str
     :targets: all targets; cache hints per target (opus.Cache)
     """
     _need_pointer(p, "store")
@@ -288,6 +316,7 @@ def store(p, value, off=0, vec=None, bound=None, cache=None, soffset=None):
     _check_packed_offset(off, elem, "store")
     _check_packed_offset(soffset, elem, "store soffset")
     operands = [p, _offset(off), value]
+    attrs.update(_offsets_attrs(offsets, bound, "store"))
     if bound is not None:
         operands.append(_size(bound))
     if soffset is not None:
@@ -452,11 +481,13 @@ def _predicated(view, pred, offset, vec, soffset=None):
 
 
 class _View:
-    """Shared behaviour of gmem and smem views: a pointer plus an optional element bound."""
+    """Shared behaviour of gmem and smem views: a pointer plus an optional element bound, and
+    ``offsets`` ("u32": the promise that make_gmem documents)."""
 
-    def __init__(self, ptr, size=None):
+    def __init__(self, ptr, size=None, offsets="i32"):
         self.ptr = ptr
         self.size = size
+        self.offsets = offsets
 
     @property
     def dtype(self) -> DType:
@@ -471,14 +502,15 @@ class _View:
         if is_layout(offset):
             return load_layout(self, offset, _layout_vec(offset, vec, self.dtype), cache,
                                soffset=soffset)
-        return load(self.ptr, offset, 1 if vec is None else vec, self.size, cache, soffset)
+        return load(self.ptr, offset, 1 if vec is None else vec, self.size, cache, soffset,
+                    offsets=self.offsets)
 
     def store(self, value, offset, vec=None, cache=None, soffset=None):
         """Store at ``offset``, or, given a Layout, over all of its elements ``vec`` at a time."""
         if is_layout(offset):
             return store_layout(self, value, offset, _layout_vec(offset, vec, self.dtype), cache,
                                 soffset=soffset)
-        store(self.ptr, value, offset, vec, self.size, cache, soffset)
+        store(self.ptr, value, offset, vec, self.size, cache, soffset, offsets=self.offsets)
 
     def load_if(self, pred, offset, vec=None, cache=None, soffset=None):
         """``load`` where ``pred`` holds, zeros where it does not (no branch). ``pred`` is a bool
@@ -513,13 +545,14 @@ class _View:
         self.store(v, i)
 
     def __add__(self, off):
-        """A view shifted by ``off`` elements (its bound shrinks accordingly)."""
+        """A view shifted by ``off`` elements (its bound shrinks accordingly; a "u32" view's
+        promise then counts from the shifted pointer)."""
         ptr = ptr_add(self.ptr, off)
-        return type(self)(ptr, None if self.size is None else self.size - off)
+        return type(self)(ptr, None if self.size is None else self.size - off, self.offsets)
 
-    # carried through run-time loops/branches as (ptr, size)
+    # carried through run-time loops/branches as (ptr, size); offsets is static
     def __opus_flatten__(self):
-        return [self.ptr, self.size], lambda leaves: type(self)(*leaves)
+        return [self.ptr, self.size], lambda leaves: type(self)(*leaves, offsets=self.offsets)
 
 
 def _zeros_like_load(view, vec):
@@ -556,12 +589,22 @@ def _bytes_to_elements(nbytes, elem: DType):
     return nbytes // elem.itemsize
 
 
-def make_gmem(ptr, size=None, *, nbytes=None):
+def make_gmem(ptr, size=None, *, nbytes=None, offsets="i32"):
     """A global-memory view of ``ptr``: ``g[i]``, ``g[i] = x``, ``g.load(off, vec=N)``,
     ``g.store(v, off)``, and ``g + k`` (the view shifted by k elements, its bound too).
 
     ``size`` or ``nbytes`` turns on per-element out-of-bounds protection: reads past it give 0,
     writes past it are dropped. Example: ``g = opus.make_gmem(x, n); g[i] = g[i] * 2``.
+
+    ``offsets="u32"`` (unbounded views) is a promise: every offset used through the view
+    (``off`` + ``soffset`` of load/store, element-wise and layout-driven) is in
+    [0, 2^32 / itemsize) elements (its byte offset fits 32 unsigned bits), as the original's
+    buffer and global accesses assume. The address is then the base plus one 32-bit byte
+    offset: on AMD the global instructions' uniform-base form (an SGPR base, a 32-bit VGPR
+    offset: no 64-bit address arithmetic per access), on NVIDIA 32-bit index math and one
+    64-bit add. The interpreter checks the promise on every access (a MemoryFault naming the
+    line). load_if/store_if move the pointer to the access and are exact for any offset.
+    Without it (``"i32"``) offsets may be negative or large and the address is 64-bit.
 
     :param ptr: an ``opus.Ptr[...]`` kernel parameter
     :type ptr: run-time global pointer
@@ -570,6 +613,8 @@ def make_gmem(ptr, size=None, *, nbytes=None):
     :param nbytes: the bound in bytes instead (a compile-time one must be a multiple of the
         element size; a run-time one counts the elements wholly inside)
     :type nbytes: run-time integer value or Python int or None
+    :param offsets: ``"u32"``: the promise above (unbounded views only); ``"i32"``: none
+    :type offsets: str
     :returns: the view
     :rtype: Gmem
     :targets: all targets
@@ -586,7 +631,12 @@ def make_gmem(ptr, size=None, *, nbytes=None):
         _err("give make_gmem either size (elements) or nbytes, not both")
     if nbytes is not None:
         size = _bytes_to_elements(nbytes, ptr.type.elem)
-    return Gmem(ptr, None if size is None else _size(size))
+    _check_offsets(offsets, "make_gmem")
+    if offsets == "u32" and size is not None:
+        _err("make_gmem: offsets=\"u32\" is for unbounded views; a bounded view already uses 32-bit "
+             "offsets (AMD's buffer unit) and its range check catches any offset: drop size/nbytes "
+             "or offsets")
+    return Gmem(ptr, None if size is None else _size(size), offsets)
 
 
 def make_smem(mem, size=None):

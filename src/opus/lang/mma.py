@@ -147,17 +147,23 @@ class MmaAtom:
         return zeros(self.elem_c, self.dtype_c)
 
     def __call__(self, a, b, c=None):
+        ops = self._operands(a, b, c)
+        return emit1("target_op", ops, self.vtype_c, {"name": self.instruction.name})
+
+    def _operands(self, a, b, c):
+        """[A, B, C] in the instruction's order (swap_ab: B first), each checked against its
+        register vector type; C defaults to zeros."""
         if c is None:
             c = self.zeros_c()
         ops = []
         for name, v, t in (("A", a, self.vtype_a), ("B", b, self.vtype_b), ("C", c, self.vtype_c)):
             if not isinstance(v, Value) or v.type != t:
                 raise TraceError(f"mma operand {name} must be a {type_str(t)} register vector, got "
-                                 f"{type_str(v.type) if isinstance(v, Value) else type(v).__name__}")
+                                 f"{_type_name(v)}")
             ops.append(v)
         if self.swap_ab:
             ops[0], ops[1] = ops[1], ops[0]
-        return emit1("target_op", ops, self.vtype_c, {"name": self.instruction.name})
+        return ops
 
 
 class ScaledMmaAtom(MmaAtom):
@@ -170,17 +176,9 @@ class ScaledMmaAtom(MmaAtom):
         127): ``scale_a``/``scale_b`` are this lane's e8m0 scale (its row of A / column of B,
         K block lane // m), or four of them in an e8m0x4 register of which ``opsel_a`` /
         ``opsel_b`` (compile-time 0..3) picks one."""
-        if c is None:
-            c = self.zeros_c()
-        ops = []
-        for name, v, t in (("A", a, self.vtype_a), ("B", b, self.vtype_b), ("C", c, self.vtype_c)):
-            if not isinstance(v, Value) or v.type != t:
-                raise TraceError(f"scaled mma operand {name} must be a {type_str(t)} register "
-                                 f"vector, got {_type_name(v)}")
-            ops.append(v)
+        ops = self._operands(a, b, c)
         scales = [self._scale("a", scale_a, opsel_a), self._scale("b", scale_b, opsel_b)]
-        if self.swap_ab:  # the instruction's A is our B: operands, scales and opsels exchanged
-            ops[0], ops[1] = ops[1], ops[0]
+        if self.swap_ab:  # the instruction's A is our B: scales and opsels exchanged too
             scales.reverse()
         attrs = {"name": self.instruction.name}
         for w, (x, sel) in zip("ab", scales):  # by the instruction's operand
