@@ -140,7 +140,7 @@ def test_the_limit_is_the_promise_not_the_buffer():
             at_offset[1, 4](x, out, 2 ** 30, 4)
     assert "promised" not in str(inside.value) and "out-of-bounds" in str(inside.value)
     assert "promised [0, 1073741824)" in str(outside.value)
-    assert "test_u32_views.py:" in str(outside.value)
+    assert "test_u32_offset_views.py:" in str(outside.value)
 
 
 @opus.kernel
