@@ -307,39 +307,45 @@ def report(after, before, meta):
 NOTES = [
     "- Registers are the metadata's .vgpr_count: on gfx90a+ the one register file a wave holds, "
     "architectural VGPRs up to the accumulator offset and the AGPRs after them (in parentheses "
-    "the split). Reports before 2026-11-24 (registers) added the AGPRs to it a second time "
-    "(360 for 308 + 52): counted once, the 4-wave kernels hold 308-352, not 360-448.",
+    "the split). Reports before 2026-11-24 (registers) added the AGPRs to it a second time.",
     "- The row 'original style (C++)' is the original's 4-wave 4x4 test kernel written in its "
     "C++ style (benchmarks/amd_codegen.py ORIGINAL_STYLE_HIP: buffer resources, offsets computed "
-    "once, the K step as soffset, ext_vector accumulators, 16-byte C stores) and compiled by the "
-    "same clang: 37 / 301 under our counting, near the issue's 47 / 298. Its stores are 16 "
-    "bytes of consecutive registers to consecutive places; storing the same registers at C's "
-    "row-major places (a 16-byte store per 4 registers, index arithmetic per store) made it 57 "
-    "/ 482 with this clang: at 256 accumulator registers the figures depend on the epilogue.",
-    "- The vector add's loop is 14 (f32) / 16 (f16) against the original's 12: the exact "
+    "once, the K step as soffset, ext_vector accumulators, 16-byte C stores to consecutive "
+    "places) compiled by the same clang: 37 / 301 under our counting, near the issue's 47 / 298. "
+    "It is the register figure to meet with this clang.",
+    "- 'u32' rows: opus.make_gmem(ptr, offsets=\"u32\"), an unbounded view whose offsets the user "
+    "promises are in [0, 2^32 / itemsize) (the interpreter checks it on every access). The address "
+    "is the SGPR base plus a 32-bit VGPR byte offset (global_load ... vN, s[..]): no "
+    "v_ashrrev_i32 / v_lshl_add_u64 per access. The 4-wave index loop goes from 66 to 47 (the "
+    "original's 47), the 1-wave from 13 to 9 (its 9), the vector adds from 17/19 to 14/16 (one "
+    "xor of the run-time step's sign test and an s_waitcnt lgkmcnt clang leaves at the loop top "
+    "against the original's 12). With a soffset the u32 view adds it to the 32-bit offset "
+    "(the global instructions have no scalar offset; a readfirstlane'd base made clang hoist "
+    "64-bit offsets and spill), so its loop is the index style's.",
+    "- 'vector C' rows store C as the original's tests do: the MFMA issued with A and B swapped "
+    "(make_mma(..., swap_ab=True): each lane holds 4 consecutive elements of a C row) and each "
+    "accumulator stored through mma.layout_c((N, 1)) in 16-byte vectors from a wave-uniform "
+    "shifted view; this is how an opus user writes the epilogue (the other rows keep the "
+    "per-element coords_c stores, 256 scalar stores with their index arithmetic). The "
+    "per-element epilogue is what kept the u32 kernel at 370 registers; with vector C it holds "
+    "314 (256+58).",
+    "- 'bounded even' rows give the bound as n // 2 * 2: a user who knows the bound is even "
+    "(here M*K with K a multiple of 8) states the parity so, which the HIP lowering sees "
+    "(codegen/hip.py _known_multiple): no loop versioned on the bounds' parity, no general copy "
+    "(plain 'bounded' keeps one, e.g. 50 (442), whose registers raise the maximum to 380). "
+    "docs/layouts.md documents the idiom.",
+    "- Registers against the original style's 301: best is the soffset kernel with a stated "
+    "parity and vector C stores, 38-instruction loop (original style 37) and 304 registers "
+    "(256+48), 3 over. The u32 vector-C kernel holds 314. Not met, and why: its loop uses about "
+    "280 registers (256 accumulators, 8 offsets, the loaded A/B operands, 2 temporaries); the "
+    "count is the highest register index clang's allocator reaches (it leaves v16-v47 free in the "
+    "loop for the epilogue's addresses and places 3 accumulators in AGPRs), not live values. At "
+    "256 accumulators the allocation is brittle: the same kernel with a readfirstlane'd soffset "
+    "spilled 32 registers (110-instruction loop). The occupancy is the same (above 256 "
+    "registers a SIMD holds one 4-wave block's wave either way).",
+    "- The vector add's bounded loop is 14 (f32) / 16 (f16) against the original's 12: the exact "
     "offset clamp (v_min_u32 + shift, which keeps a negative or huge index from aliasing into "
     "range; the original does not clamp) and the run-time step's sign test (one xor).",
-    "- The GEMMs meet the loop figures in the soffset style (the K step as the buffer "
-    "instruction's SGPR offset, as the original's s_os); the index style pays the clamp per "
-    "access.",
-    "- 4-wave registers, why above the original (measured by editing the generated HIP, "
-    "2026-11-24): (1) the loop versioned on the bounds' parity: its general copy's per-element "
-    "path, kept alive beside the fast copy, raises the maximum (the soffset kernel with the "
-    "fast copy alone and 16-byte C stores holds 305); (2) this benchmark's epilogue stores C "
-    "one element at a time (256 bounded scalar stores with their index arithmetic) where the "
-    "original stores 16 bytes through a layout: with the per-element epilogue the fast copy "
-    "alone still holds 352. 256 of the registers are the 16 accumulators; clang's allocation "
-    "at that edge is brittle (the layout-store epilogue without the general copy kept 306 "
-    "registers but moved accumulators between AGPRs and VGPRs inside the loop, 101-126 "
-    "instructions). Not met: the versioned loop is what keeps bounded f16 vectors exact without "
-    "per-access tests, and dropping it costs the loop figure instead.",
-    "- Unbounded views keep 64-bit addresses: the offset is an i32 that wraps (ir/ops.py) and may "
-    "be negative (pointer arithmetic before the base is allowed), so it is sign-extended and "
-    "scaled: v_add_u32, v_ashrrev_i32, v_lshl_add_u64 per access (the unbounded index loop's "
-    "66). The global instructions' uniform-base form (SADDR + a 32-bit VGPR offset) takes the "
-    "offset unsigned, which is exact only where it is known to be >= 0 and below 4 GiB; opus "
-    "has no such range facts at render time, so it is not used (a bounded view gets the buffer "
-    "form with the range check, which is exact).",
 ]
 
 
