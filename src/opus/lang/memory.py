@@ -601,8 +601,8 @@ def make_gmem(ptr, size=None, *, nbytes=None, offsets="i32"):
     [0, 2^32 / itemsize) elements (its byte offset fits 32 unsigned bits), as the original's
     buffer and global accesses assume. The address is then the base plus one 32-bit byte
     offset: on AMD the global instructions' uniform-base form (an SGPR base, a 32-bit VGPR
-    offset: no 64-bit address arithmetic per access), on NVIDIA 32-bit index math and one
-    64-bit add. The interpreter checks the promise on every access (a MemoryFault naming the
+    offset: no 64-bit address arithmetic per access), on NVIDIA a 32-bit index widened in one
+    multiply-add. The interpreter checks the promise on every access (a MemoryFault naming the
     line). load_if/store_if move the pointer to the access and are exact for any offset.
     Without it (``"i32"``) offsets may be negative or large and the address is 64-bit.
 
