@@ -226,3 +226,26 @@ def test_sass_index_math_is_32_bit():
     assert "LDG.E.128" in sass and "STG.E.128" in sass
     assert len(re.findall(r"IMAD\.WIDE\.U32 ", sass)) == 3
     assert not re.search(r"IMAD\.WIDE |SHF\.R\.S32|IADD3\.X|IMAD\.X", sass)
+
+
+# -- on the GPU (the lead runs these): the rendered u32 addresses against numpy ----------------------
+
+@pytest.mark.gpu
+def test_u32_views_on_gpu():
+    from opus.runtime.device_array import DeviceArray
+    rng = np.random.default_rng(3)
+    n = 8 * 40
+    x = rng.standard_normal(n).astype(np.float16)
+    y = rng.standard_normal(n).astype(np.float16)
+    dev = [DeviceArray.from_numpy(a) for a in (x, y, np.full(n + n // 8, -7, np.float32))]
+    with opus.set_target(opus.current_target().target.name, interpret=False):
+        scale_add[2, 32](*dev, n)
+    want = np.concatenate([x.astype(np.float32) * 2 + y.astype(np.float32),
+                           x[::8].astype(np.float32)])
+    np.testing.assert_array_equal(dev[2].to_numpy(), want)
+    xs = rng.standard_normal(3 * 256 + 8).astype(np.float32)
+    dx, do = DeviceArray.from_numpy(xs), DeviceArray.from_numpy(np.zeros(256, np.float32))
+    with opus.set_target(opus.current_target().target.name, interpret=False):
+        soffset_loop[1, 64](dx, do, 3, 8)                # u32 + soffset inside a loop
+    np.testing.assert_allclose(do.to_numpy(), sum(xs[8 + 256 * k: 264 + 256 * k] for k in range(3)),
+                               rtol=1e-6)
