@@ -28,6 +28,28 @@ from opus.ops import gemm_hopper as G  # noqa: E402
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (128, 8192, 8192), (8192, 8192, 1024)]
 
 
+def _compare(torch, f_ours, f_torch, ours, reps, flops, row):
+    """``row`` completed with the error of ours (written to ``ours``) against torch's result
+    (what ``f_torch`` returns) and both timings (two passes in alternating order, each the median
+    of ``reps`` CUDA-event timings; the best pass counts)."""
+    ours.fill_(float("nan"))
+    f_ours()
+    ref = f_torch()
+    torch.cuda.synchronize()
+    row["max_rel_err_vs_torch"] = ((ours.float() - ref.float()).abs().max()
+                                   / ref.float().abs().max()).item()
+    times = {"opus": [], "torch": []}
+    for order in (("opus", "torch"), ("torch", "opus")):
+        for who in order:
+            fn = f_ours if who == "opus" else f_torch
+            times[who].append(common.cuda_event_ms(fn, reps=reps, warmup=5)["median"])
+    for who in times:
+        ms = sorted(times[who])[0]
+        row[who] = {"ms": ms, "tflops": flops / ms / 1e9, "passes_ms": times[who]}
+    row["ratio_opus_vs_torch"] = row["torch"]["ms"] / row["opus"]["ms"]
+    return row
+
+
 def _one(torch, m, n, k, b_kmajor, reps):
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     if b_kmajor:
@@ -36,26 +58,9 @@ def _one(torch, m, n, k, b_kmajor, reps):
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     ours = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     ref = torch.empty_like(ours)
-    ours.fill_(float("nan"))
-    opus.ops.gemm(a, b, out=ours)
-    torch.matmul(a, b, out=ref)
-    torch.cuda.synchronize()
-    err = ((ours.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-    f_ours = lambda: opus.ops.gemm(a, b, out=ours)  # noqa: E731
-    f_torch = lambda: torch.matmul(a, b, out=ref)  # noqa: E731
-    times = {"opus": [], "torch": []}
-    for order in (("opus", "torch"), ("torch", "opus")):
-        for who in order:
-            fn = f_ours if who == "opus" else f_torch
-            times[who].append(common.cuda_event_ms(fn, reps=reps, warmup=5)["median"])
-    flops = 2.0 * m * n * k
-    res = {"m": m, "n": n, "k": k, "b": "N x K transposed" if b_kmajor else "K x N",
-           "max_rel_err_vs_torch": err}
-    for who in times:
-        ms = sorted(times[who])[0]
-        res[who] = {"ms": ms, "tflops": flops / ms / 1e9, "passes_ms": times[who]}
-    res["ratio_opus_vs_torch"] = res["torch"]["ms"] / res["opus"]["ms"]
-    return res
+    return _compare(torch, lambda: opus.ops.gemm(a, b, out=ours),
+                    lambda: torch.matmul(a, b, out=ref), ours, reps, 2.0 * m * n * k,
+                    {"m": m, "n": n, "k": k, "b": "N x K transposed" if b_kmajor else "K x N"})
 
 
 def _one_fp8(torch, m, n, k, rowwise, reps, fast=False):
@@ -70,29 +75,14 @@ def _one_fp8(torch, m, n, k, rowwise, reps, fast=False):
         sa = torch.tensor(0.75, device="cuda")
         sb = torch.tensor(1.25, device="cuda")
     ours = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
-    f_ours = lambda: opus.ops.scaled_gemm(a, w.t(), sa, sb, out=ours,  # noqa: E731
-                                          fast_accum=fast)
-    f_torch = lambda: torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb,  # noqa: E731
-                                       out_dtype=torch.bfloat16, use_fast_accum=fast)
-    ref = f_torch()
-    f_ours()
-    torch.cuda.synchronize()
-    err = ((ours.float() - ref.float()).abs().max() / ref.float().abs().max()).item()
-    times = {"opus": [], "torch": []}
-    for order in (("opus", "torch"), ("torch", "opus")):
-        for who in order:
-            fn = f_ours if who == "opus" else f_torch
-            times[who].append(common.cuda_event_ms(fn, reps=reps, warmup=5)["median"])
-    flops = 2.0 * m * n * k
-    res = {"m": m, "n": n, "k": k, "b": "fp8 e4m3, " + ("row/column scales" if rowwise else
-                                                       "tensor scales")
-           + (", fast accumulation" if fast else ""),
-           "max_rel_err_vs_torch": err}
-    for who in times:
-        ms = sorted(times[who])[0]
-        res[who] = {"ms": ms, "tflops": flops / ms / 1e9, "passes_ms": times[who]}
-    res["ratio_opus_vs_torch"] = res["torch"]["ms"] / res["opus"]["ms"]
-    return res
+    return _compare(torch, lambda: opus.ops.scaled_gemm(a, w.t(), sa, sb, out=ours,
+                                                        fast_accum=fast),
+                    lambda: torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb,
+                                             out_dtype=torch.bfloat16, use_fast_accum=fast),
+                    ours, reps, 2.0 * m * n * k,
+                    {"m": m, "n": n, "k": k,
+                     "b": "fp8 e4m3, " + ("row/column scales" if rowwise else "tensor scales")
+                     + (", fast accumulation" if fast else "")})
 
 
 def _kernel_facts():

@@ -40,8 +40,9 @@ from __future__ import annotations
 
 import opus
 from opus import dtypes as dt
-from .gemm_hopper import (_err, _shape2, _strides, _b_major, _dtype_name, _torch_of,
-                          _new_out)
+from ._gemm_args import (err as _err, operands as _operands, strides as _strides,
+                         b_major as _b_major, dtype_name as _dtype_name, torch_of as _torch_of,
+                         new_out as _new_out)
 
 __all__ = ["gemm", "GEMM_AMD", "lds_bytes"]
 
@@ -270,12 +271,7 @@ def gemm(a, b, out=None, *, block_m=None, block_n=None):
     if sel.target.vendor != "amd":
         _err(f"the AMD GEMM kernel needs gfx942 or gfx950; the current target is "
              f"{sel.target.name}")
-    (m, k), (k2, n) = _shape2(a, "a"), _shape2(b, "b")
-    if k != k2:
-        _err(f"inner dimensions differ: a is {m} x {k}, b is {k2} x {n}")
-    da, db = _dtype_name(a), _dtype_name(b)
-    if da not in ("bf16", "f16") or db != da:
-        _err(f"a and b must both be bf16 or both f16, got {da} and {db}")
+    m, k, n, da = _operands(a, b, ("bf16", "f16"))
     _torch_of(a)
     if not _contiguous_rows(a, k):
         _err(f"a must be row-major with contiguous rows; its strides are {_strides(a)}")

@@ -23,6 +23,10 @@ types); other shapes are refused with that reason.
 import opus
 from opus import dtypes as dt
 from opus.errors import ArgumentError
+from . import _gemm_args as _args
+from ._gemm_args import (err as _err, strides as _strides, b_major as _b_major,
+                         new_out as _new_out, torch_of as _torch_of, np as _np,
+                         dtype_name as _dtype_name)
 
 __all__ = ["gemm", "scaled_gemm", "gemm_kernel", "gemm_kernel_for", "relu", "gelu_tanh", "silu"]
 
@@ -237,33 +241,7 @@ _DTYPES = ("bf16", "f16")
 _FP8 = ("fp8_e4m3", "fp8_e5m2")
 
 
-def _err(msg):
-    raise ArgumentError(f"opus.ops.gemm: {msg}")
 
-
-def _shape2(x, name):
-    shape = tuple(x.shape)
-    if len(shape) != 2:
-        _err(f"{name} must be a matrix (2 dimensions), got shape {shape}")
-    return shape
-
-
-def _strides(x):
-    s = x.stride() if callable(getattr(x, "stride", None)) else tuple(
-        st // x.itemsize for st in x.strides)
-    return tuple(s)
-
-
-def _b_major(b, k, n):
-    """True if ``b`` (K x N) is the transpose of a row-major N x K tensor (K contiguous), False
-    if it is row-major (N contiguous)."""
-    s = _strides(b)
-    if s[1] == 1 or n == 1:
-        return False
-    if s[0] == 1 or k == 1:
-        return True
-    _err(f"b must have one contiguous dimension (row-major K x N, or the transpose of a "
-         f"row-major N x K tensor); its strides are {s}")
 
 
 def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=None,
@@ -375,15 +353,7 @@ def _out_dtype(a, out_dtype, scaled):
     return d
 
 
-def _new_out(a, b, d):
-    torch = _torch_of(a)
-    m, n = a.shape[0], b.shape[1]
-    if torch is not None:
-        from ..runtime import tensor_args as ta
-        if not ta._TORCH_OF_OPUS:
-            ta.init_torch()
-        return torch.empty((m, n), dtype=ta._TORCH_OF_OPUS[d], device=a.device)
-    return _np().zeros((m, n), d.np_dtype)
+
 
 
 def _scale_mode(x, name, along, extent, torch, a):
@@ -436,15 +406,9 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     if sel.target.name != "sm_90a":
         _err(f"the GEMM kernel needs sm_90a (wgmma and TMA); the current target is "
              f"{sel.target.name}")
-    (m, k), (k2, n) = _shape2(a, "a"), _shape2(b, "b")
-    if k != k2:
-        _err(f"inner dimensions differ: a is {m} x {k}, b is {k2} x {n}")
+    m, k, n, da = _args.operands(a, b, _FP8 if scaled else _DTYPES,
+                                 "" if scaled else " (fp8 inputs: opus.ops.scaled_gemm)")
     torch = _torch_of(a)
-    da, db = _dtype_name(a), _dtype_name(b)
-    kinds = _FP8 if scaled else _DTYPES
-    if da not in kinds or db != da:
-        _err(f"a and b must both be {' or both '.join(kinds)}, got {da} and {db}"
-             + ("" if scaled else " (fp8 inputs: opus.ops.scaled_gemm)"))
     d = dt.dtype_from_name(da)
     od = _out_dtype(a, out_dtype, scaled)
     if od.name not in ("bf16", "f16", "f32"):
@@ -550,32 +514,6 @@ def gelu_tanh(x):
 def silu(x):
     """x * sigmoid(x) (torch.nn.functional.silu)."""
     return x / (1.0 + opus.exp(-x))
-
-
-def _torch_of(x):
-    mod = type(x).__module__
-    if mod.startswith("torch"):
-        import torch
-        if not x.is_cuda:
-            _err("torch tensors must be on a CUDA device (numpy arrays run in the interpreter)")
-        return torch
-    return None
-
-
-def _np():
-    import numpy
-    return numpy
-
-
-def _dtype_name(x):
-    if type(x).__module__.startswith("torch"):
-        from ..runtime import tensor_args as ta
-        if not ta._TORCH_OF_OPUS:
-            ta.init_torch()
-        d = next((o for o, tt in ta._TORCH_OF_OPUS.items() if tt is x.dtype), None)
-        return d.name if d is not None else str(x.dtype)
-    d = dt.dtype_of_numpy(x.dtype)
-    return d.name if d is not None else str(x.dtype)
 
 
 _SMS = {}

@@ -1,0 +1,81 @@
+"""Host-side argument handling shared by the GEMMs (ops/gemm_hopper.py, ops/gemm_amd.py): the
+matrices' shapes, strides, dtypes and where they live, and the errors that name them."""
+from opus import dtypes as dt
+from opus.errors import ArgumentError
+
+
+def err(msg):
+    raise ArgumentError(f"opus.ops.gemm: {msg}")
+
+
+def shape2(x, name):
+    shape = tuple(x.shape)
+    if len(shape) != 2:
+        err(f"{name} must be a matrix (2 dimensions), got shape {shape}")
+    return shape
+
+
+def operands(a, b, kinds, hint=""):
+    """(M, K, N, dtype name) of a (M x K) and b (K x N), both of one type among ``kinds``."""
+    (m, k), (k2, n) = shape2(a, "a"), shape2(b, "b")
+    if k != k2:
+        err(f"inner dimensions differ: a is {m} x {k}, b is {k2} x {n}")
+    da, db = dtype_name(a), dtype_name(b)
+    if da not in kinds or db != da:
+        err(f"a and b must both be {' or both '.join(kinds)}, got {da} and {db}{hint}")
+    return m, k, n, da
+
+
+def strides(x):
+    s = x.stride() if callable(getattr(x, "stride", None)) else tuple(
+        st // x.itemsize for st in x.strides)
+    return tuple(s)
+
+
+def b_major(b, k, n):
+    """True if ``b`` (K x N) is the transpose of a row-major N x K tensor (K contiguous), False
+    if it is row-major (N contiguous)."""
+    s = strides(b)
+    if s[1] == 1 or n == 1:
+        return False
+    if s[0] == 1 or k == 1:
+        return True
+    err(f"b must have one contiguous dimension (row-major K x N, or the transpose of a "
+         f"row-major N x K tensor); its strides are {s}")
+
+
+def new_out(a, b, d):
+    torch = torch_of(a)
+    m, n = a.shape[0], b.shape[1]
+    if torch is not None:
+        from ..runtime import tensor_args as ta
+        if not ta._TORCH_OF_OPUS:
+            ta.init_torch()
+        return torch.empty((m, n), dtype=ta._TORCH_OF_OPUS[d], device=a.device)
+    return np().zeros((m, n), d.np_dtype)
+
+
+def torch_of(x):
+    mod = type(x).__module__
+    if mod.startswith("torch"):
+        import torch
+        if not x.is_cuda:
+            err("torch tensors must be on a CUDA device (numpy arrays run in the interpreter)")
+        return torch
+    return None
+
+
+def np():
+    import numpy
+    return numpy
+
+
+def dtype_name(x):
+    if type(x).__module__.startswith("torch"):
+        from ..runtime import tensor_args as ta
+        if not ta._TORCH_OF_OPUS:
+            ta.init_torch()
+        d = next((o for o, tt in ta._TORCH_OF_OPUS.items() if tt is x.dtype), None)
+        return d.name if d is not None else str(x.dtype)
+    d = dt.dtype_of_numpy(x.dtype)
+    return d.name if d is not None else str(x.dtype)
