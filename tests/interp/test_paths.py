@@ -16,6 +16,15 @@ def _interpret():
         yield
 
 
+def _init(*pairs):
+    """Thread 0 initialises each (barrier, arrival count); the block then meets at a barrier."""
+    if opus.thread_id_x() == 0:
+        for bar, count in pairs:
+            bar.init(count)
+        opus.fence_mbarrier_init()
+    opus.sync_threads()
+
+
 @opus.kernel
 def ring(x: opus.TensorMap, out: opus.Ptr[f32], n_tiles: i32, S: opus.constexpr = 2):
     """Warp 0's first thread (the producer) copies tile k of x (rows of 32) by TMA into stage
@@ -27,12 +36,7 @@ def ring(x: opus.TensorMap, out: opus.Ptr[f32], n_tiles: i32, S: opus.constexpr 
     full = opus.alloc_mbarriers(S)
     empty = opus.alloc_mbarriers(S)
     t = opus.thread_id_x()
-    if t == 0:
-        for s in range(S):
-            full[s].init(1)
-            empty[s].init(32)
-        opus.fence_mbarrier_init()
-    opus.sync_threads()
+    _init(*[(full[s], 1) for s in range(S)], *[(empty[s], 32) for s in range(S)])
     if t < 32:
         if t == 0:
             for k in opus.range(n_tiles):
@@ -66,10 +70,7 @@ def spin(x: opus.TensorMap, out: opus.Ptr[f32]):
     tile = opus.alloc_smem(f32, 32, align=128)
     bar = opus.alloc_mbarriers(1)[0]
     t = opus.thread_id_x()
-    if t == 0:
-        bar.init(1)
-        opus.fence_mbarrier_init()
-    opus.sync_threads()
+    _init((bar, 1))
     if t < 32:                               # the consumers come first in program order
         polls = 0
         while not bar.try_wait(0):
@@ -96,11 +97,7 @@ def deadlock(x: opus.TensorMap, out: opus.Ptr[f32]):
     full = opus.alloc_mbarriers(1)[0]
     empty = opus.alloc_mbarriers(1)[0]
     t = opus.thread_id_x()
-    if t == 0:
-        full.init(1)
-        empty.init(32)
-        opus.fence_mbarrier_init()
-    opus.sync_threads()
+    _init((full, 1), (empty, 32))
     if t < 32:
         if t == 0:
             empty.wait(0)                    # waits for the consumers' first release
@@ -129,10 +126,7 @@ def wrong_parity(x: opus.TensorMap, out: opus.Ptr[f32]):
     tile = opus.alloc_smem(f32, 32, align=128)
     bar = opus.alloc_mbarriers(1)[0]
     t = opus.thread_id_x()
-    if t == 0:
-        bar.init(1)
-        opus.fence_mbarrier_init()
-    opus.sync_threads()
+    _init((bar, 1))
     if t < 32:
         if t == 0:
             bar.arrive_expect_tx(32 * 4)
