@@ -219,20 +219,26 @@ def softmax(x, dim=-1, *, out=None):
     :returns: the softmax, of x's shape and dtype
     :targets: all targets
     """
-    _rows.check_array("softmax", x, "x", _DTYPES)
-    _rows.check_dim("softmax", x, dim)
-    if out is not None:
-        _check_out(x, out)
     if _rows.is_torch(x) and _rows.compiling():
+        # torch.compile traces only the op call; the op checks the tensors when it runs
+        _rows.check_dim("softmax", x, dim)
         ops = _torch_ops()
         if out is None:
             return ops.softmax(x)
         ops.softmax_out(x, out)
         return out
+    _check(x, dim, out)
     if out is None:
         out = _rows.empty(x, tuple(x.shape), dt.dtype_from_name(_rows.dtype_name(x)))
     _launch(x, out)
     return out
+
+
+def _check(x, dim, out):
+    _rows.check_array("softmax", x, "x", _DTYPES)
+    _rows.check_dim("softmax", x, dim)
+    if out is not None:
+        _check_out(x, out)
 
 
 def _check_out(x, out):
@@ -300,6 +306,7 @@ def _torch_ops():
 
         @torch.library.custom_op("opus::softmax", mutates_args=())
         def softmax_op(x: torch.Tensor) -> torch.Tensor:
+            _check(x, -1, None)
             y = torch.empty(x.shape, dtype=x.dtype, device=x.device)
             _launch(x, y)
             return y
@@ -310,6 +317,7 @@ def _torch_ops():
 
         @torch.library.custom_op("opus::softmax_out", mutates_args=("out",))
         def softmax_out_op(x: torch.Tensor, out: torch.Tensor) -> None:
+            _check(x, -1, out)
             _launch(x, out)
 
         @softmax_out_op.register_fake

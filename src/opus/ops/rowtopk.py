@@ -290,7 +290,9 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
     :returns: (values, indices), each of x's shape with the last dimension k
     :targets: all targets
     """
-    _rows.check_array("topk", x, "x", _DTYPES)
+    compiling = _rows.is_torch(x) and _rows.compiling()
+    if not compiling:     # (under torch.compile the op checks the tensor when it runs)
+        _rows.check_array("topk", x, "x", _DTYPES)
     _rows.check_dim("topk", x, dim)
     n = x.shape[-1]
     if type(k) is not int or isinstance(k, bool):
@@ -302,7 +304,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
         _rows.fail("topk", f"largest must be a bool, got {largest!r}")
     if sorted is not True:
         _rows.fail("topk", "sorted=False is not offered: the results are always sorted")
-    if _rows.is_torch(x) and _rows.compiling():
+    if compiling:
         return _torch_ops().topk(x, k, largest)
     return _run(x, k, largest)
 
@@ -365,6 +367,7 @@ def _torch_ops():
 
         @torch.library.custom_op("opus::topk", mutates_args=())
         def topk_op(x: torch.Tensor, k: int, largest: bool) -> tuple[torch.Tensor, torch.Tensor]:
+            _rows.check_array("topk", x, "x", _DTYPES)
             return _run(x, k, largest)
 
         @topk_op.register_fake
