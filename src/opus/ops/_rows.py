@@ -9,8 +9,8 @@ from opus import dtypes as dt
 from opus.errors import ArgumentError
 
 # opus's name for the element type of a torch tensor or numpy array (or the foreign name where
-# opus has none): the GEMM's helper, one definition for the library
-from .gemm_hopper import _dtype_name as dtype_name
+# opus has none): one definition for the library (ops/_gemm_args.py)
+from ._gemm_args import dtype_name
 
 
 def fail(op, msg):
