@@ -44,3 +44,19 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
         gemm_hopper._err("block_m= is an AMD option; the sm_90a kernel's tile is 128 rows")
     return gemm_hopper.gemm(a, b, out, bias=bias, activation=activation, residual=residual,
                             blocks=blocks, block_n=block_n, stages=stages)
+
+
+def _define_torch_ops():
+    """torch.ops.opus.* defined with opus.ops where torch is installed: a first call inside a
+    torch.compile'd region cannot define them (Dynamo does not trace torch.library's
+    definitions), so they must exist before it."""
+    import importlib.util
+    if importlib.util.find_spec("torch") is None:
+        return
+    from . import norm_quant, rowsoftmax, rowtopk
+    norm_quant._define_torch_ops()
+    rowsoftmax._torch_ops()
+    rowtopk._torch_ops()
+
+
+_define_torch_ops()
