@@ -186,19 +186,20 @@ def test_one_row_per_block(target, shape):
 def test_launch_configuration():
     """The rule's choices (ops/norm_quant.row_shape, docs/ops.md) and the vector widths from
     the rows' alignment: 16-byte vectors for 8192-wide bf16 rows (the weight, one row, counts
-    its own alignment only), 256 threads x 4 vectors; short rows share blocks of 256 threads;
+    its own alignment only): RMSNorm 1024 threads x 1 vector (1024 vectors of 8), the quantizing
+    form 256 x 4; short rows share blocks of 256 threads;
     an odd width falls to element accesses; a padded 13-wide row keeps 16-byte loads only
     with a row to itself."""
     x = np.zeros((4, 8192), BF16)
-    assert nq.row_config(x, np.zeros(8192, BF16), None, x, True) == (4, 256, dict(
-        TR=256, V=8, NV=4, VO=8, CACHED=True, NORM=True, RESIDUAL=False, QUANT=False,
+    assert nq.row_config(x, np.zeros(8192, BF16), None, x, True) == (4, 1024, dict(
+        TR=1024, V=8, NV=1, VO=8, CACHED=True, NORM=True, RESIDUAL=False, QUANT=False,
         QMAX=448.0))
     q = np.zeros((4, 8192), ml_dtypes.float8_e4m3fn)
     grid, block, cx = nq.row_config(x, x, None, q, False)
     assert (grid, block, cx["V"], cx["VO"], cx["QUANT"], cx["QMAX"]) == (4, 256, 8, 8, True, 448)
     x = np.zeros((1000, 128), np.float16)
     grid, block, cx = nq.row_config(x, np.zeros(128, np.float16), None, x, True)
-    assert (grid, block, cx["TR"], cx["NV"], cx["V"]) == (16, 256, 4, 4, 8)   # 64 rows a block
+    assert (grid, block, cx["TR"], cx["NV"], cx["V"]) == (63, 256, 16, 1, 8)  # 16 rows a block
     x = np.zeros((3, 7), BF16)
     assert nq.row_config(x, np.zeros(7, BF16), None, x, True)[2]["V"] == 1
     padded = np.zeros((3, 16), BF16)[:, :13]

@@ -37,7 +37,11 @@ __all__ = ["rmsnorm", "rmsnorm_quant", "per_token_quant", "per_group_quant", "ro
            "ROW_KERNELS", "GROUP_KERNELS"]
 
 VEC_BYTES = 16          # the widest access
-VECTORS_PER_THREAD = 4  # row_shape's target of vectors in flight per thread
+VECTORS_PER_THREAD = 4  # row_shape's target of vectors in flight per thread (quantizing ops)
+# RMSNorm alone: one vector per thread (wider blocks). Measured on the H100 (benchmarks/
+# norm_quant.py --sweep, bf16 rows of 256 to 8192): 1 per thread reached 2771-2983 GB/s, 4 per
+# thread 2348-2465; the quantizing variants were best at 2-4 (2066-2373 GB/s)
+NORM_VECTORS_PER_THREAD = 1
 MAX_VECTORS = 16        # vectors a thread keeps in registers; longer rows loop
 MAX_ROW_THREADS = 1024
 BLOCK = 256             # threads of a block of short rows, and of the group kernel
@@ -469,10 +473,11 @@ def row_config(x, weight, residual, out, norm, shape=None):
     res = residual if residual is not None else x
     v = min([_vec(x, rows, most), _vec(res, rows, most)] +
             ([_vec(weight, 1, most)] if norm else []))
-    tr, nv, cached = shape or row_shape(hidden, v)
+    per_thread = NORM_VECTORS_PER_THREAD if od.itemsize > 1 else VECTORS_PER_THREAD
+    tr, nv, cached = shape or row_shape(hidden, v, per_thread)
     if tr < BLOCK and hidden % v:
         v = _pow2_dividing(hidden, v)
-        tr, nv, cached = shape or row_shape(hidden, v)
+        tr, nv, cached = shape or row_shape(hidden, v, per_thread)
     if cached and tr * nv * v < hidden:
         raise ValueError(f"launch shape {(tr, nv, cached)} covers {tr * nv * v} of the "
                          f"{hidden} elements of a row ({v} per vector)")

@@ -20,7 +20,6 @@ exp(x) is ``exp2(x * log2 e)``. Elements past n (ragged rows) are -inf for the m
 the sum. Special values follow torch: a row holding NaN or +inf gives NaN everywhere, a row of
 only -inf gives NaN, -inf elements of other rows give 0.
 """
-from __future__ import annotations
 
 import math
 
