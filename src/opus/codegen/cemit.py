@@ -29,9 +29,9 @@ from ..errors import OpusError
 from ..ir import (VectorType, PointerType, TensorMapType, scalar_of, lanes_of, op_handlers,
                   access_operands)
 from .tma import TmaRendering
+from .sync_atomics import SyncAtomicsRendering
 from . import subbyte  # the sub-byte types' register and memory forms
 from .cross_lane import CrossLaneRendering
-from .sync_atomics import SyncAtomicsRendering
 
 __all__ = ["CEmitter", "CodegenError", "c_identifier", "kernel_symbol"]
 

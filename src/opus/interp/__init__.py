@@ -20,7 +20,7 @@ import os
 import numpy as np
 
 from ..errors import ArgumentError
-from ..ir import PointerType, TENSOR_MAP
+from ..ir import PointerType, TENSOR_MAP, VectorType
 from ..targets.limits import check_dynamic_smem, check_launch_shape
 from .engine import Program, Buf
 from .errors import (InterpError, MemoryFault, BarrierError, SharedRaceError,

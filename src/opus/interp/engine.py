@@ -49,12 +49,15 @@ def _arange(n):
 class Buf:
     """A memory buffer: a flat typed numpy array plus what errors and checks need."""
 
-    __slots__ = ("arr", "name", "space", "addr", "byte0", "isz", "id")
+    __slots__ = ("arr", "name", "space", "addr", "byte0", "isz", "id", "ebits", "nel")
 
-    def __init__(self, arr, name, space, addr, byte0=0):
+    def __init__(self, arr, name, space, addr, byte0=0, ebits=None):
         self.arr, self.name, self.space, self.addr, self.byte0 = arr, name, space, addr, byte0
         self.isz = arr.dtype.itemsize
         self.id = -1
+        # sub-byte elements (interp/packed.py): arr holds the packed bytes, nel the elements
+        self.ebits = ebits or 8 * self.isz
+        self.nel = arr.shape[0] * 8 // self.ebits if ebits else arr.shape[0]
 
 
 class State:
@@ -116,11 +119,16 @@ class Shadow:
         self.rtid[:] = -1
 
     def _bytes(self, buf, eidx, tids):
+        if buf.ebits < 8:
+            b, k = element_bytes(buf, eidx)
+            return buf.byte0 + b, tids[k]
         isz = buf.isz
         b = ((buf.byte0 + eidx * isz)[:, None] + _arange(isz)).reshape(-1)
         return b, np.repeat(tids, isz)
 
     def _elem(self, buf, byte):
+        if buf.ebits < 8:
+            return f"{buf.name} byte {int(byte) - buf.byte0}"
         return f"{buf.name}[{(int(byte) - buf.byte0) // buf.isz}]"
 
     def _check_prior_write(self, state, buf, b, t, op, verb):
@@ -187,7 +195,7 @@ def _fault(state, op, kind, buf, eidx_b, bad, vec, bounded):
     lane = lane if eidx_b.shape[0] > 1 else 0
     i = int(eidx_b.reshape(-1)[k])
     raise MemoryFault(f"{where(op.loc)}: out-of-bounds {kind} of {buf.name}[{i}] ({buf.name} has "
-                      f"{buf.arr.shape[0]} elements) by {state.who(lane)}"
+                      f"{buf.nel} elements) by {state.who(lane)}"
                       + ("" if bounded else
                          " — an access without a bound is unchecked on the GPU and faults or "
                          "corrupts memory there"))
@@ -195,6 +203,8 @@ def _fault(state, op, kind, buf, eidx_b, bad, vec, bounded):
 
 def _check_align(state, op, kind, buf, idx, lanes, vec):
     """Vector accesses must be aligned to vec*itemsize bytes; idx [T] first elements."""
+    if buf.ebits < 8:
+        return check_packed_offsets(state, op, kind, buf, _full(idx, state.T), lanes, vec)
     a = vec * buf.isz
     mis = ((buf.addr + idx * buf.isz) % a) != 0
     if lanes is not None:
@@ -290,7 +300,7 @@ def _isnan(x):
 
 def _check_all(state, op, kind, buf, idx, eidx, vec, bound):
     """Checks of an access by every lane: range (an error), alignment, shared-memory shadow."""
-    n = buf.arr.shape[0]
+    n = buf.nel
     if eidx.size and (eidx.min() < 0 or eidx.max() >= n):
         _fault(state, op, kind, buf, eidx, (eidx < 0) | (eidx >= n), vec, bound is not None)
     if vec > 1:
@@ -300,7 +310,7 @@ def _check_all(state, op, kind, buf, idx, eidx, vec, bound):
 
 def _check_masked(state, op, kind, buf, idx, eidx, valid, vl, m, vec, bound):
     """The same for an access by the ``valid`` lanes only (a size bound drops the others)."""
-    n = buf.arr.shape[0]
+    n = buf.nel
     bad = valid & ((eidx < 0) | (eidx >= n))
     if bad.any():
         _fault(state, op, kind, buf, eidx, bad, vec, bound is not None)
@@ -323,7 +333,7 @@ def mem_load(state, op, buf, idx, vec, bound, m, zero, dtype):
     arr = buf.arr
     if valid is None or valid.all():
         _check_all(state, op, "load", buf, idx, eidx, vec, bound)
-        return arr[eidx]
+        return arr[eidx] if buf.ebits >= 8 else read_codes(buf, eidx).view(dtype)
     if eidx.shape == valid.shape:
         eidx_b, valid_b = eidx, valid
     else:
@@ -331,6 +341,9 @@ def mem_load(state, op, buf, idx, vec, bound, m, zero, dtype):
     _check_masked(state, op, "load", buf, idx, eidx_b, valid_b, vl, m, vec, bound)
     if arr.shape[0] == 0:
         return np.zeros(valid_b.shape, dtype)
+    if buf.ebits < 8:
+        codes = read_codes(buf, np.where(valid_b, eidx_b, 0))
+        return np.where(valid_b, codes, np.uint8(0)).view(dtype)
     return np.where(valid_b, arr[np.where(valid_b, eidx_b, 0)], zero)
 
 
@@ -346,14 +359,20 @@ def mem_store(state, op, buf, idx, val, vec, bound, m):
         if eidx.shape != val.shape:
             eidx, val = np.broadcast_arrays(eidx, val)
         _check_all(state, op, "store", buf, idx, eidx, vec, bound)  # per written element
-        arr[eidx] = val
+        if buf.ebits < 8:
+            write_codes(buf, eidx, np.ascontiguousarray(val))
+        else:
+            arr[eidx] = val
         return
     if eidx.shape == val.shape == valid.shape:
         eidx_b, val_b, valid_b = eidx, val, valid
     else:
         eidx_b, val_b, valid_b = np.broadcast_arrays(eidx, val, valid)
     _check_masked(state, op, "store", buf, idx, eidx_b, valid_b, vl, m, vec, bound)
-    arr[eidx_b[valid_b]] = val_b[valid_b]
+    if buf.ebits < 8:
+        write_codes(buf, eidx_b[valid_b], np.ascontiguousarray(val_b[valid_b]))
+    else:
+        arr[eidx_b[valid_b]] = val_b[valid_b]
 
 
 def _flat_with_tids(state, eidx, valid):
@@ -438,6 +457,14 @@ def _placeholder(t):
         return (_NULL, np.zeros(1, I64))
     e = scalar_of(t)
     return np.zeros((1, t.n) if isinstance(t, VectorType) else (1,), e.np_dtype)
+
+
+def _smem_buf(raw, d, name, off):
+    """The Buf of shared bytes ``raw`` (at byte ``off``) seen as elements of ``d``; sub-byte
+    types keep the bytes (interp/packed.py)."""
+    if d.packed:
+        return Buf(raw, name, "shared", off, off, ebits=d.bits)
+    return Buf(raw.view(d.np_dtype), name, "shared", off, off)
 
 
 def _run(state, fns, ys):
@@ -558,7 +585,7 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
         for s, d, count, align, name in self.smem:
             off = (off + align - 1) // align * align
             self.smem_layout.append((s, d, count, name, off))
-            off += count * d.itemsize
+            off += d.nbytes(count)
         self.static_smem = off
         dal = fn.attrs.get("dyn_smem_align", 16)  # the region's base alignment (ir/ops.py)
         self.dyn_base = (off + dal - 1) // dal * dal
@@ -1220,16 +1247,16 @@ class Program(TmaOps, CrossLaneOps, SyncAtomicOps):  # the exec_ methods of mbar
             total = self.dyn_base + (smem_bytes if self.dyn else 0)
             smem_arr = np.empty(total, np.uint8)
             for s, d, count, name, off in self.smem_layout:
-                b = Buf(smem_arr[off:off + count * d.itemsize].view(d.np_dtype), name, "shared",
-                        off, off)
+                b = _smem_buf(smem_arr[off:off + d.nbytes(count)], d, name, off)
                 b.id = len(state.bufs)
                 state.bufs.append(b)
                 values[s] = (b, np.zeros(1, I64))
             for s, d, offset in self.dyn:
                 lo = self.dyn_base + offset
-                nel = max(0, (total - lo) // d.itemsize)
-                b = Buf(smem_arr[lo:lo + nel * d.itemsize].view(d.np_dtype),
-                        f"dynamic_smem({d.name}, offset={offset})", "shared", lo, lo)
+                group = d.nbytes(d.pack_elems)  # whole elements (packed: whole groups)
+                nbytes = max(0, (total - lo) // group * group)
+                b = _smem_buf(smem_arr[lo:lo + nbytes], d,
+                              f"dynamic_smem({d.name}, offset={offset})", lo)
                 b.id = len(state.bufs)
                 state.bufs.append(b)
                 values[s] = (b, np.zeros(1, I64))

@@ -479,18 +479,6 @@ def access_operands(op):
     return ops[0], ops[1], value, (ops[2] if len(ops) > 2 else None), soffset
 
 
-def op_handlers(backend, prefix: str) -> dict:
-    """A backend's per-op dispatch table: {op kind: its bound method ``<prefix><kind>``} for each
-    kind of ``OPS`` it defines (codegen: ``render_<kind>``, the interpreter: ``exec_<kind>``).
-    Built per instance, so a method replaced on the class (a test's monkeypatch) is used."""
-    return {kind: getattr(backend, prefix + kind) for kind in OPS if hasattr(backend, prefix + kind)}
-    OpSpec("atomic", None, attrs=("op", "order", "scope", "vec", "bounded")),
-    OpSpec("spin_wait", 3, attrs=("cmp", "scope")),
-    OpSpec("sync_warp", 1),
-    OpSpec("named_barrier", None, attrs=("arrive", "counted")),
-    OpSpec("memory_fence", 0, attrs=("scope", "order")),
-    OpSpec("sched_hint", 0, attrs=("name", "args")),
-    OpSpec("clock", 0, attrs=("which",)),
 def atomic_operands(op):
     """(pointer, offset, value or None, compare or None, bound or None) of an atomic, whose
     operands are p, off [, value] [, compare] [, bound]."""
@@ -501,3 +489,8 @@ def atomic_operands(op):
     return ops[0], ops[1], value, compare, bound
 
 
+def op_handlers(backend, prefix: str) -> dict:
+    """A backend's per-op dispatch table: {op kind: its bound method ``<prefix><kind>``} for each
+    kind of ``OPS`` it defines (codegen: ``render_<kind>``, the interpreter: ``exec_<kind>``).
+    Built per instance, so a method replaced on the class (a test's monkeypatch) is used."""
+    return {kind: getattr(backend, prefix + kind) for kind in OPS if hasattr(backend, prefix + kind)}
