@@ -646,6 +646,13 @@ def _define_torch_ops():
     _TORCH_LIB.append(lib)
 
 
+def _compiling():
+    """Whether torch.compile is tracing the caller: then only torch operations may run (opus's
+    host checks read its target selection, a ContextVar Dynamo cannot trace)."""
+    import torch
+    return torch.compiler.is_compiling()
+
+
 def _torch_op(name):
     import torch
     if not _TORCH_LIB:      # torch came after opus.ops: define them now, outside dynamo
@@ -703,7 +710,11 @@ def rmsnorm_quant(x, weight, eps=1e-6, *, residual=None, out=None, scales=None):
     eps = _check_eps("rmsnorm_quant", eps)
     if out is None and scales is None:
         return _torch_op("rmsnorm_quant")(x, weight, eps, residual)
-    out, scales = _rmsnorm_impl(x, weight, eps, residual, out, scales, True, launch=False)
+    if _compiling():    # only torch operations here; the op checks its arguments when it runs
+        if out is None or scales is None:
+            return _fill(_torch_op("rmsnorm_quant")(x, weight, eps, residual), out, scales)
+    else:
+        out, scales = _rmsnorm_impl(x, weight, eps, residual, out, scales, True, launch=False)
     _torch_op("rmsnorm_into")(x, weight, eps, residual, out, scales)
     return out, scales
 
@@ -740,9 +751,26 @@ def _quant(x, out, scales, group, name):
         return _quant_impl(x, out, scales, group)
     if out is None and scales is None:
         return _torch_op(name)(x)
-    out, scales = _quant_impl(x, out, scales, group, launch=False)
+    if _compiling():    # only torch operations here; the op checks its arguments when it runs
+        if out is None or scales is None:
+            return _fill(_torch_op(name)(x), out, scales)
+    else:
+        out, scales = _quant_impl(x, out, scales, group, launch=False)
     _torch_op("quant_into")(x, out, scales, group)
     return out, scales
+
+
+def _fill(results, out, scales):
+    """(out, scales): the given ones, filled with ``results`` (a functional op's), or the
+    results where none was given (under torch.compile, when only one of them is)."""
+    q, s = results
+    if out is not None:
+        out.copy_(q)
+        q = out
+    if scales is not None:
+        scales.copy_(s)
+        s = scales
+    return q, s
 
 
 if "torch" in sys.modules:    # defined with the module, so a first call inside torch.compile
