@@ -2,27 +2,29 @@
 
 NVIDIA sm_90a: a persistent, warp-specialized kernel.
 
-* Block tile BM x BN x BK = 128 x 256 x 64 (bf16/f16 in, f32 accumulation), 384 threads: a
-  producer warpgroup and two consumer warpgroups (64 rows each). Register budgets move from the
+* Block tile 128 x BN (256, 128 or 64) x one 128-byte row of K per stage (64 bf16/f16, 128
+  fp8), f32 accumulation, 384 threads: a producer warpgroup and two consumer warpgroups (64
+  rows each). Register budgets move from the
   producer (``setmaxnreg_dec(40)``) to the consumers (``setmaxnreg_inc(232)``).
 * The producer's first thread streams tiles of A and B by TMA into a ring of STAGES shared
   stages (128-byte swizzled), each with a "full" mbarrier (the copies' bytes) and an "empty"
   one (one arrival per consumer warpgroup once its wgmmas have read the stage).
-* The consumers issue 4 wgmma (m64 n256 k16) per stage, keep one stage's group in flight
-  (``wgmma_wait(1)``) and release the stage before it.
+* The consumers issue 4 wgmma (m64 nBN k16, or k32 for fp8) per stage, keep one stage's group
+  in flight (``wgmma_wait(1)``) and release the stage before it (PROMOTE: fp8 stage sums are
+  added in f32 after each stage instead).
 * Tiles are visited persistently (one block per SM, tile += num_blocks) in a grouped order
   (GROUP rows of tiles sweep the columns together, so A and B stay in L2).
-* Epilogue: each warp converts its 16 rows to the output type, writes them into a swizzled
-  shared panel and one lane stores the panels by TMA (which clips at the tensor's edges: M, N
-  and K need not be multiples of the tile; K's tail is read as zeros).
+* Epilogue: each warp applies the scales, bias, activation and residual to its 16 rows a
+  64-column panel at a time, converts them to the output type, writes them into a swizzled
+  shared panel, and one lane stores the panels by TMA (which clips at the tensor's edges: M,
+  N and K need not be multiples of the tile; K's tail is read as zeros).
 
 TMA needs each row of A, B and C to start 16-byte aligned (K and N multiples of 8 for 2-byte
-types); other shapes are refused with that reason.
+types, of 16 for fp8); other shapes are refused with that reason.
 """
 
 import opus
 from opus import dtypes as dt
-from opus.errors import ArgumentError
 from . import _gemm_args as _args
 from ._gemm_args import (err as _err, strides as _strides, b_major as _b_major,
                          new_out as _new_out, torch_of as _torch_of, np as _np,
