@@ -107,7 +107,7 @@ def run_rule(torch, reps):
             y = torch.empty_like(x)
             fresh = lambda: x.normal_()
             fresh()
-            rule = rowsoftmax.plan(n, vec, 32)
+            rule = rowsoftmax.plan(n, vec, 32, isz)
             row = {"dtype": dname, "n": n, "rows": rows, "rule": list(rule), "shapes": {}}
             for shape in _shapes_at(n, vec, 32):
                 rowsoftmax._launch(x, y, shape)

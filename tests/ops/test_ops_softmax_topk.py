@@ -74,7 +74,12 @@ def test_softmax_shapes(target, rows, n, dtype):
 
 def test_softmax_launch_rule():
     assert rowsoftmax.plan(1000, 4, 32) == ("warp", 8, 128)
-    assert rowsoftmax.plan(8192, 8, 32) == ("block", 4, 256)
+    assert rowsoftmax.plan(8192, 8, 32) == ("block", 4, 256)   # 4-byte rule: 32 per thread
+    # 2-byte rows: 16 values per thread in the block shape, longer rows online
+    assert rowsoftmax.plan(1024, 8, 32, 2) == ("warp", 4, 128)
+    assert rowsoftmax.plan(8192, 8, 32, 2) == ("block", 2, 512)
+    assert rowsoftmax.plan(16384, 8, 32, 2) == ("block", 2, 1024)
+    assert rowsoftmax.plan(16385, 8, 32, 2)[0] == "online"
     assert rowsoftmax.plan(8192, 4, 64) == ("block", 8, 256)
     assert rowsoftmax.plan(32768, 4, 32) == ("block", 8, 1024)
     assert rowsoftmax.plan(32769, 4, 32)[0] == "online"
