@@ -9,6 +9,7 @@ Timing conventions (see /work/.library/device/METHOD.md): warm up first, repeat,
 median (and min/max); device work is timed with CUDA events, or by synchronizing before the
 host clock is read; inputs are random (never zeros) and outputs are checked.
 """
+import argparse
 import json
 import os
 import platform
@@ -409,3 +410,51 @@ def main(argv):
 
 if __name__ == "__main__":
     main(sys.argv[1:])
+
+
+# -- the bandwidth scripts' reports (layouts, quantize, softmax_topk, norm_quant) ------------------
+
+def report_head(title, res, note="", extra=""):
+    """The first lines of a script's markdown report: title with date and device, the
+    environment line (``extra``: more versions, e.g. "triton 3.6, "), the note if any."""
+    env = res["environment"]
+    lines = [f"# {title}, {res.get('date', '')}, {env.get('device')}", "",
+             f"driver {env.get('driver')}, NVRTC {env.get('nvrtc')}, torch {env.get('torch')}, "
+             f"{extra}opus commit `{env.get('git_commit')}`", ""]
+    return lines + ([note, ""] if note else [])
+
+
+def kernel_rows(section):
+    """The "kernel | ms | GB/s | correct" table of every timed entry of ``section``."""
+    lines = ["| kernel | ms | GB/s | correct |", "| --- | --- | --- | --- |"]
+    for k, v in section.items():
+        if isinstance(v, dict) and "gbps" in v:
+            lines.append(f"| {k} | {v['ms']['median']:.3f} | {v['gbps']:.0f} | {v['correct']} |")
+    return lines
+
+
+def report_main(doc, key, run, markdown, width=40):
+    """The command line of a bandwidth script: ``--out`` JSON of ``{environment, key: run(gib,
+    reps)}``, ``--report JSON`` (re)writes its markdown (with ``--note``, ``--date``); prints the
+    run's ratios."""
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--out")
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--report", metavar="JSON", help="write STEM.md from an earlier --out JSON "
+                    "(STEM = the JSON's path without .json); --note adds a paragraph")
+    ap.add_argument("--note", default="")
+    ap.add_argument("--date", default="")
+    a = ap.parse_args()
+    if a.report:
+        with open(a.report) as f:
+            res = json.load(f)
+        res["date"] = a.date
+        with open(a.report[:-5] + ".md", "w") as f:
+            f.write(markdown(res, a.note))
+        return
+    res = {"environment": environment(), key: run(a.gib, a.reps)}
+    if a.out:
+        write_json(res, a.out)
+    for k, v in res[key]["ratio"].items():
+        print(f"{k:{width}s} {v if isinstance(v, str) else f'{v:.3f}'}")

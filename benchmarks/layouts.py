@@ -12,7 +12,6 @@ two passes in alternating order). Bytes = one read and one write of the array.
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -212,12 +211,8 @@ GOALS = [("layout copy / torch copy_", "layout_copy_vs_torch_copy", 0.95),
 
 def markdown(res, note=""):
     """The report: environment, goals, every kernel's bandwidth."""
-    env, r = res["environment"], res["layouts"]
-    lines = [f"# opus layout kernels, {res.get('date', '')}, {env.get('device')}", "",
-             f"driver {env.get('driver')}, NVRTC {env.get('nvrtc')}, torch {env.get('torch')}, "
-             f"opus commit `{env.get('git_commit')}`", ""]
-    if note:
-        lines += [note, ""]
+    r = res["layouts"]
+    lines = common.report_head("opus layout kernels", res, note)
     lines += ["| goal | measured | target | result |", "| --- | --- | --- | --- |"]
     for label, key, goal in GOALS:
         if key not in r["ratio"]:  # the TMA copy on a chip without TMA
@@ -225,37 +220,13 @@ def markdown(res, note=""):
         v = r["ratio"][key]
         lines.append(f"| {label} | {v:.3f} x | >= {goal} x | {'PASS' if v >= goal else '**MISS**'} |")
     lines += ["", f"{r['gib']} GiB bf16 ({r['rows']} x {r['cols']} for the transposes); bytes = "
-              "one read + one write; median of CUDA-event times, two passes", "",
-              "| kernel | ms | GB/s | correct |", "| --- | --- | --- | --- |"]
-    for k, v in r.items():
-        if isinstance(v, dict) and "gbps" in v:
-            lines.append(f"| {k} | {v['ms']['median']:.3f} | {v['gbps']:.0f} | {v['correct']} |")
+              "one read + one write; median of CUDA-event times, two passes", ""]
+    lines += common.kernel_rows(r)
     return "\n".join(lines) + "\n"
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--out")
-    ap.add_argument("--gib", type=float, default=1.0)
-    ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--report", metavar="JSON", help="write STEM.md from an earlier --out JSON "
-                    "(STEM = the JSON's path without .json); --note adds a paragraph")
-    ap.add_argument("--note", default="")
-    ap.add_argument("--date", default="")
-    a = ap.parse_args()
-    if a.report:
-        import json
-        with open(a.report) as f:
-            res = json.load(f)
-        res["date"] = a.date
-        with open(a.report[:-5] + ".md", "w") as f:
-            f.write(markdown(res, a.note))
-        return
-    res = {"environment": common.environment(), "layouts": run(a.gib, a.reps)}
-    if a.out:
-        common.write_json(res, a.out)
-    for k, v in res["layouts"]["ratio"].items():
-        print(f"{k:40s} {v if isinstance(v, str) else f'{v:.3f}'}")
+    common.report_main(__doc__, "layouts", run, markdown)
 
 
 if __name__ == "__main__":

@@ -227,12 +227,9 @@ GOALS = [("opus_rmsnorm_quant_speedup_vs_triton", 1.0), ("opus_rmsnorm_quant_vs_
 
 
 def markdown(r, note=""):
-    env, q = r["environment"], r["norm_quant"]
-    lines = [f"# opus RMSNorm and fp8 quantization, {r.get('date', '')}, {env.get('device')}", "",
-             f"driver {env.get('driver')}, NVRTC {env.get('nvrtc')}, torch {env.get('torch')}, "
-             f"triton {env.get('triton')}, opus commit `{env.get('git_commit')}`", ""]
-    if note:
-        lines += [note, ""]
+    q = r["norm_quant"]
+    lines = common.report_head("opus RMSNorm and fp8 quantization", r, note,
+                               f"triton {r['environment'].get('triton')}, ")
     lines += ["| goal | measured | target | |", "| --- | --- | --- | --- |"]
     for key, goal in GOALS:
         v = q["ratio"][key]

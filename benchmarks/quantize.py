@@ -14,7 +14,6 @@ Bytes moved: the bf16 read plus every byte written (elements and scales); the co
 """
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 
@@ -148,12 +147,8 @@ def run(gib=1.0, reps=30):
 
 
 def markdown(r, note=""):
-    env, q = r["environment"], r["quantize"]
-    lines = [f"# opus quantization kernels, {r.get('date', '')}, {env.get('device')}", "",
-             f"driver {env.get('driver')}, NVRTC {env.get('nvrtc')}, torch {env.get('torch')}, "
-             f"opus commit `{env.get('git_commit')}`", ""]
-    if note:
-        lines += [note, ""]
+    q = r["quantize"]
+    lines = common.report_head("opus quantization kernels", r, note)
     lines += ["| goal | measured | target | |", "| --- | --- | --- | --- |"]
     for key, goal in [("opus_fp8_per_tensor_vs_torch_copy", 0.9), ("opus_mxfp8_vs_torch_copy", 0.9),
                       ("opus_mxfp4_vs_torch_copy", 0.9),
@@ -163,36 +158,13 @@ def markdown(r, note=""):
         lines.append(f"| {key} | {v:.3f} x | {'>' if 'speedup' in key else '>='} {goal} x | "
                      f"{'PASS' if ok else '**MISS**'} |")
     lines += ["", f"{q['gib']} GiB of bf16; bytes = the bf16 read + every byte written; median of "
-              "CUDA-event times, two passes", "", "| kernel | ms | GB/s | correct |",
-              "| --- | --- | --- | --- |"]
-    for k, v in q.items():
-        if isinstance(v, dict) and "gbps" in v:
-            lines.append(f"| {k} | {v['ms']['median']:.3f} | {v['gbps']:.0f} | {v['correct']} |")
+              "CUDA-event times, two passes", ""]
+    lines += common.kernel_rows(q)
     return "\n".join(lines) + "\n"
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--out")
-    ap.add_argument("--gib", type=float, default=1.0)
-    ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--report", metavar="JSON", help="write STEM.md from an earlier --out JSON")
-    ap.add_argument("--note", default="")
-    ap.add_argument("--date", default="")
-    a = ap.parse_args()
-    if a.report:
-        import json
-        with open(a.report) as f:
-            res = json.load(f)
-        res["date"] = a.date
-        with open(a.report[:-5] + ".md", "w") as f:
-            f.write(markdown(res, a.note))
-        return
-    res = {"environment": common.environment(), "quantize": run(a.gib, a.reps)}
-    if a.out:
-        common.write_json(res, a.out)
-    for k, v in res["quantize"]["ratio"].items():
-        print(f"{k:52s} {v if isinstance(v, str) else f'{v:.3f}'}")
+    common.report_main(__doc__, "quantize", run, markdown, width=52)
 
 
 if __name__ == "__main__":

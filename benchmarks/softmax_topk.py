@@ -154,12 +154,8 @@ def run_topk(torch, reps):
 
 
 def markdown(r, note=""):
-    env, s = r["environment"], r["softmax"]
-    lines = [f"# opus softmax and top-k, {r.get('date', '')}, {env.get('device')}", "",
-             f"driver {env.get('driver')}, NVRTC {env.get('nvrtc')}, torch {env.get('torch')}, "
-             f"opus commit `{env.get('git_commit')}`", ""]
-    if note:
-        lines += [note, ""]
+    s = r["softmax"]
+    lines = common.report_head("opus softmax and top-k", r, note)
     lines += ["| goal | measured | target | |", "| --- | --- | --- | --- |"]
     goals = [("softmax 32768x8192 bf16 / torch copy bandwidth",
               s["ratio"]["opus_vs_torch_copy"], 0.9, s["checks"]["opus"]),
