@@ -32,6 +32,8 @@ import sys
 import opus
 from opus import dtypes as dt
 from opus.errors import ArgumentError
+from ._rows import (is_torch as _is_torch, strides as _strides, empty as _empty,
+                    compiling as _compiling)
 
 __all__ = ["rmsnorm", "rmsnorm_quant", "per_token_quant", "per_group_quant", "row_shape",
            "ROW_KERNELS", "GROUP_KERNELS"]
@@ -297,10 +299,6 @@ def _err(what, msg):
     raise ArgumentError(f"opus.ops.{what}: {msg}")
 
 
-def _is_torch(x):
-    return type(x).__module__.startswith("torch")
-
-
 def _np():
     import numpy
     return numpy
@@ -319,12 +317,6 @@ def _opus_dtype(x):
 def _describe_dtype(x):
     d = _opus_dtype(x)
     return d.name if d is not None else str(getattr(x, "dtype", type(x).__name__))
-
-
-def _strides(x):
-    if _is_torch(x):
-        return tuple(x.stride())
-    return tuple(s // x.itemsize for s in x.strides)
 
 
 def _span(x):
@@ -391,14 +383,6 @@ def _check_eps(what, eps):
             or eps < 0:
         _err(what, f"eps must be a finite number >= 0, got {eps!r}")
     return float(eps)
-
-
-def _empty(x, shape, d):
-    if _is_torch(x):
-        import torch
-        from ..runtime import tensor_args as ta
-        return torch.empty(shape, dtype=ta.torch_dtype(d), device=x.device)
-    return _np().empty(shape, d.np_dtype)
 
 
 def _vec(t, rows, most):
@@ -644,13 +628,6 @@ def _define_torch_ops():
         lib.impl(name, impl(True), "CUDA")
         register_fake(f"opus::{name}", impl(False), lib=lib)
     _TORCH_LIB.append(lib)
-
-
-def _compiling():
-    """Whether torch.compile is tracing the caller: then only torch operations may run (opus's
-    host checks read its target selection, a ContextVar Dynamo cannot trace)."""
-    import torch
-    return torch.compiler.is_compiling()
 
 
 def _torch_op(name):
