@@ -317,11 +317,20 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         if src.storage_only:  # v_cvt_pk_f32_{fp8,bf8}: bytes 0 and 1 of the word
             self.line(indent, f"opus_f32x2_t {t} = __builtin_amdgcn_cvt_pk_f32_{kind}"
                               f"((int)((unsigned){lo} | ((unsigned){hi} << 8)), false);")
-            return [f"{t}[{i}]" if to.name == "f32" else self.cast_expr(f"{t}[{i}]", dt.f32, to, rnd, sat)
-                    for i in (0, 1)]
-        f = [v if src.name == "f32" else self.cast_expr(v, src, dt.f32, "rn", False) for v in (lo, hi)]
+            return self._pair_lanes(t, to, rnd, sat)
+        f = self._as_f32((lo, hi), src)
         self.line(indent, f"unsigned short {t} = {self._pk_encoder(to, sat, kind)}({f[0]}, {f[1]});")
         return [f"(unsigned char){t}", f"(unsigned char)({t} >> 8)"]
+
+    def _pair_lanes(self, t, to, rnd, sat):
+        """The two lanes of a decoded pair ``t`` (an opus_f32x2_t), converted to ``to``."""
+        return [f"{t}[{i}]" if to.name == "f32" else self.cast_expr(f"{t}[{i}]", dt.f32, to, rnd, sat)
+                for i in (0, 1)]
+
+    def _as_f32(self, values, src):
+        """``values`` of type ``src`` as f32 C expressions (what the pair encoders take)."""
+        return [v if src.name == "f32" else self.cast_expr(v, src, dt.f32, "rn", False)
+                for v in values]
 
     def _fp4_pair(self, pk, lo, hi, src, to, rnd, sat, indent):
         """gfx950's fp4 pair conversions at scale 1.0 (targets/amd.py _GFX950_FP4): decode one
@@ -331,9 +340,8 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         if src.storage_only:
             self.line(indent, f"opus_f32x2_t {t} = __builtin_amdgcn_cvt_scalef32_pk_f32_fp4("
                               f"(unsigned)({lo} | ({hi} << 4)), 1.0f, 0);")
-            return [f"{t}[{i}]" if to.name == "f32" else self.cast_expr(f"{t}[{i}]", dt.f32, to, rnd, sat)
-                    for i in (0, 1)]
-        f = [v if src.name == "f32" else self.cast_expr(v, src, dt.f32, "rn", False) for v in (lo, hi)]
+            return self._pair_lanes(t, to, rnd, sat)
+        f = self._as_f32((lo, hi), src)
         self.line(indent, f"unsigned char {t} = {self._fp4_pk_encoder()}({f[0]}, {f[1]});")
         return [f"(unsigned char)({t} & 15u)", f"(unsigned char)({t} >> 4)"]
 
