@@ -239,6 +239,11 @@ _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests
            -11: "segfault", -9: "segfault", None: "not checked"}
 
 
+# through the interpreter, not the console script: mutmut installed with `pip --target` (the
+# GPU machine has no index, so wheels are carried there) has no script beside sys.executable
+_MUTMUT = (sys.executable, "-m", "mutmut")
+
+
 def _scratch(name):
     return os.path.join(SCRATCH, name)
 
@@ -293,7 +298,6 @@ def run(name: str, module: Module, only, children: int) -> int:
     where = prepare(name, module)
     env = dict(os.environ, OPUS_CACHE_DIR=os.path.join(where, "opus-cache"), **module.env)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
-    mutmut = os.path.join(os.path.dirname(sys.executable), "mutmut")
     names = list(only or ())
     if not names and module.functions:
         # mutmut re-runs every mutant it is given by name: after the first run, name only the
@@ -304,7 +308,7 @@ def run(name: str, module: Module, only, children: int) -> int:
         if not names:
             print(f"{name}: every mutant has a result (--only or --retest to re-run some)")
             return 0
-    return subprocess.call([mutmut, "run", "--max-children", str(children), *names],
+    return subprocess.call([*_MUTMUT, "run", "--max-children", str(children), *names],
                            cwd=where, env=env)
 
 
@@ -324,8 +328,7 @@ def results(name: str, module: Module) -> dict[str, str]:
 
 
 def diff(name: str, mutant: str) -> str:
-    mutmut = os.path.join(os.path.dirname(sys.executable), "mutmut")
-    return subprocess.run([mutmut, "show", mutant], cwd=_scratch(name), capture_output=True,
+    return subprocess.run([*_MUTMUT, "show", mutant], cwd=_scratch(name), capture_output=True,
                           text=True).stdout
 
 
