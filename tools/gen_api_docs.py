@@ -56,7 +56,7 @@ SECTIONS = [
         "atomic_add", "atomic_min", "atomic_max", "atomic_exch", "atomic_cas", "atomic_and",
         "atomic_or", "atomic_xor", "atomic_inc", "atomic_dec", "atomic_load", "atomic_store"]),
     ("Math", ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "floor",
-              "ceil", "trunc", "rint", "fma", "max", "min", "med3", "mulhi", "select", "tdiv",
+              "ceil", "trunc", "rint", "fma", "max", "min", "med3", "mulhi", "popc", "select", "tdiv",
               "tmod"]),
     ("Fast division and numeric limits", ["mdiv", "finfo", "iinfo", "numeric_limits"]),
     ("Wave-uniform values", ["readfirstlane", "uniform"]),

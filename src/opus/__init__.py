@@ -20,7 +20,7 @@ from .lang.vectors import (make_vector, insert, concat, splat, zeros, vector_typ
 from .host_types import (pack_fp4, unpack_fp4, pack_fp6, unpack_fp6, pack_int4, unpack_int4,
                          pack_uint4, unpack_uint4, pack, unpack, torch_dtype)
 from .lang.math import (exp, exp2, log, log2, sqrt, rsqrt, sin, cos, tanh, floor, ceil, trunc,
-                        rint, fma, max, min, med3, mulhi, select, tdiv, tmod)
+                        rint, fma, max, min, med3, mulhi, popc, select, tdiv, tmod)
 from .lang.uniform import readfirstlane, uniform
 from .lang.mdiv import mdiv
 from .lang.numeric_limits import finfo, iinfo, numeric_limits
@@ -86,7 +86,7 @@ __all__ = [
     "atomic_or", "atomic_xor", "atomic_inc", "atomic_dec", "atomic_load", "atomic_store",
     # math
     "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "floor", "ceil", "trunc",
-    "rint", "fma", "max", "min", "med3", "mulhi", "select", "tdiv", "tmod",
+    "rint", "fma", "max", "min", "med3", "mulhi", "popc", "select", "tdiv", "tmod",
     # wave-uniform values
     "readfirstlane", "uniform",
     # fast division by a run-time divisor; numeric limits of every dtype

@@ -585,7 +585,19 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
                 out.append(f"({ct})(~{x})")
             elif o == "abs":
                 out.append(f"({x} < 0 ? {self._negate(x, e)} : {x})")
+            elif o == "popc":
+                out.append(self.popc(x, e))
         self.assign_lanes(r, out, indent)
+
+    def popc(self, x, e: DType):
+        """The set bits of integer x (the dialects' count: CUDA's __popc / __popcll, HIP's
+        builtins), in x's type."""
+        u = "unsigned long long" if e.bits == 64 else "unsigned"
+        mask = "" if e.bits >= 32 else f" & {(1 << e.bits) - 1}u"
+        fn = self.popc_fns[e.bits == 64]
+        return f"({self.scalar_ctype(e)}){fn}(({u})({x}){mask})"
+
+    popc_fns = ("__popc", "__popcll")
 
     def float_fn(self, base, e: DType) -> str:
         """The C math function ``base`` (fabs, fma, fmin, fmax) for f64, else its f32 form (f16

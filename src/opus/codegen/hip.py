@@ -213,6 +213,7 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
                         "u64->f64": "__builtin_bit_cast(double, (unsigned long long){})",
                         "f32->u32": "__builtin_bit_cast(unsigned, {})"}
     math_prefix = "__builtin_"
+    popc_fns = ("__builtin_popcount", "__builtin_popcountll")
     code_for_cross_lane = _CROSS_LANE
     # groups are counted by the waits (vmcnt), so a commit is nothing; the empty asm keeps the
     # compiler from moving LDS accesses across the s_waitcnt

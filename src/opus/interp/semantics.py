@@ -192,6 +192,17 @@ def cmp_fn(pred, e: DType):
     return f
 
 
+def _popc(e: DType):
+    """Set bits of each element (of its two's-complement bits for signed types), in e's type."""
+    u = np.dtype(f"u{e.bits // 8}")
+
+    def f(a):
+        b = np.ascontiguousarray(a).astype(e.np_dtype, copy=False).view(u)
+        bits = np.unpackbits(b.view(np.uint8).reshape(b.shape + (e.bits // 8,)), axis=-1)
+        return bits.sum(axis=-1).astype(e.np_dtype)
+    return f
+
+
 def unary_fn(o, e: DType):
     if o == "not":
         return np.logical_not
@@ -203,6 +214,8 @@ def unary_fn(o, e: DType):
         return lambda a: z - a
     if o == "invert":
         return np.invert
+    if o == "popc":
+        return _popc(e)
     if o == "abs":
         z = e.np_dtype.type(0)
         return lambda a: np.where(a < z, z - a, a)

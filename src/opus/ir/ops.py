@@ -401,7 +401,7 @@ class OpSpec:
 BINARY_OPS = frozenset("add sub mul div floordiv mod tdiv tmod and or xor shl shr min max mulhi"
                        .split())
 CMP_PREDS = frozenset("lt le gt ge eq ne".split())
-UNARY_OPS = frozenset("neg invert not abs".split())
+UNARY_OPS = frozenset("neg invert not abs popc".split())
 MATH_FNS = frozenset("exp exp2 log log2 sqrt rsqrt sin cos tanh floor ceil trunc rint".split())
 SPECIALS = frozenset(
     [f"{k}.{a}" for k in ("thread_id", "block_id", "block_dim", "num_blocks", "grid_size")

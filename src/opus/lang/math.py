@@ -10,7 +10,7 @@ from .context import TraceError, ctx
 from .values import emit1, check_arith, binary, as_value, _coerce, cast, is_static, to_bool
 
 __all__ = ["exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "floor", "ceil",
-           "trunc", "rint", "fma", "abs", "max", "min", "med3", "mulhi", "select", "tdiv", "tmod"]
+           "trunc", "rint", "fma", "abs", "max", "min", "med3", "mulhi", "popc", "select", "tdiv", "tmod"]
 
 
 # The math family's docstring. Targets: f64 versions of the functions the AMD backends cannot
@@ -196,6 +196,28 @@ def mulhi(a, b):
     if not e.is_int or e.bits != 32:
         raise TraceError(f"opus.mulhi needs 32-bit integer operands (i32 or u32), got {e.name}")
     return emit1("binary", [a, b], t, {"op": "mulhi"})
+
+
+def popc(x):
+    """The number of set bits of an integer (CUDA ``__popc`` / ``__popcll``: one POPC;
+    AMD ``v_bcnt_u32_b32``, ``s_bcnt1`` for wave-uniform values). Counts a ballot's lanes, and
+    with ``opus.lanemask_lt()`` a lane's rank among them.
+
+    :param x: the integer (signed values count their two's-complement bits)
+    :type x: run-time integer value of 8 to 64 bits, or Python int >= 0
+    :returns: the count, in x's type
+    :targets: all targets
+    """
+    if is_static(x):
+        if isinstance(x, bool) or not isinstance(x, int) or x < 0:
+            raise TraceError(f"opus.popc needs an integer >= 0 or a run-time integer, got {x!r}")
+        return bin(x).count("1")
+    if not isinstance(x, Value):
+        raise TraceError(f"opus.popc needs an integer or run-time integer value, got {x!r}")
+    e = scalar_of(x.type)
+    if not e.is_int or e.is_bool:
+        raise TraceError(f"opus.popc needs an integer operand, got {e.name}")
+    return emit1("unary", [x], x.type, {"op": "popc"})
 
 
 def select(cond, a, b):
