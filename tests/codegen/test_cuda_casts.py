@@ -221,6 +221,15 @@ def test_sm90a_uses_one_cvt_per_lane_pair(t, sat):
     assert "F2FP" not in encoder(t, sat, "rn", 4).sass(target="sm_80")
 
 
+@pytest.mark.parametrize("t", [opus.fp8_e4m3, opus.fp8_e5m2], ids=lambda t: t.name)
+def test_sm90a_saturating_encode_is_the_bare_cvt(t):
+    """With sat the cvt's own result is the answer (NaN: 0x7F from the instruction itself, as
+    test_gpu_every_nan_encodes_to_the_canonical_code checks): no NaN test, no byte repacking."""
+    sass = encoder(t, True, "rn", 4).sass(target="sm_90a")
+    assert "FSETP" not in sass and "F2FP" in sass
+    assert "FSETP" in encoder(t, False, "rn", 4).sass(target="sm_90a")  # overflow codes
+
+
 def test_cuda_rz_to_fp8_is_a_clear_error():
     with pytest.raises(opus.TraceError, match="rz.*fp8_e4m3"):
         encoder(opus.fp8_e4m3, False, "rz").source(target="sm_90a")
@@ -299,6 +308,19 @@ def test_gpu_encode_matches_interp(enc, vec):
     ref = interp_encode(t, sat, rnd, x)
     bad = np.flatnonzero(got != ref)
     assert bad.size == 0, [(hex(int(x[i:i + 1].view(np.uint32)[0])), hex(got[i]), hex(ref[i])) for i in bad[:8]]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("sat", [False, True])
+@pytest.mark.parametrize("t", [opus.fp8_e4m3, opus.fp8_e5m2], ids=lambda t: t.name)
+def test_gpu_every_nan_encodes_to_the_canonical_code(t, sat):
+    """All 2^24 - 2 f32 NaNs (both signs, every payload) encode to the format's one NaN code
+    0x7F (OCP MX v1.0: S.1111.111 / S.11111.11 with the sign cleared, as the interpreter
+    gives): the sm_89+ cvt does this itself, which lets the saturating encoder skip a test."""
+    m = np.arange(1, 1 << 23, dtype=np.uint32)
+    x = np.concatenate([0x7F800000 | m, 0xFF800000 | m]).view(np.float32)
+    got = launch(encoder(t, sat, "rn", 4), x, t.np_dtype, 4, device=_gpu_arch()).view(np.uint8)
+    assert NAN_CODE[t.name] == 0x7F and np.all(got == 0x7F), np.unique(got)
 
 
 @pytest.mark.gpu

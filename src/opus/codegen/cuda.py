@@ -281,14 +281,20 @@ class CudaEmitter(StorageConversions, CudaAtomics, CEmitter):
 
     def _hw_encoder(self, d: DType, sat):
         """opus_f32x2_to_<d>(lo, hi): two lanes into one 16-bit word, lo in the low byte. The
-        instruction saturates; NaN gets the canonical code and, without sat, |f| past the
-        rounding limit the format's overflow code."""
-        fix = self.fp8_fixup(d, sat)
+        instruction saturates and gives every NaN (either sign, any payload) 0x7F, the
+        canonical code of both OCP formats (measured on the H100 over all 2^24 NaNs:
+        tests/codegen/test_cuda_casts.py::test_gpu_every_nan_encodes_to_the_canonical_code),
+        so with sat its result is the answer; without sat, |f| past the rounding limit gets
+        the format's overflow code."""
         n = f"opus_f32x2_to_{d.name}{'_sat' if sat else ''}"
         kind = d.name.split("_")[1] + "x2"
-        return self.helper(n, f"unsigned short {n}(float lo, float hi) {{ unsigned short r; "
-                              f'asm("cvt.rn.satfinite.{kind}.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo)); '
-                              f"return (unsigned short)({fix}(lo, r & 0xFFu) | ({fix}(hi, r >> 8) << 8)); }}")
+        cvt = (f"unsigned short {n}(float lo, float hi) {{ unsigned short r; "
+               f'asm("cvt.rn.satfinite.{kind}.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo)); ')
+        if sat:
+            return self.helper(n, cvt + "return r; }")
+        fix = self.fp8_fixup(d, sat)
+        return self.helper(n, cvt + f"return (unsigned short)({fix}(lo, r & 0xFFu) | "
+                                    f"({fix}(hi, r >> 8) << 8)); }}")
 
     def _hw_decoder(self, d: DType):
         """opus_<d>x2_to_f16x2(w): the two bytes of w as two f16 (low byte -> low half), exact."""
