@@ -45,6 +45,11 @@ class Module:
     why: str                          # why these tests (docs/testing.md repeats it)
     functions: tuple[str, ...] = ()   # mutant-name globs: only these functions of the files
     env: dict = field(default_factory=dict)
+    # what mutmut's fork server loads before forking each mutant's pytest: "collect" (the test
+    # modules, and what they build while being collected) or "none" (each mutant imports
+    # everything itself: slower, but code that runs at import or collection, such as the
+    # targets' tables and the matrix rows built and self-checked there, runs mutated)
+    warmup: str = "collect"
 
 
 # engine.py's memory and bounds parts: shared-memory checking (Shadow), faults, alignment and
@@ -94,7 +99,11 @@ MODULES = {
                "tests/bad_input/test_mma_sync.py", "tests/bad_input/test_mfma.py"),
         why="target tables, availability, launch limits and matrix-atom rows: the ISA lane "
             "tables, availability and contract tests, and the bad-input cases they refuse",
-        env={"OPUS_INTERPRET_COMPILE": "0"}),
+        env={"OPUS_INTERPRET_COMPILE": "0"},
+        # the targets and their matrix rows are made while the tests are collected (parametrized
+        # over them): with the fork server's collect warm-up every mutant of Target.__init__,
+        # Limits, MatrixAtom.__post_init__, OperandLayout or round_mantissa would run unmutated
+        warmup="none"),
     "cache": Module(
         files=("src/opus/runtime/cache.py", "src/opus/runtime/build.py"),
         functions=("opus.runtime.cache.*", "opus.runtime.build.x__pack__*",   # build.py: its
@@ -268,6 +277,7 @@ def _pyproject(module: Module) -> str:
     # that ran the statistics pass, inheriting what it memoized: a module-level kernel's rendered
     # source (Kernel._specs) stays the unmutated one, so every codegen mutant it reaches survives
     settings = dict(base, only_mutate=list(module.files), process_isolation="forkserver",
+                    forkserver_warmup=module.warmup,
                     pytest_add_cli_args_test_selection=list(module.tests))
     section = ["", "[tool.mutmut]"] + [f"{k} = {_toml_value(v)}" for k, v in settings.items()]
     return "\n".join(kept + section) + "\n"
