@@ -39,8 +39,9 @@ def _bench_kernels(tmp_path_factory):
 
 # -- point 7: loops no worse than the original's figures (issue 10) -------------------------------
 @pytest.mark.parametrize("case,most", [
-    ("vadd f32x4 bounded", 14),                # original 12; + the exact clamp (v_min, shift)
-    ("vadd f16x8 bounded", 16),                # whole-vector version of the loop
+    ("vadd f32x4 bounded", 12),                # original 12 (the loop version for a positive step)
+    ("vadd f32x4 u32", 12),                    # original 12
+    ("vadd f16x8 bounded", 14),                # f32x4's 12 + 2 v_pk_add_f16 (8 halves, not 4)
     ("mfma 1 wave, soffset, bounded", 9),      # original 9
     ("mfma 4 waves 4x4, soffset, bounded", 47),  # original 47
 ])
@@ -64,6 +65,25 @@ def test_f16_fast_loop_has_whole_vector_accesses_only(tmp_path_factory):
     fast = min((b for b in bodies if any("_store_" in i for i in b)), key=len)
     assert sum(i.startswith("buffer_load_dwordx4") for i in fast) == 2
     assert not any("ushort" in i or "short" in i or "saveexec" in i for i in fast), fast
+
+
+def _loop_bodies(asm):
+    lines, found = amd_codegen.loops(asm)
+    return [amd_codegen._instructions(lines[a:b + 1]) for _, a, b in found]
+
+
+def test_grid_stride_fast_loop_has_no_sign_test_nor_clamp(tmp_path_factory):
+    """The grid-stride vector add's run-time step: the loop version taken for a positive step
+    with every offset in the plain voffset's range compares once per iteration (no v_xor of
+    the sign test) and scales the offset without a clamp (no v_min_u32); the general version
+    keeps both (exact for any sign and offset)."""
+    family, make = _bench_kernels(tmp_path_factory)["CASES"]["vadd f32x4 bounded"]
+    bodies = sorted((b for b in _loop_bodies(asm_of(make(), "gfx942"))
+                     if any("_store_" in i for i in b)), key=len)
+    assert len(bodies) == 2, bodies
+    fast, general = bodies
+    assert not any(i.startswith(("v_xor", "v_min")) for i in fast), fast
+    assert any(i.startswith("v_xor") for i in general) and any(i.startswith("v_min") for i in general)
 
 
 def test_num_blocks_reads_the_implicit_argument():
@@ -240,6 +260,46 @@ def test_vector_straddling_the_start_of_a_shifted_view(target, tmp_path):
                 e = off + t * 4 + j  # index in the shifted view, whose bound is 40 - k
                 want[t * 4 + j] = x[k + e] if 0 <= e < 40 - k else 0
         np.testing.assert_array_equal(launch.args[1], want, err_msg=f"k={k} off={off}")
+
+
+@opus.kernel(block=8)
+def _strided_accumulate(x: opus.Ptr[f32], y: opus.Ptr[f32], n: i32, lo: i32, hi: i32, step: i32):
+    """y[i:i+4] += x[i:i+4] for i in range(lo + 4 * thread, hi, step), through views bounded
+    by n: a run-time step of either sign and offsets far outside the views."""
+    gx, gy = opus.make_gmem(x, n), opus.make_gmem(y, n)
+    for i in range(lo + opus.thread_id_x() * 4, hi, step):
+        gy.store(gy.load(i, vec=4) + gx.load(i, vec=4), i)
+
+
+def _strided_accumulate_reference(x, y, n, lo, hi, step):
+    y = y.copy()
+    for t in range(8):
+        for i in range(lo + 4 * t, hi, step):  # Python ints: no wrap
+            for e in range(i, i + 4):
+                if 0 <= e < n:
+                    y[e] += x[e]
+    return y
+
+
+@pytest.mark.parametrize("lo,hi,step", [
+    (0, 64, 32),                 # the fast version: positive step, offsets in range
+    (32, -1, -32),               # negative step: the general version
+    (-(1 << 30), 64, 1 << 30),   # a negative start: -2^30 * 4 bytes wraps to 0 unclamped
+    (0, 3 << 29, 1 << 29),       # an offset past 2^30: 2^30 * 4 bytes wraps to 0 unclamped
+    (8, 64, 1 << 29),            # in range, a huge step: one iteration each
+])
+def test_grid_stride_loop_versions_are_exact(lo, hi, step, tmp_path):
+    """The HIP loop versions (codegen/hip.py render_for: a positive run-time step, offsets
+    that fit the plain voffset) run on the host with the buffer unit's range check
+    (tests/hostexec): every case adds each in-range element once; an offset clamped wrongly
+    would alias element 4t and add it twice."""
+    from hostexec import run_kernel
+    x = np.arange(1, 65, dtype=np.float32)
+    y = np.full(64, 100, np.float32)
+    want = _strided_accumulate_reference(x, y, 64, lo, hi, step)
+    run_kernel(_strided_accumulate, 1, 8, x, y, 64, lo, hi, step, target="gfx942",
+               workdir=tmp_path)
+    np.testing.assert_array_equal(y, want)
 
 
 def test_benchmark_counts_the_register_file_once(tmp_path_factory):

@@ -1006,9 +1006,11 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         self.emit_for_loop(op, indent, names)
         self._bind_args(op.results, names)
 
-    def emit_for_loop(self, op, indent, names):
+    def emit_for_loop(self, op, indent, names, step_sign=None):
         """The C loop of ``for`` op ``op`` whose carried variables are ``names`` (declared);
-        a dialect may emit it more than once (versions of one loop under a condition)."""
+        a dialect may emit it more than once (versions of one loop under a condition).
+        ``step_sign`` (1 or -1): the run-time step's sign, which the version's condition
+        established (one compare per iteration, as for a compile-time step)."""
         lb, ub, step = op.operands[:3]
         body = op.regions[0]
         iv = body.args[0]
@@ -1016,8 +1018,8 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         self._bind_args(body.args[1:], names)
         it = self.ctype(iv.type)
         step_static = step.owner is not None and step.owner.kind == "const"
-        if step_static:
-            s = step.owner.attrs["value"]
+        if step_static or step_sign:
+            s = step.owner.attrs["value"] if step_static else step_sign
             cond = f"{ivn} < {self.name(ub)}" if s > 0 else f"{ivn} > {self.name(ub)}"
         else:
             # iv > ub <=> ~iv < ~ub (bitwise not reverses the order of signed and unsigned

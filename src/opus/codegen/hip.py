@@ -12,6 +12,8 @@ states the buffer unit's range check this relies on):
 * the voffset is ``min(O, L) * s`` with L*s = 0xfffffff0 (always >= num_records; the per-dword
   check's +12 cannot wrap): negative or huge element offsets never alias back into range. One
   v_min_u32 and a shift for 32-bit offsets, nothing for bytes with a 32-bit offset and bound;
+* in a loop version taken where every offset ``iv + c`` of the induction variable is known to
+  lie in [0, L] (``render_for``), the voffset is ``(iv + c) * s`` with no clamp;
 * num_records is ``min(B*s, 0xfffffff0)`` (0 for B <= 0): arrays accessed with a bound must be
   smaller than 4 GiB (as in the original's ``make_gmem``);
 * a whole vector is one buffer instruction wherever the hardware's dword check is exact per
@@ -46,6 +48,11 @@ _BUF_T = {1: "unsigned char", 2: "unsigned short", 4: "unsigned", 8: "opus_u32x2
           16: "opus_u32x4_t"}
 _BUF_B = {1: "b8", 2: "b16", 4: "b32", 8: "b64", 16: "b128"}
 
+# a loop is versioned for a run-time step's sign or its accesses' ranges (HipEmitter.render_for)
+# only when it holds at most this many ops: the fast version saves an instruction or two per
+# iteration, which matters in small loops; in large ones the second copy costs more (code size)
+_VERSIONED_LOOP_OPS = 128
+
 # the parts of a bounded buffer access (HipEmitter._bounded)
 _Access = namedtuple("_Access", "p off value bound soffset elem s rsrc soff aux")
 
@@ -54,6 +61,21 @@ def _static_int(v):
     """The value of IR integer ``v`` when it is a compile-time constant, else None."""
     if v.owner is not None and v.owner.kind == "const" and isinstance(v.owner.attrs["value"], int):
         return v.owner.attrs["value"]
+    return None
+
+
+def _iv_plus_const(off, iv):
+    """c where IR integer ``off`` is ``iv + c`` (c a compile-time int), else None."""
+    if off is iv:
+        return 0
+    op = off.owner
+    if op is None or op.kind != "binary" or op.attrs["op"] not in ("add", "sub"):
+        return None
+    a, b = op.operands
+    if a is iv and _static_int(b) is not None:
+        return _static_int(b) if op.attrs["op"] == "add" else -_static_int(b)
+    if b is iv and op.attrs["op"] == "add" and _static_int(a) is not None:
+        return _static_int(a)
     return None
 
 
@@ -450,6 +472,8 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         byte elements with a 32-bit signed offset and bound (a negative offset reads as >= 2^31,
         beyond any num_records a 32-bit bound gives)."""
         o, t, bt = self.name(off), scalar_of(off.type), scalar_of(bound.type)
+        if not delta and self._unclamped.get(off, _OOB) <= _OOB // s:  # in range (_iv_ranges)
+            return f"((unsigned){o} * {s}u)"
         if delta and whole_off:  # (soffset accesses) off itself must be >= 0
             o, t = f"((long long){o} < 0 ? -1ll : (long long){o} + {delta})", dt.i64
         elif delta:
@@ -509,24 +533,79 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         return f"(({self.name(bound)}) & {g - 1}) == 0"
 
     def render_for(self, op, indent):
-        """A loop whose bounded sub-dword vector accesses are exact under wave-uniform
-        conditions (the bounds' parity, known before the loop) is emitted twice: a version
-        with whole-vector accesses only, taken when they hold, and the general one. One scalar
-        branch before the loop keeps per-access tests out of its body."""
-        conds = self._loop_exactness(op)
+        """A loop is emitted twice, a fast version taken where conditions known before the
+        loop hold and the general one, when the fast version saves work in every iteration:
+        bounded sub-dword vector accesses exact as whole vectors (the bounds' parity,
+        ``_loop_exactness``); a run-time step's sign (``_step_version``: no sign test per
+        iteration); bounded accesses at the induction variable in range of the plain voffset
+        (``_iv_ranges``: no clamp per access). One branch before the loop keeps these tests
+        out of its body."""
+        exact = self._loop_exactness(op)
+        positive, step_cond = self._step_version(op)
+        ranges, unclamped = self._iv_ranges(op) if positive and self._small(op) else ((), {})
+        conds = exact | step_cond | frozenset(ranges)
         if not conds:
             return super().render_for(op, indent)
         names = self._carried(op.operands[3:], indent)
         self.line(indent, f"if ({' && '.join(sorted(conds))}) {{")
-        before, self._assumed = self._assumed, self._assumed | conds
-        self.emit_for_loop(op, indent + 1, names)
-        self._assumed = before
+        before = self._assumed, self._unclamped
+        self._assumed, self._unclamped = self._assumed | exact, {**self._unclamped, **unclamped}
+        self.emit_for_loop(op, indent + 1, names, 1 if step_cond else None)
+        self._assumed, self._unclamped = before
         self.line(indent, "} else {")
         self.emit_for_loop(op, indent + 1, names)
         self.line(indent, "}")
         self._bind_args(op.results, names)
 
     _assumed = frozenset()  # exactness conditions the enclosing loop version established
+    _unclamped = {}  # offset value -> L: the enclosing loop version established 0 <= it <= L
+
+    @staticmethod
+    def _small(op):
+        return sum(1 for _ in HipEmitter._ops_within(op)) <= _VERSIONED_LOOP_OPS
+
+    def _step_version(self, op):
+        """(the step is positive in the fast version, the condition that makes it so): a
+        compile-time step needs none; a run-time one, in a small loop, the test ``step > 0``
+        (the general version keeps the per-iteration sign test, cemit.emit_for_loop)."""
+        step = op.operands[2]
+        k = _static_int(step)
+        if k is not None:
+            return k > 0, frozenset()
+        if not self._small(op):
+            return False, frozenset()
+        return True, frozenset({f"{self.name(step)} > 0"})
+
+    def _iv_ranges(self, op):
+        """(conditions, {offset value: L}) under which the loop's bounded global accesses at
+        the induction variable plus a constant c need no voffset clamp (``_voffset``). With a
+        positive step and ub + step <= 2^31 (the i32 induction variable never wraps), every
+        offset lies in [lb + c, ub - 1 + c]; lb + c >= 0 and ub - 1 + c <= L (L*s = 0xfffffff0
+        at most) make off * s exact, with no unsigned wrap."""
+        lb, ub, step = op.operands[:3]
+        iv = op.regions[0].args[0]
+        t = scalar_of(iv.type)
+        if t.kind != "int" or t.bits != 32:
+            return (), {}
+        conds, unclamped = set(), {}
+        for inner in self._ops_within(op):
+            if inner.kind not in ("load", "store") or inner.attrs.get("soffset"):
+                continue
+            p, off, _, bound, _ = access_operands(inner)
+            c = _iv_plus_const(off, iv)
+            if bound is None or c is None or not self._is_global(p) or p.type.elem.packed:
+                continue
+            bt = scalar_of(bound.type)
+            if p.type.elem.itemsize == 1 and bt.kind == "int" and bt.bits <= 32:
+                continue  # bytes need no clamp (_voffset)
+            lim = _OOB // p.type.elem.itemsize
+            plus = f" + {c}" if c else ""
+            conds |= {f"(long long){self.name(lb)}{plus} >= 0",
+                      f"(long long){self.name(ub)}{plus} <= {lim + 1}ll"}
+            unclamped[off] = min(lim, unclamped.get(off, lim))
+        if conds:
+            conds.add(f"(long long){self.name(ub)} + (long long){self.name(step)} <= 2147483648ll")
+        return conds, unclamped
 
     def _loop_exactness(self, op):
         """The uniform exactness conditions (``_uniform_exactness``) of the bounded global
