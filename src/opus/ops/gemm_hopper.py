@@ -10,8 +10,9 @@ NVIDIA sm_90a: a persistent, warp-specialized kernel.
   stages (128-byte swizzled), each with a "full" mbarrier (the copies' bytes) and an "empty"
   one (one arrival per consumer warpgroup once its wgmmas have read the stage).
 * The consumers issue 4 wgmma (m64 nBN k16, or k32 for fp8) per stage, keep one stage's group
-  in flight (``wgmma_wait(1)``) and release the stage before it (PROMOTE: fp8 stage sums are
-  added in f32 after each stage instead).
+  in flight (``wgmma_wait(1)``) and release the stage before it. PROMOTE (fp8 by default):
+  each stage's wgmmas sum into one of two partial register tiles in turn, and the partial of
+  stage k is added to the f32 sum while stage k + 1's wgmmas run (``_promoted_sum``).
 * Tiles are visited persistently (one block per SM, tile += num_blocks) in a grouped order
   (GROUP rows of tiles sweep the columns together, so A and B stay in L2).
 * Epilogue: each warp applies the scales, bias, activation and residual to its 16 rows a
@@ -34,6 +35,7 @@ __all__ = ["gemm", "scaled_gemm", "gemm_kernel", "gemm_kernel_for", "relu", "gel
 
 BM = 128
 _THREADS = 384
+_KSTEPS = 4     # wgmma k-steps (32 bytes of K each) per stage's 128-byte K row
 
 
 def _tile_coords(tile, m_tiles, n_tiles, group):
@@ -58,14 +60,15 @@ def _make_kernel(out_dtype):
                     OUT: opus.constexpr = out_dtype, BN: opus.constexpr = 256,
                     STAGES: opus.constexpr = 3, GROUP: opus.constexpr = 8,
                     B_KMAJOR: opus.constexpr = False, SCALES: opus.constexpr = (0, 0),
-                    PROMOTE: opus.constexpr = False, EPILOGUE: opus.constexpr = (False, None, False)):
+                    PROMOTE: opus.constexpr = 0, EPILOGUE: opus.constexpr = (False, None, False)):
         """C (M x N) = A (M x K) @ B: B is K x N row-major, or with B_KMAJOR the N x K row-major
         tensor whose transpose is B (fp8 inputs: B_KMAJOR only, as wgmma reads them). SCALES
         (a, b): 0 none, 1 one f32 (scale_a[0] / scale_b[0]), 2 one per row of C (scale_a[m]) / per
-        column (scale_b[n]); C = (A @ B) * scales, rounded once to OUT. PROMOTE: each stage's
-        wgmmas accumulate into a fresh register tile that is added to the f32 sum in the CUDA cores
-        (fp8 wgmma keeps fewer accumulator bits than f32 on the H100; this bounds the error as
-        cuBLAS does unless asked for fast accumulation). EPILOGUE (bias, activation, residual):
+        column (scale_b[n]); C = (A @ B) * scales, rounded once to OUT. PROMOTE (0: off): each
+        stage's wgmmas (128 of K) accumulate into a fresh partial register tile that is added to
+        the f32 sum in the CUDA cores (fp8 wgmma keeps fewer accumulator bits than f32 on the
+        H100; this bounds the error as cuBLAS does unless asked for fast accumulation); the
+        tile's columns are cut into PROMOTE pieces of BN / PROMOTE, one wgmma group each. EPILOGUE (bias, activation, residual):
         C = activation(C + bias[n]) + residual[m, n] in f32 before the one rounding (activation: a
         Python function of one f32 value, traced here; None for none). Persistent: launch one
         block per SM (or fewer)."""
@@ -130,37 +133,27 @@ def _make_kernel(out_dtype):
             lc = panel.layout_c((64, 1)).swizzled(opus.swizzle_bytes(128, OUT))
             w, lane = opus.warp_id() % 4, opus.lane_id()
             stage_c = sc + (wg - 1) * (64 * BN)
+            # the stage ring as the consumers read it: this warpgroup's 64 rows of A
+            ring = (sa + (wg - 1) * (64 * BKE), a_elems, sb, b_elems, la, lb, full, empty,
+                    STAGES, t % 128 == 0)
+            if PROMOTE:     # wgmmas of BN / PROMOTE columns into two alternating partials
+                part = opus.make_wgmma(DT, DT, opus.f32, (64, BN // PROMOTE, KW))
             it = 0
             for tile in opus.range(opus.block_id_x(), num_tiles, opus.num_blocks_x()):
                 mt, nt = _tile_coords(tile, m_tiles, n_tiles, GROUP)
                 if PROMOTE:
-                    d = opus.zeros(mma.elem_c, opus.f32)
+                    d = _promoted_sum(part, PROMOTE, ring, it, k_tiles)
                 else:
                     acc = opus.wgmma_fence(mma.zeros_c())
-                for k in opus.range(k_tiles):
-                    s = it % STAGES
-                    full[s].wait((it // STAGES) & 1)
-                    part = opus.wgmma_fence(mma.zeros_c() if PROMOTE else acc)
-                    for kk in range(BKE // KW):
-                        part = mma(mma.smem_a(sa + (s * a_elems + (wg - 1) * (64 * BKE)), la,
-                                              origin=(0, KW * kk)),
-                                   mma.smem_b(sb + s * b_elems, lb, origin=(0, KW * kk)), part,
-                                   scale_d=kk > 0 if PROMOTE else True)
-                    opus.wgmma_commit()
-                    if PROMOTE:                                 # this stage's sums into f32
-                        d = d + opus.wgmma_wait(0, part)
-                        if t % 128 == 0:
-                            empty[s].arrive()
-                    else:
-                        acc = part
+                    for k in opus.range(k_tiles):
+                        _wait_stage(ring, it + k)
+                        acc = _stage_mma(mma, ring, it + k, 0, acc, True)
                         opus.wgmma_wait(1)                      # the previous stage's wgmmas done
-                        if k > 0 and t % 128 == 0:
-                            empty[(it - 1) % STAGES].arrive()
-                    it += 1
-                if not PROMOTE:
+                        if k > 0:
+                            _release_stage(ring, it + k - 1)
                     d = opus.wgmma_wait(0, acc)
-                    if t % 128 == 0:
-                        empty[(it - 1) % STAGES].arrive()
+                    _release_stage(ring, it + k_tiles - 1)
+                it += k_tiles
                 row0 = mt * BM + 64 * (wg - 1)
                 if lane == 0:
                     opus.tma_wait(0, read=True)                 # the last tile's panels were read
@@ -181,6 +174,105 @@ def _make_kernel(out_dtype):
             if lane == 0:
                 opus.tma_wait(0)
     return gemm_kernel
+
+
+# -- the consumers' main loop: the stage ring, one stage's wgmmas, promoted accumulation ------------
+#
+# ``ring`` = (a, a_elems, b, b_elems, la, lb, full, empty, stages, leader): this warpgroup's A
+# rows of stage 0 and the elements per stage of A and B, the tiles' layouts, the mbarriers and
+# whether this thread arrives for the warpgroup. ``i`` counts stages over the block's tiles.
+
+@opus.func
+def _wait_stage(ring, i):
+    """Wait until stage ``i``'s TMA loads have landed."""
+    full, stages = ring[6], ring[8]
+    full[i % stages].wait((i // stages) & 1)
+
+
+@opus.func
+def _release_stage(ring, i):
+    """This warpgroup is done reading stage ``i``: the producer may refill it."""
+    empty, stages, leader = ring[7], ring[8], ring[9]
+    if leader:
+        empty[i % stages].arrive()
+
+
+@opus.func
+def _stage_mma(mma, ring, i, h, c, accumulate):
+    """Stage ``i``'s wgmmas (its 128-byte K row in k-steps of mma.k) for B's columns
+    h * mma.n .. (h + 1) * mma.n - 1, into accumulator ``c`` (its values ignored unless
+    ``accumulate``), committed as one group; returns the accumulator in flight."""
+    a, a_elems, b, b_elems, la, lb, stages = ring[0], ring[1], ring[2], ring[3], ring[4], \
+        ring[5], ring[8]
+    s = i % stages
+    c = opus.wgmma_fence(c)
+    for kk in range(_KSTEPS):
+        c = mma(mma.smem_a(a + s * a_elems, la, origin=(0, mma.k * kk)),
+                mma.smem_b(b + s * b_elems, lb, origin=(h * mma.n, mma.k * kk)), c,
+                scale_d=accumulate or kk > 0)
+    opus.wgmma_commit()
+    return c
+
+
+@opus.func
+def _promoted_sum(mma, chunks, ring, it, k_tiles):
+    """The tile's sum over its ``k_tiles`` stages (ring stages it ..) with promoted accumulation
+    (PROMOTE): the tile's columns are ``chunks`` pieces of mma.n; group g (stage g // chunks,
+    piece g % chunks: 4 wgmmas, 128 of K) is summed by the tensor cores into partial g % 2 (two
+    register tiles used in turn) and added to that piece's f32 sum in the CUDA cores while
+    group g + 1 runs (``wgmma_wait(1)``), so the tensor cores never wait for the adds. Returns
+    the 64 x (chunks * mma.n) f32 sum in the accumulator's register order."""
+    free = opus.zeros(mma.elem_c, opus.f32)
+    sums = tuple(free for _ in range(chunks))
+    _wait_stage(ring, it)
+    parts = (_stage_mma(mma, ring, it, 0, free, False), free)
+    last = it + k_tiles - 1
+    if chunks > 1:
+        # stage 0's other pieces, then a stage per iteration (the loop starts at a stage's
+        # barrier wait: started mid-iteration, ptxas serializes the wgmmas, C7514)
+        parts, sums = _promote_steps(mma, chunks, ring, it, 1, 1, chunks - 1, parts, sums)
+        for j in opus.range(1, k_tiles):
+            parts, sums = _promote_steps(mma, chunks, ring, it + j, 0, 0, chunks, parts, sums)
+        sums = _promote_last(ring, last, parts[1], sums)
+        return opus.concat(*sums)
+    for j in opus.range((k_tiles - 1) // 2):        # two stages (groups) per iteration
+        parts, sums = _promote_steps(mma, 1, ring, it + 1 + 2 * j, 0, 1, 2, parts, sums)
+    if k_tiles % 2 == 0:    # one stage left after the pairs
+        parts, sums = _promote_steps(mma, 1, ring, last, 0, 1, 1, parts, sums)
+        sums = _promote_last(ring, last, parts[1], sums)
+    else:
+        sums = _promote_last(ring, last, parts[0], sums)
+    return sums[0]
+
+
+@opus.func
+def _promote_steps(mma, chunks, ring, stage, h, p, count, parts, sums):
+    """``count`` groups from piece ``h`` of ring stage ``stage`` on, the first into partial
+    ``p`` (then 1 - p, ...): issue the group into its partial's registers (free since the
+    group before the last was added), wait for the group before it, add that partial to its
+    piece's sum and release its stage once all its pieces are added."""
+    for _ in range(count):
+        if h == 0:
+            _wait_stage(ring, stage)
+        started = _stage_mma(mma, ring, stage, h, parts[p], False)
+        done = opus.wgmma_wait(1, parts[1 - p])         # the previous group's partial
+        prev = (h - 1) % chunks
+        sums = sums[:prev] + (sums[prev] + done,) + sums[prev + 1:]
+        if prev == chunks - 1:
+            _release_stage(ring, stage - 1 if h == 0 else stage)
+        parts = (done, started) if p == 1 else (started, done)
+        p, h = 1 - p, (h + 1) % chunks
+        if h == 0:
+            stage = stage + 1
+    return parts, sums
+
+
+@opus.func
+def _promote_last(ring, stage, acc, sums):
+    """The last group (the last piece of ring stage ``stage``) added once it completes."""
+    sums = sums[:-1] + (sums[-1] + opus.wgmma_wait(0, acc),)
+    _release_stage(ring, stage)
+    return sums
 
 
 _KERNELS = {}
@@ -381,8 +473,13 @@ def _scale_mode(x, name, along, extent, torch, a):
 
 _SMEM = 232448  # bytes of shared memory a block may have on sm_90
 
+# promoted accumulation: block_n -> the pieces its columns are cut into (PROMOTE), so that the
+# f32 sum (block_n / 2 registers) and two partials (block_n / pieces each) take 192 registers
+# at most of the consumers' 232 (docs/ops.md: why these widths)
+_PROMOTE_PIECES = {64: 1, 128: 1}
 
-def _choose(m, n, sms, block_n, stages, isz):
+
+def _choose(m, n, sms, block_n, stages, isz, widths=(64, 128, 256)):
     """(block_n, stages): the widest tile that still gives every SM work, then as many stages
     as fit beside the epilogue's staging tile."""
     if block_n is None:
@@ -391,8 +488,9 @@ def _choose(m, n, sms, block_n, stages, isz):
             if -(-m // BM) * -(-n // bn) >= sms:
                 block_n = bn
                 break
-    if block_n not in (64, 128, 256):
-        _err(f"block_n must be 64, 128 or 256, got {block_n!r}")
+    if block_n not in widths:
+        _err(f"block_n must be {', '.join(map(str, widths[:-1]))} or {widths[-1]}, got "
+             f"{block_n!r}")
     stage = (BM + block_n) * 128                 # one 128-byte K row of A and B tiles
     fit = (_SMEM - 1024 - 2 * 64 * block_n * isz) // stage
     if stages is None:
@@ -443,10 +541,8 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
         blocks = _sm_count(torch, a) if sel.mode == "gpu" else 4
     if promote and block_n is None:
         block_n = 128 if -(-m // BM) * -(-n // 128) >= blocks else 64
-    if promote and block_n == 256:
-        _err("block_n=256 with promoted accumulation needs more registers than a thread has "
-             "(two 64 x 256 f32 tiles): use block_n <= 128 or fast_accum=True")
-    bn, st = _choose(m, n, blocks, block_n, stages, od.itemsize)
+    bn, st = _choose(m, n, blocks, block_n, stages, od.itemsize,
+                     tuple(_PROMOTE_PIECES) if promote else (64, 128, 256))
     bke = 128 // d.itemsize
     bt = (b.t() if torch is not None else b.T) if kmajor else b
     ta = opus.TensorMap(a, (BM, bke), swizzle=128)
@@ -463,7 +559,8 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     args = (ta, tb, tc, m, n, k, ones if sa is None else sa, ones if sb is None else sb,
             dummy if bias is None else bias, dummy if res is None else res)
     return launch, args, dict(DT=d, OUT=od, BN=bn, STAGES=st, B_KMAJOR=kmajor,
-                              SCALES=(mode_a, mode_b), PROMOTE=promote,
+                              SCALES=(mode_a, mode_b),
+                              PROMOTE=_PROMOTE_PIECES[bn] if promote else 0,
                               EPILOGUE=(bias is not None, act, res is not None), smem=smem)
 
 
