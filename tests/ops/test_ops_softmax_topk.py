@@ -169,11 +169,21 @@ def test_topk_shapes(target, rows, n, k, dtype):
 
 
 def test_topk_split_rows(target):
-    """Few long rows: slices of 8 warps each write their lists, a second launch merges."""
-    assert rowtopk.plan(2, 20000, 8, 32) == (8, 2)
+    """Few long rows: slices (whole 512-element groups) each write their lists, a second
+    launch merges them; the largest value last in the last slice, the smallest first."""
+    assert rowtopk.plan(2, 20000, 64, 8, 32) == ("rows", 1, 4)
     x = _data((2, 20000), np.float32, seed=7)
     x[1, 19999] = 100.0                # the last element of the last slice
+    x[0, 0] = -100.0
     _check_topk(opus.ops.topk(x, 64), x, 64)
+    _check_topk(opus.ops.topk(x, 64, largest=False), x, 64, largest=False)
+
+
+def test_topk_split_rows_of_warps(target):
+    """Slices of 2 warps (each warp's list merged through shared memory), bf16, k = 128."""
+    x = _data((3, 9000), BF16, seed=11)
+    _check_topk(rowtopk.launch(x, 128, True, ("rows", 2, 1)), x, 128)
+    _check_topk(rowtopk.launch(x, 20, False, ("rows", 4, 2)), x, 20, largest=False)
 
 
 def test_topk_ties_and_special_values(target):
@@ -207,10 +217,20 @@ def test_topk_batches_and_empty(target):
 
 
 def test_topk_launch_rule():
-    assert rowtopk.plan(16384, 256, 132, 32) == (1, 1)
-    assert rowtopk.plan(4096, 32768, 132, 32) == (1, 1)
-    assert rowtopk.plan(64, 131072, 132, 32) == (8, 8)    # 2048 elements per warp
-    assert rowtopk.plan(2048, 32768, 132, 32) == (2, 2)   # 3 warps wanted per row: 2 x 2
+    # short rows: 32 values per lane (where n allows), G lanes per row
+    assert rowtopk.plan(16384, 256, 8, 132, 32) == ("short", 32, 8)
+    assert rowtopk.plan(3, 1000, 32, 132, 32) == ("short", 32, 32)
+    assert rowtopk.plan(3, 37, 5, 132, 32) == ("short", 32, 2)
+    assert rowtopk.plan(3, 1, 1, 132, 32) == ("short", 1, 1)
+    assert rowtopk.plan(3, 2048, 8, 132, 64) == ("short", 32, 64)   # AMD's 64-lane waves
+    assert rowtopk.plan(3, 256, 33, 132, 32) == ("rows", 1, 1)      # k > 32: the streaming kernel
+    # long rows: one warp each where rows fill the SMs (16 warps per SM)
+    assert rowtopk.plan(4096, 32768, 8, 132, 32) == ("rows", 1, 1)
+    assert rowtopk.plan(2112, 8192, 8, 132, 32) == ("rows", 1, 1)
+    # few long rows: >= 2 blocks per SM (64 rows x 5 slices), >= 4096 elements per warp
+    assert rowtopk.plan(64, 131072, 64, 132, 32) == ("rows", 4, 5)
+    assert rowtopk.plan(2048, 32768, 8, 132, 32) == ("rows", 2, 1)
+    assert rowtopk.plan(1, 131072, 8, 132, 32) == ("rows", 1, 32)
     assert rowtopk.list_size(8, 32) == 32 and rowtopk.list_size(65, 32) == 128
     assert rowtopk.list_size(8, 64) == 64
 
@@ -231,10 +251,22 @@ def test_amdgcn_softmax_warp_uses_dpp(arch):
 
 
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
-def test_amdgcn_topk_warp_uses_shuffles_not_lds(arch):
+def test_amdgcn_topk_short_rows_use_dpp_not_lds(arch):
+    """The short-row kernel: the butterfly's partner lists by DPP moves (xor 1, 2: quad_perm;
+    4, 8: row_ror/row_mirror class moves) and ds_bpermute (16, 32), never an LDS array."""
+    asm = rowtopk.TOPK_SHORT[dt.f32].asm(target=arch, KOUT=8, P=8, G=64, VEC=4, BLOCK=256)
+    assert re.search(r"quad_perm", asm), "no DPP move for the short butterflies"
+    assert _ds_ops(asm) == {"ds_bpermute_b32"}, _ds_ops(asm)
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_amdgcn_topk_streaming_queue_in_lds(arch):
+    """The streaming kernel: the network's shuffles as DPP / ds_bpermute; LDS holds only the
+    candidate queue (64-bit composites)."""
     asm = rowtopk.TOPK[dt.f32].asm(target=arch, K=64, KOUT=8, WPR=1, BLOCK=256, VEC=4)
     assert re.search(r"quad_perm|row_ror", asm), "no DPP move for the short butterflies"
-    assert _ds_ops(asm) == {"ds_bpermute_b32"}, _ds_ops(asm)
+    assert _ds_ops(asm) == {"ds_bpermute_b32", "ds_read_b64", "ds_write_b64"}, _ds_ops(asm)
+    assert re.search(r"v_bcnt_u32_b32|s_bcnt1", asm), "the queue's ranks: no bit count"
 
 
 # -- GPU ---------------------------------------------------------------------------------------

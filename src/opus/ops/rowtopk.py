@@ -39,8 +39,12 @@ _DTYPES = ("f32", "bf16", "f16")
 _MAX_K = 128
 _WARP_ROW_MAX = 4096          # rows up to this many elements get one warp each
 _SLICE_WARPS = 8              # warps cooperating on one slice of a long row
-_MIN_PER_WARP = 2048          # elements each warp of a split row keeps at least
-_WARPS_PER_SM = 32
+_MIN_PER_WARP = 4096          # elements each warp of a split row keeps at least
+_WARPS_PER_SM = 16            # warps a split of few long rows aims to give every SM
+_ROW_WARPS_PER_SM = 16        # rows per SM from which long rows get one warp each
+_BLOCKS_PER_SM = 2            # slices: at least this many blocks per SM
+_SHORT_MAX_K = 32             # the short-row kernel: k up to 32,
+_SHORT_P = 32                 # ... at most 32 values per lane
 
 
 # -- composites --------------------------------------------------------------------------------
@@ -72,6 +76,21 @@ def _index_of(c):
 # -- the distributed bitonic network (R values per lane, position lane * R + i) ----------------
 
 @opus.func
+def _order2(a, b):
+    """(larger, smaller) of two composites from one 64-bit compare: the smaller is the other
+    bits (a ^ b ^ larger, one LOP3 per half); as two selects the compiler turns the pair into
+    max and min and compares twice."""
+    hi = opus.select(a > b, a, b)
+    return hi, a ^ b ^ hi
+
+
+def _full():
+    """The whole warp as a compile-time member mask (every lane of these kernels takes part in
+    every shuffle and vote: no activemask read per shuffle)."""
+    return (1 << opus.warp_size()) - 1
+
+
+@opus.func
 def _cas(vals, stride, size, R):
     """One compare-exchange step of a bitonic network over the warp's W * R values: positions
     p and p ^ stride, the larger first in blocks of ``size`` whose bit ``size`` of p is 0
@@ -82,8 +101,7 @@ def _cas(vals, stride, size, R):
         for i in range(R):
             j = i ^ stride
             if j > i:
-                a, b = vals[i], vals[j]
-                hi, lo = opus.max(a, b), opus.min(a, b)
+                hi, lo = _order2(vals[i], vals[j])
                 if size == 0 or size < R:
                     desc = size == 0 or (i & size) == 0
                     out[i], out[j] = (hi, lo) if desc else (lo, hi)
@@ -99,8 +117,8 @@ def _cas(vals, stride, size, R):
     else:
         keep_max = lower == ((lane & (size // R)) == 0)
     for i in range(R):
-        other = opus.shfl_xor(vals[i], m)
-        out[i] = opus.select(keep_max, opus.max(vals[i], other), opus.min(vals[i], other))
+        other = opus.shfl_xor(vals[i], m, mask=_full())
+        out[i] = opus.select(keep_max == (vals[i] > other), vals[i], other)
     return out
 
 
@@ -138,17 +156,131 @@ def _insert_chunk(best, chunk, K, R):
     """``best`` (descending) with the K largest of best and chunk."""
     s = _sort_desc(chunk, K, R)
     ws = opus.warp_size()
-    rev = [opus.shfl_xor(s[R - 1 - i], ws - 1) for i in range(R)]
+    rev = [opus.shfl_xor(s[R - 1 - i], ws - 1, mask=_full()) for i in range(R)]
     return _merge_sorted(best, rev, K, R)
 
 
 @opus.func
 def _kth(best, k, R):
     """The composite at position k - 1 of the list, in every lane."""
-    return opus.shfl(best[(k - 1) % R], (k - 1) // R)
+    return opus.shfl(best[(k - 1) % R], (k - 1) // R, mask=_full())
 
 
-# -- the kernel --------------------------------------------------------------------------------
+# -- lists inside one lane (the short rows' first step: no shuffles) ----------------------------
+
+@opus.func
+def _lane_merge_bitonic(seq):
+    """A bitonic list of one lane's values sorted descending (a power-of-two length)."""
+    out = list(seq)
+    stride = len(out) // 2
+    while stride >= 1:
+        for i in range(len(out)):
+            if i & stride == 0:
+                out[i], out[i + stride] = _order2(out[i], out[i + stride])
+        stride //= 2
+    return out
+
+
+@opus.func
+def _lane_merge(a, b, KL):
+    """The min(KL, 2 len) largest of two descending lists of one length, descending: both
+    whole (a then b reversed is bitonic) or, when only KL fit, the larger of a[i] and
+    b[len - 1 - i] (a bitonic list holding the KL largest)."""
+    n = len(a)
+    if 2 * n <= KL:
+        return _lane_merge_bitonic(a + b[::-1])
+    return _lane_merge_bitonic([opus.max(a[i], b[n - 1 - i]) for i in range(n)])
+
+
+@opus.func
+def _lane_top(vals, KL):
+    """The min(KL, len) largest of one lane's values (a power-of-two count), descending: a
+    merge sort whose merges keep KL."""
+    if len(vals) == 1:
+        return list(vals)
+    h = len(vals) // 2
+    return _lane_merge(_lane_top(vals[:h], KL), _lane_top(vals[h:], KL), KL)
+
+
+# -- thresholds --------------------------------------------------------------------------------
+
+@opus.func
+def _threshold_f32(thr, LARGEST):
+    """The f32 whose order key is the composite thr's: ``!(x < t)`` (``!(x > t)`` for the
+    smallest) then holds for every x whose composite can be above thr (NaN x included); the
+    empty list's 0 gives a NaN t, which every x passes."""
+    key = opus.cast(thr >> 32, opus.u32)
+    if not LARGEST:
+        key = ~key
+    b = opus.select(key >= opus.u32(0x80000000), key ^ opus.u32(0x80000000), ~key)
+    return opus.bitcast(b, opus.f32)
+
+
+@opus.func
+def _may_enter(e, thr, thr_f, COMPOSITES, LARGEST):
+    """Whether element e (a composite, or a value) can be above the list's k-th: one compare."""
+    if COMPOSITES:
+        return e > thr
+    f = opus.cast(e, opus.f32)
+    if LARGEST:
+        return ~(f < thr_f)
+    return ~(f > thr_f)
+
+
+# -- the kernels -------------------------------------------------------------------------------
+
+_GROUP = 512          # elements a warp reads per step of the streaming loop (16 per lane at 32)
+
+
+def _short_for(DT):
+    @opus.kernel
+    def topk_short(x: opus.Ptr[DT], vals: opus.Ptr[DT], inds: opus.Ptr[opus.i64],
+                   rows: opus.i32, n: opus.i32, x_stride: opus.i64,
+                   KOUT: opus.constexpr = 8, P: opus.constexpr = 32, G: opus.constexpr = 8,
+                   VEC: opus.constexpr = 4, BLOCK: opus.constexpr = 128,
+                   LARGEST: opus.constexpr = True):
+        """The KOUT best of each short row (n <= P * G): G lanes per row (warp size / G rows
+        per warp), P elements per lane. Each lane keeps the KL = KOUT rounded up to a power of
+        two best of its P (a merge sort in registers), then log2 G butterfly steps merge the
+        lanes' lists (shfl_xor of the partner's list, a bitonic merge keeping KL): every lane
+        of the row ends with the row's list and writes every G-th of its first KOUT."""
+        ws = opus.warp_size()
+        KL = 1
+        while KL < KOUT:
+            KL *= 2
+        lane = opus.lane_id()
+        gl = lane % G
+        row = (opus.block_id_x() * (BLOCK // ws) + opus.warp_id()) * (ws // G) + lane // G
+        r64 = opus.cast(opus.min(row, rows - 1), opus.i64)
+        g = opus.make_gmem(x + r64 * x_stride, n)
+        V = min(VEC, P)
+        cs = []
+        for ld in range(P // V):
+            off = (ld * G + gl) * V
+            v = g.load(off, vec=V)
+            for el in range(V):
+                idx = off + el
+                e = v[el] if V > 1 else v
+                c = _composite(e, opus.cast(idx, opus.u32), LARGEST)
+                cs.append(opus.select(idx < n, c, opus.u64(0)))
+        best = _lane_top(cs, KL)
+        d = 1
+        while d < G:
+            other = [opus.shfl_xor(c, d, mask=_full()) for c in best]
+            best = _lane_merge(best, other, KL)
+            d *= 2
+        if row < rows:
+            for j in range(-(-KOUT // G)):
+                c = best[j * G]
+                for i in range(1, min(G, len(best) - j * G)):
+                    c = opus.select(gl == i, best[j * G + i], c)
+                p = j * G + gl
+                if p < KOUT:
+                    xi = opus.cast(_index_of(c), opus.i64)
+                    vals[r64 * KOUT + p] = x[r64 * x_stride + xi]
+                    inds[r64 * KOUT + p] = xi
+    return topk_short
+
 
 def _topk_for(DT):
     @opus.kernel
@@ -157,18 +289,25 @@ def _topk_for(DT):
                   n: opus.i32, x_stride: opus.i64, k: opus.i32, slice_len: opus.i32,
                   K: opus.constexpr = 32, KOUT: opus.constexpr = 8,
                   WPR: opus.constexpr = 1, BLOCK: opus.constexpr = 128,
-                  VEC: opus.constexpr = 4, LOADS: opus.constexpr = 2,
+                  VEC: opus.constexpr = 4,
                   COMPOSITES: opus.constexpr = False, PARTIAL: opus.constexpr = False,
                   LARGEST: opus.constexpr = True):
         """The KOUT best of each row (or slice). Input: x's rows (row r at r * x_stride), or
         with COMPOSITES the rows of n u64 composites in ``cand`` (a first pass's slices).
         Output: values and int64 indices (k-major rows of KOUT), or with PARTIAL each slice's
         K composites into ``part``. WPR warps per row slice (1: BLOCK / warp size rows per
-        block); grid x: row blocks, grid y: slices of slice_len elements."""
+        block); grid x: row blocks, grid y: slices of slice_len elements.
+
+        Each warp streams its elements in groups of _GROUP; an element costs one compare with
+        the list's k-th (thr); those that pass are appended to the warp's queue in shared
+        memory (ballot, rank = popc of the lanes below), and every full K of the queue is
+        merged into the list (the distributed bitonic network), which raises thr."""
         ws = opus.warp_size()
         R = K // ws
-        NL = max(LOADS, R // VEC)             # loads per group: at least one chunk of R
-        L = VEC * NL                          # elements per lane per group
+        L = _GROUP // ws                      # elements per lane per group
+        V = min(VEC, L)
+        NL = L // V
+        QN = K + _GROUP                       # queue slots per warp: < K left + one group
         wid, lane = opus.warp_id(), opus.lane_id()
         if WPR == 1:
             row = opus.block_id_x() * (BLOCK // ws) + wid
@@ -183,46 +322,65 @@ def _topk_for(DT):
             g = opus.make_gmem(cand + r64 * n, n)
         else:
             g = opus.make_gmem(x + r64 * x_stride, n)
+        q = opus.alloc_smem(opus.u64, (BLOCK // ws) * QN)
+        qb = wid * QN
+        below = opus.lanemask_lt()
         best = [opus.u64(0)] * R
         thr = opus.u64(0)
-        group = ws * L
+        thr_f = _threshold_f32(thr, LARGEST)
+        cnt = opus.i32(0)                     # the queue's length (the same in every lane)
         live = row < rows
-        first = opus.select(live, start + w * group, end)
-        for base in opus.range(first, end, WPR * group):
-            cs = []
+        first = opus.select(live, start + w * _GROUP, end)
+        for base in opus.range(first, end, WPR * _GROUP):
+            es, ids = [], []
             for ld in range(NL):
-                off = base + (ld * ws + lane) * VEC
-                v = g.load(off, vec=VEC)
-                for el in range(VEC):
-                    idx = off + el
-                    e = v[el] if VEC > 1 else v
-                    if COMPOSITES:
-                        c = e
-                    else:
-                        c = _composite(e, opus.cast(idx, opus.u32), LARGEST)
-                    cs.append(opus.select(idx < end, c, opus.u64(0)))
-            for sub in range(L // R):
-                chunk = cs[sub * R:(sub + 1) * R]
-                above = chunk[0] > thr
-                for i in range(1, R):
-                    above = above | (chunk[i] > thr)
-                if opus.any_lanes(above):
-                    best = _insert_chunk(best, chunk, K, R)
-                    thr = _kth(best, KOUT, R)
-        if WPR > 1:
-            lists = opus.alloc_smem(opus.u64, WPR * K)
+                off = base + (ld * ws + lane) * V
+                v = g.load(off, vec=V)
+                for el in range(V):
+                    es.append(v[el] if V > 1 else v)
+                    ids.append(off + el)
+            ps = [_may_enter(e, thr, thr_f, COMPOSITES, LARGEST) for e in es]
+            some = ps[0]
+            for p in ps[1:]:
+                some = some | p
+            if opus.any_lanes(some, mask=_full()):
+                for i in range(L):
+                    p = ps[i] & (ids[i] < end)
+                    voters = opus.ballot(p, mask=_full())
+                    if voters != 0:
+                        if p:
+                            if COMPOSITES:
+                                c = es[i]
+                            else:
+                                c = _composite(es[i], opus.cast(ids[i], opus.u32), LARGEST)
+                            slot = cnt + opus.cast(opus.popc(voters & below), opus.i32)
+                            q[qb + slot] = c
+                        cnt = cnt + opus.cast(opus.popc(voters), opus.i32)
+                if cnt >= K:
+                    best, thr, cnt = _drain(q, qb, cnt, best, thr, K, KOUT, R, L, QN)
+                    if not COMPOSITES:
+                        thr_f = _threshold_f32(thr, LARGEST)
+        if cnt > 0:
+            opus.sync_warp()
+            chunk = []
             for i in range(R):
-                lists[wid * K + lane * R + i] = best[i]
+                s = lane * R + i
+                chunk.append(opus.select(s < cnt, q[qb + opus.min(s, QN - 1)], opus.u64(0)))
+            best = _insert_chunk(best, chunk, K, R)
+        if WPR > 1:                           # the warps' lists, merged pairwise in q
+            opus.sync_threads()
+            for i in range(R):
+                q[qb + lane * R + i] = best[i]
             opus.sync_threads()
             h = 1
             while h < WPR:
                 if wid % (2 * h) == 0:
                     other = []
                     for i in range(R):
-                        other.append(lists[(wid + h) * K + K - 1 - (lane * R + i)])
+                        other.append(q[(wid + h) * QN + K - 1 - (lane * R + i)])
                     best = _merge_sorted(best, other, K, R)
                     for i in range(R):
-                        lists[wid * K + lane * R + i] = best[i]
+                        q[qb + lane * R + i] = best[i]
                 opus.sync_threads()
                 h *= 2
         if live and w == 0:
@@ -240,33 +398,77 @@ def _topk_for(DT):
     return topk_rows
 
 
+@opus.func
+def _drain(q, qb, cnt, best, thr, K, KOUT, R, L, QN):
+    """Merge every whole K of the queue into the list (a chunk none of whose composites is
+    above thr any more is skipped), move the rest (< K) to the queue's front; returns
+    (best, thr, cnt)."""
+    ws = opus.warp_size()
+    lane = opus.lane_id()
+    opus.sync_warp()
+    done = (cnt // K) * K
+    for h in opus.range(0, done, K):
+        chunk = [q[qb + h + lane * R + i] for i in range(R)]
+        above = chunk[0] > thr
+        for i in range(1, R):
+            above = above | (chunk[i] > thr)
+        if opus.any_lanes(above, mask=_full()):
+            best = _insert_chunk(best, chunk, K, R)
+            thr = _kth(best, KOUT, R)
+    rest = cnt - done
+    left = [q[qb + opus.min(done + j * ws + lane, QN - 1)] for j in range(L)]
+    opus.sync_warp()
+    for j in range(L):
+        if j * ws + lane < rest:
+            q[qb + j * ws + lane] = left[j]
+    opus.sync_warp()
+    return best, thr, rest
+
+
 TOPK = {d: _topk_for(d) for d in (dt.f32, dt.bf16, dt.f16)}
+TOPK_SHORT = {d: _short_for(d) for d in (dt.f32, dt.bf16, dt.f16)}
 
 
 # -- the launch-shape rule ---------------------------------------------------------------------
 
+def _pow2_at_least(v):
+    p = 1
+    while p < v:
+        p *= 2
+    return p
+
+
 def list_size(k, warp_size):
     """K: the warp's list, k rounded up to a power of two, at least one value per lane."""
-    K = warp_size
-    while K < k:
-        K *= 2
-    return K
+    return max(warp_size, _pow2_at_least(k))
 
 
-def plan(rows, n, sms, warp_size):
-    """(warps per slice, slices) for ``rows`` rows of n elements on ``sms`` multiprocessors
-    (the module docstring states the rule): one warp per row where rows are short or give
-    every SM 16 warps, else slices of 8 warps, enough of them to give every SM 32 warps."""
-    want = sms * _WARPS_PER_SM
-    if n <= _WARP_ROW_MAX or 2 * rows >= want:
-        return 1, 1
-    per_row = -(-want // rows)                               # warps each row should get
-    most = max(1, n // _MIN_PER_WARP)                        # warps the row can keep busy
-    warps = min(per_row, most)
+def short_shape(n, k, warp_size):
+    """(P, G) for rows of n elements with the short-row kernel: P values per lane, G lanes per
+    row (powers of two, P * G >= n), or None where it does not apply (k > 32 or n above
+    32 values per lane of a whole warp). P is at least 32 (where n allows): the lanes' own
+    merges cost no shuffles, so the fewer lanes per row the cheaper the row."""
+    if k > _SHORT_MAX_K or n > _SHORT_P * warp_size:
+        return None
+    p = max(_pow2_at_least(-(-n // warp_size)), min(_pow2_at_least(n), _SHORT_P))
+    return p, _pow2_at_least(-(-n // p))
+
+
+def plan(rows, n, k, sms, warp_size):
+    """The launch shape for ``rows`` rows of n elements, top k, on ``sms`` multiprocessors (the
+    module docstring states the rule): ``("short", P, G)``, or ``("rows", warps per slice,
+    slices)``."""
+    s = short_shape(n, k, warp_size)
+    if s is not None:
+        return ("short",) + s
+    if n <= _WARP_ROW_MAX or rows >= sms * _ROW_WARPS_PER_SM:
+        return "rows", 1, 1
+    warps = min(-(-sms * _WARPS_PER_SM // rows), n // _MIN_PER_WARP)
     if warps <= 1:
-        return 1, 1
-    wpr = min(_SLICE_WARPS, 1 << (warps.bit_length() - 1))
-    return wpr, max(1, -(-warps // wpr))
+        return "rows", 1, 1
+    slices = min(warps, max(-(-_BLOCKS_PER_SM * sms // rows), -(-warps // _SLICE_WARPS)))
+    wpr = min(_SLICE_WARPS, 1 << ((warps // slices).bit_length() - 1))
+    return "rows", wpr, slices
 
 
 # -- host side ---------------------------------------------------------------------------------
@@ -310,29 +512,54 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
 
 
 def _run(x, k, largest):
+    rows = 1
+    for e in x.shape[:-1]:
+        rows *= e
+    ws = _rows.target().target.warp_size
+    return launch(x, k, largest, plan(rows, x.shape[-1], k, _rows.sm_count(x), ws))
+
+
+def launch(x, k, largest, shape):
+    """topk of x (checked) with the launch shape ``shape`` (as plan returns it): the rule's
+    choice, or another for tests and the benchmark's comparisons."""
     d = dt.dtype_from_name(_rows.dtype_name(x))
-    shape = tuple(x.shape[:-1]) + (k,)
-    vals, inds = _rows.empty(x, shape, d), _rows.empty(x, shape, dt.i64)
+    out_shape = tuple(x.shape[:-1]) + (k,)
+    vals, inds = _rows.empty(x, out_shape, d), _rows.empty(x, out_shape, dt.i64)
     x2 = _rows.as_rows(x)
     rows, n = x2.shape
     if rows == 0 or k == 0:
         return vals, inds
-    sel = _rows.target()
-    ws = sel.target.warp_size
-    K = list_size(k, ws)
-    wpr, slices = plan(rows, n, _rows.sm_count(x), ws)
+    ws = _rows.target().target.warp_size
+    kind, a, b = shape
     vec = _rows.vector_width(x2, 16 // d.itemsize)
-    kern = TOPK[d]
     stride = _rows.row_stride(x2)
     v2, i2 = vals.reshape(rows, k), inds.reshape(rows, k)
-    common = dict(K=K, KOUT=k, LARGEST=largest)
+    if kind == "short":
+        per_block = 4 * ws // b                                  # rows: 4 warps of ws / G
+        TOPK_SHORT[d][-(-rows // per_block), 4 * ws](x2, v2, i2, rows, n, stride, KOUT=k,
+                                                     P=a, G=b, VEC=vec, BLOCK=4 * ws,
+                                                     LARGEST=largest)
+    else:
+        _run_rows(x, x2, v2, i2, k, largest, a, b, vec)
+    return vals, inds
+
+
+def _run_rows(x, x2, v2, i2, k, largest, wpr, slices, vec):
+    """The streaming kernel: one warp per row, or slices of wpr warps and a merging launch."""
+    rows, n = x2.shape
+    d = dt.dtype_from_name(_rows.dtype_name(x))
+    ws = _rows.target().target.warp_size
+    kern = TOPK[d]
+    stride = _rows.row_stride(x2)
+    common = dict(K=list_size(k, ws), KOUT=k, LARGEST=largest)
     if slices == 1:
         block = 4 * ws if wpr == 1 else wpr * ws
         grid = -(-rows // 4) if wpr == 1 else rows
         kern[grid, block](x2, _dummy(x), v2, i2, _dummy(x), rows, n, stride, k, n,
                           WPR=wpr, BLOCK=block, VEC=vec, **common)
-        return vals, inds
-    slice_len = -(-n // slices)
+        return
+    K = common["K"]
+    slice_len = -(-n // (slices * _GROUP)) * _GROUP      # whole groups: aligned vectors
     part = _rows.empty(x, (rows, slices * K), dt.u64)
     kern[(rows, slices), wpr * ws](x2, _dummy(x), v2, i2, part, rows, n, stride, k,
                                    slice_len, WPR=wpr, BLOCK=wpr * ws, VEC=vec, PARTIAL=True,
@@ -340,7 +567,6 @@ def _run(x, k, largest):
     m = slices * K
     kern[-(-rows // 4), 4 * ws](x2, part, v2, i2, _dummy(x), rows, m, stride, k, m,
                                 WPR=1, BLOCK=4 * ws, VEC=2, COMPOSITES=True, **common)
-    return vals, inds
 
 
 _DUMMIES = {}
