@@ -161,13 +161,13 @@ def test_rmsnorm_rows_longer_than_registers(target):
 @pytest.mark.parametrize("shape", [None, (256, 2, True), (256, 1, False), (512, 1, True)])
 def test_one_row_per_block(target, shape):
     """Rows of 256+ threads (a block each: the row's own view, the shared-memory exchange
-    across warps): by the rule (8192 wide: 256 threads x 4 vectors) and, on a ragged 2051-wide
+    across warps): by the rule (8192 wide: 256 threads x 2 vectors of 16) and, on a ragged 2051-wide
     row padded to 2056 (16-byte rows, so 16-byte vectors straddle the row's end), kept in
     registers, looped in 2048-element tiles, or with more threads than vectors."""
     if shape is None:
-        x, w = inputs(2, 8192, BF16, seed=14)
-        r = inputs(2, 8192, BF16, seed=15)[0]
-        assert nq.row_shape(8192, 8) == (256, 4, True)
+        x, w = (_aligned(a) for a in inputs(2, 8192, BF16, seed=14))
+        r = _aligned(inputs(2, 8192, BF16, seed=15)[0])
+        assert nq.row_config(x, w, r, _aligned(np.zeros(x.shape, FP8[target])), True)[:2] == (2, 256)
     else:
         big = np.full((3, 2056), 5.0, BF16)
         x = big[:, :2051]
@@ -186,17 +186,24 @@ def test_one_row_per_block(target, shape):
 def test_launch_configuration():
     """The rule's choices (ops/norm_quant.row_shape, docs/ops.md) and the vector widths from
     the rows' alignment: 16-byte vectors for 8192-wide bf16 rows (the weight, one row, counts
-    its own alignment only): RMSNorm 1024 threads x 1 vector (1024 vectors of 8), the quantizing
-    form 256 x 4; short rows share blocks of 256 threads;
+    its own alignment only): RMSNorm 1024 threads x 1 vector (1024 vectors of 8); the quantizing
+    forms read 32-byte vectors where rows allow; short rows share blocks of 256 threads;
     an odd width falls to element accesses; a padded 13-wide row keeps 16-byte loads only
     with a row to itself."""
     x = np.zeros((4, 8192), BF16)
     assert nq.row_config(x, np.zeros(8192, BF16), None, x, True) == (4, 1024, dict(
         TR=1024, V=8, NV=1, VO=8, CACHED=True, NORM=True, RESIDUAL=False, QUANT=False,
         QMAX=448.0))
-    q = np.zeros((4, 8192), ml_dtypes.float8_e4m3fn)
-    grid, block, cx = nq.row_config(x, x, None, q, False)
-    assert (grid, block, cx["V"], cx["VO"], cx["QUANT"], cx["QMAX"]) == (4, 256, 8, 8, True, 448)
+    # the quantizing forms on 32-byte aligned rows (as torch allocates): 16-element vectors,
+    # per-token 512 threads x 1, RMSNorm + quant 256 x 2 (the H100 sweep in norm_quant.py)
+    xa, q = _aligned(x), _aligned(np.zeros((4, 8192), ml_dtypes.float8_e4m3fn))
+    grid, block, cx = nq.row_config(xa, xa[0], None, q, False)
+    assert (grid, block, cx["V"], cx["VO"], cx["NV"], cx["QUANT"], cx["QMAX"]) == (
+        4, 512, 16, 16, 1, True, 448)
+    grid, block, cx = nq.row_config(xa, xa[0], None, q, True)
+    assert (grid, block, cx["V"], cx["NV"]) == (4, 256, 16, 2)
+    grid, block, cx = nq.row_config(x[:, 8:], x[0, 8:], None, q[:, 8:], False)  # 16-byte only
+    assert (block, cx["V"], cx["VO"]) == (1024, 8, 8)
     x = np.zeros((1000, 128), np.float16)
     grid, block, cx = nq.row_config(x, np.zeros(128, np.float16), None, x, True)
     assert (grid, block, cx["TR"], cx["NV"], cx["V"]) == (63, 256, 16, 1, 8)  # 16 rows a block
@@ -206,7 +213,7 @@ def test_launch_configuration():
     assert nq.row_config(padded, np.zeros(13, BF16), None, padded, True)[2]["V"] == 1
     assert nq.row_config(padded, np.zeros(13, BF16), None, padded, True,
                          shape=(256, 1, True))[2]["V"] == 8
-    assert nq.row_shape(140000, 8) == (1024, 4, False) and nq.row_shape(1, 1) == (1, 1, True)
+    assert nq.row_shape(140000, 8, 4) == (1024, 4, False) and nq.row_shape(1, 1) == (1, 1, True)
     assert [nq.group_shape(g) for g in (64, 56, 3, 1)] == [16, 8, 4, 4]
 
 
@@ -218,6 +225,31 @@ def test_rmsnorm_quant(target, rows, hidden, dtype):
     x, w = inputs(rows, hidden, dtype, seed=hidden + 1)
     q, s = opus.ops.rmsnorm_quant(x, w, 1e-5)
     check_quant(q, s, ref_norm(x, w, 1e-5)[1], FP8[target])
+
+
+def _aligned(a, to=256):
+    """A copy of a whose data starts on a ``to``-byte boundary (numpy promises 16)."""
+    buf = np.empty(a.nbytes + to, np.uint8)
+    start = -buf.ctypes.data % to
+    out = buf[start:start + a.nbytes].view(a.dtype).reshape(a.shape)
+    out[...] = a
+    return out
+
+
+@pytest.mark.parametrize("rows,hidden", [(2, 2064), (1, 8200)])
+def test_quant_rows_of_32_byte_vectors(target, rows, hidden):
+    """The quantizing variants read 16 bf16 per vector (two 16-byte loads, one 16-byte fp8
+    store) where the rows allow it, ragged ends included; with a residual too."""
+    x, w = (_aligned(a) for a in inputs(rows, hidden, BF16, seed=hidden))
+    assert nq.row_config(x, w, None, _aligned(np.zeros(x.shape, FP8[target])), True)[2]["V"] \
+        == 16
+    r = _aligned(inputs(rows, hidden, BF16, seed=hidden + 1)[0])
+    h, y = ref_norm(x, w, 1e-6, residual=r.copy())
+    q, s = opus.ops.rmsnorm_quant(x, w, residual=r)
+    np.testing.assert_array_equal(r.astype(np.float64), h)
+    check_quant(q, s, y, FP8[target])
+    q, s = opus.ops.per_token_quant(x)
+    check_quant(q, s, x.astype(np.float64), FP8[target])
 
 
 def test_rmsnorm_quant_residual_and_loop(target):
@@ -256,10 +288,12 @@ def test_per_token_quant(target, rows, hidden, dtype):
     check_quant(q, s, x.astype(np.float64), FP8[target])
 
 
-def test_per_token_quant_nan_inf_zero_empty(target):
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_per_token_quant_nan_inf_zero_empty(target, dtype):
     """NaN: the row's scale and values NaN; inf: scale inf, the infinity NaN, the finite
-    values 0 (x * (max / inf)); zero row: scale 0; no rows: nothing."""
-    x = inputs(4, 20, BF16, seed=12)[0]
+    values 0 (x * (max / inf)); zero row: scale 0; no rows: nothing. (The NaN is the high
+    half of a 32-bit word, the infinity the low half: the amax compares them in place.)"""
+    x = inputs(4, 20, dtype, seed=12)[0]
     x[0, 19] = np.nan
     x[1, 2] = np.inf
     x[2] = 0
@@ -296,8 +330,9 @@ def test_per_group_quant(target, rows, hidden, dtype):
     check_quant(qpad.reshape(rows * g, 128), s.reshape(-1), grouped, FP8[target])
 
 
-def test_per_group_quant_nan_inf_stay_in_their_group(target):
-    x = inputs(2, 384, BF16, seed=13)[0]
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_per_group_quant_nan_inf_stay_in_their_group(target, dtype):
+    x = inputs(2, 384, dtype, seed=13)[0]
     x[0, 130] = np.nan
     x[1, 300] = np.inf
     q, s = opus.ops.per_group_quant(x)

@@ -24,7 +24,7 @@ Row kernel (``ROW_KERNELS``; rmsnorm, rmsnorm_quant and per_token_quant are its 
 
 Group kernel (``GROUP_KERNELS``, per_group_quant): 16 lanes own one group of 128 elements
 (8 each), their amax is a 16-lane ``opus.warp_reduce`` (a DPP row on AMD), lane 0 stores the
-group's scale.
+group's scale. The group's amax compares the 16-bit inputs in place (``_abs_bits_max_16``).
 """
 
 import sys
@@ -39,11 +39,15 @@ __all__ = ["rmsnorm", "rmsnorm_quant", "per_token_quant", "per_group_quant", "ro
            "ROW_KERNELS", "GROUP_KERNELS"]
 
 VEC_BYTES = 16          # the widest access
-VECTORS_PER_THREAD = 4  # row_shape's target of vectors in flight per thread (quantizing ops)
-# RMSNorm alone: one vector per thread (wider blocks). Measured on the H100 (benchmarks/
-# norm_quant.py --sweep, bf16 rows of 256 to 8192): 1 per thread reached 2771-2983 GB/s, 4 per
-# thread 2348-2465; the quantizing variants were best at 2-4 (2066-2373 GB/s)
-NORM_VECTORS_PER_THREAD = 1
+QUANT_VEC_BYTES = 32    # input bytes per vector of the quantizing variants (row_config)
+# Vectors in flight per thread (row_shape's target), measured on the H100 (bf16 32768 x 8192,
+# .ab sweep 2026-11-24, 16-element vectors for the quantizing variants): per_token_quant 1 per
+# thread 0.98x copy bandwidth (2: 0.95x, 4: 0.79x); rmsnorm_quant 2 per thread 0.82x (1: 0.78x,
+# 4: 0.44x: registers); rmsnorm alone 1 (8-element vectors: 2771-2983 GB/s against 2348-2465
+# at 4, benchmarks/norm_quant.py --sweep)
+VECTORS_PER_THREAD = 1          # per_token_quant
+QUANT_NORM_VECTORS_PER_THREAD = 2   # rmsnorm_quant
+NORM_VECTORS_PER_THREAD = 1     # rmsnorm
 MAX_VECTORS = 16        # vectors a thread keeps in registers; longer rows loop
 MAX_ROW_THREADS = 1024
 BLOCK = 256             # threads of a block of short rows, and of the group kernel
@@ -66,6 +70,25 @@ def _abs_bits_max(v, n):
     for b in _lanes(bits, n):
         best = b if best is None else opus.max(best, b)
     return best
+
+
+@opus.func
+def _abs_bits_max_16(h, n, DT):
+    """_abs_bits_max of the f32 values of ``h`` (n lanes of bf16 or f16, n even) without
+    widening a lane: the larger |x| of two 16-bit floats has the larger bits & 0x7FFF (NaN
+    above inf), so the halves of each 32-bit word are maxed in place (one mask and one max
+    per half) and only the winner is widened (bf16: its bits shifted up; f16: a cast)."""
+    words = opus.bitcast(h, opus.u32 if n == 2 else opus.vector_type(opus.u32, n // 2))
+    hi, lo = None, None
+    for w in _lanes(words, n // 2):
+        a, b = w & 0x7FFF0000, w & 0x7FFF
+        hi = a if hi is None else opus.max(hi, a)
+        lo = b if lo is None else opus.max(lo, b)
+    top = opus.max(hi >> 16, lo)
+    if DT == dt.bf16:
+        return top << 16
+    wide = opus.cast(opus.bitcast(opus.cast(top, opus.u16), opus.f16), opus.f32)
+    return opus.bitcast(wide, opus.u32)
 
 
 @opus.func
@@ -99,15 +122,29 @@ class _Row:
         self.view, self.base, self.live = view, base, live
 
     def load(self, col, V):
+        """V lanes at col, in accesses of at most VEC_BYTES (each bounded on its own)."""
+        step = _access_lanes(self.view, V)
+        parts = [self._load(col + j, step) for j in range(0, V, step)]
+        return parts[0] if len(parts) == 1 else opus.concat(*parts)
+
+    def _load(self, col, V):
         if self.live is None:
             return self.view.load(self.base + col, vec=V)
         return self.view.load_if(self.live(col), self.base + col, vec=V)
 
     def store(self, v, col, V):
-        if self.live is None:
-            self.view.store(v, self.base + col, vec=V)
-        else:
-            self.view.store_if(self.live(col), v, self.base + col, vec=V)
+        step = _access_lanes(self.view, V)
+        for j in range(0, V, step):
+            part = v if step == V else (v[j] if step == 1 else v[j:j + step])
+            if self.live is None:
+                self.view.store(part, self.base + col + j, vec=step)
+            else:
+                self.view.store_if(self.live(col + j), part, self.base + col + j, vec=step)
+
+
+def _access_lanes(view, V):
+    """Lanes of one access of a V-lane vector of view's type: at most VEC_BYTES."""
+    return min(V, max(1, VEC_BYTES * 8 // view.dtype.bits))
 
 
 @opus.func
@@ -138,14 +175,14 @@ def _load_h(x, res, col, V, RESIDUAL, DT):
 
 
 @opus.func
-def _stats(h, w, V, NORM, QUANT, ssq, pm):
+def _stats(h, w, V, NORM, QUANT, ssq, pm, DT):
     """Fold one vector into (sum of h^2 as f32 lanes, max |h * w| as u32 bits)."""
     hf = opus.cast(h, opus.f32)
     if NORM:
         ssq = hf * hf if ssq is None else opus.fma(hf, hf, ssq)
     if QUANT:
-        p = hf * opus.cast(w, opus.f32) if NORM else hf
-        m = _abs_bits_max(p, V)
+        m = _abs_bits_max(hf * opus.cast(w, opus.f32), V) if NORM else \
+            _abs_bits_max_16(h, V, DT) if V % 2 == 0 else _abs_bits_max(hf, V)
         pm = m if pm is None else opus.max(pm, m)
     return ssq, pm
 
@@ -188,16 +225,19 @@ def _row_kernel(DT, OUT):
         gx = _rows_of(x, sx, rows, H, TR)
         gr = _rows_of(res, sr, rows, H, TR)
         go = _rows_of(out, so, rows, H, TR)
-        gw = opus.make_gmem(w, H)
+        gw = _Row(opus.make_gmem(w, H), 0, None)
         ssq, pm = None, None
         kept = []
         if CACHED:
+            # every load issued before the first use: a vector's statistics between two loads
+            # would make the next load wait for it (bounded loads are branches, which the
+            # compiler does not hoist loads across), one memory latency per vector
             for c in range(NV):
                 col = (c * TR + lane) * V
-                h = _load_h(gx, gr, col, V, RESIDUAL, DT)
-                wv = gw.load(col, vec=V) if NORM else None
-                kept.append((h, wv))
-                ssq, pm = _stats(h, wv, V, NORM, QUANT, ssq, pm)
+                kept.append((_load_h(gx, gr, col, V, RESIDUAL, DT),
+                             gw.load(col, V) if NORM else None))
+            for h, wv in kept:
+                ssq, pm = _stats(h, wv, V, NORM, QUANT, ssq, pm, DT)
         else:       # one row per block (row_shape): both passes loop over it
             ssq = opus.splat(0.0, V, opus.f32) if V > 1 else opus.f32(0.0)
             pm = opus.u32(0)
@@ -205,8 +245,8 @@ def _row_kernel(DT, OUT):
                 for c in range(NV):
                     col = base + (c * TR + lane) * V
                     h = _load_h(gx, gr, col, V, RESIDUAL, DT)
-                    ssq, pm = _stats(h, gw.load(col, vec=V) if NORM else None, V, NORM,
-                                     QUANT, ssq, pm)
+                    ssq, pm = _stats(h, gw.load(col, V) if NORM else None, V, NORM,
+                                     QUANT, ssq, pm, DT)
         rrms, inv = 1.0, 1.0
         parts = []
         if NORM:
@@ -232,7 +272,7 @@ def _row_kernel(DT, OUT):
                 for c in range(NV):
                     col = base + (c * TR + lane) * V
                     h = gr.load(col, V) if RESIDUAL else gx.load(col, V)
-                    _emit(go, h, gw.load(col, vec=V) if NORM else None, col, rrms, inv, V, VO,
+                    _emit(go, h, gw.load(col, V) if NORM else None, col, rrms, inv, V, VO,
                           NORM, QUANT, OUT)
     return rows_kernel
 
@@ -245,7 +285,8 @@ def _group_kernel(DT, OUT):
                       QMAX: opus.constexpr = 448.0):
         """GROUP_LANES lanes per group of GROUP elements, GPB groups of one row per block
         (block GPB * GROUP_LANES threads); gpr groups per row, ceil(gpr / GPB) blocks per row;
-        scales row-major [rows, gpr]."""
+        scales row-major [rows, gpr]. (Two or four groups per thread, loaded together, were
+        no faster on the H100: 0.91x and 0.82x copy against 0.92x.)"""
         EPL = GROUP // GROUP_LANES
         per_row = (gpr + GPB - 1) // GPB
         row = opus.block_id_x() // per_row           # the same in the whole block
@@ -256,11 +297,11 @@ def _group_kernel(DT, OUT):
         go = opus.make_gmem(out + r64 * so, H)
         col = g * GROUP + lane * EPL
         parts = [gx.load(col + j, vec=V) for j in range(0, EPL, V)]
-        v = opus.cast(parts[0] if len(parts) == 1 else opus.concat(*parts), opus.f32)
-        amax = opus.bitcast(opus.warp_reduce(_abs_bits_max(v, EPL), "max", width=GROUP_LANES),
-                            opus.f32)
+        h = parts[0] if len(parts) == 1 else opus.concat(*parts)
+        amax = opus.bitcast(opus.warp_reduce(_abs_bits_max_16(h, EPL, DT), "max",
+                                             width=GROUP_LANES), opus.f32)
         inv = opus.select(amax == 0.0, 0.0, QMAX / amax)
-        q = opus.cast(v * inv, OUT, sat=True)
+        q = opus.cast(opus.cast(h, opus.f32) * inv, OUT, sat=True)
         for j in range(0, EPL, VO):
             go.store(q[j] if VO == 1 else q[j:j + VO], col + j, vec=VO)
         if lane == 0:
@@ -453,11 +494,14 @@ def row_config(x, weight, residual, out, norm, shape=None):
     take a V that divides hidden (their shared view has no per-row bound)."""
     rows, hidden = x.shape
     d, od = _opus_dtype(x), _opus_dtype(out)
-    most = VEC_BYTES // d.itemsize
+    # quantizing: 32-byte input vectors (two 16-byte loads), so that a vector's fp8 values
+    # leave in one 16-byte store (8-byte stores held per-token quantization at 0.82x copy)
+    most = (QUANT_VEC_BYTES if od.itemsize == 1 else VEC_BYTES) // d.itemsize
     res = residual if residual is not None else x
     v = min([_vec(x, rows, most), _vec(res, rows, most)] +
             ([_vec(weight, 1, most)] if norm else []))
-    per_thread = NORM_VECTORS_PER_THREAD if od.itemsize > 1 else VECTORS_PER_THREAD
+    per_thread = NORM_VECTORS_PER_THREAD if od.itemsize > 1 else \
+        QUANT_NORM_VECTORS_PER_THREAD if norm else VECTORS_PER_THREAD
     tr, nv, cached = shape or row_shape(hidden, v, per_thread)
     if tr < BLOCK and hidden % v:
         v = _pow2_dividing(hidden, v)
