@@ -3,7 +3,7 @@ sm_90a) and ``torch.matmul`` in the same run, on the issue's shapes (bf16; B row
 given as the transpose of a row-major N x K weight); ``opus.ops.scaled_gemm`` (fp8 e4m3, tensor
 and row/column scales, bf16 out) against ``torch._scaled_mm`` at 8192^3.
 
-    PYTHONPATH=src python benchmarks/gemm.py [--out gemm.json] [--reps 30]
+    PYTHONPATH=src python benchmarks/gemm.py [--out gemm.json] [--reps 30] [--only fp8]
 
 Each shape: fresh random inputs, our result checked against torch's (max error relative to the
 largest output) before timing; then two passes in alternating order (ours, torch; torch, ours),
@@ -63,9 +63,9 @@ def _one(torch, m, n, k, b_kmajor, reps):
                     {"m": m, "n": n, "k": k, "b": "N x K transposed" if b_kmajor else "K x N"})
 
 
-def _one_fp8(torch, m, n, k, rowwise, reps, fast=False):
+def _one_fp8(torch, m, n, k, rowwise, reps, fast=False, block_n=None):
     """fp8 e4m3 x e4m3 -> bf16 with f32 scales, against torch._scaled_mm (cuBLASLt), both with
-    promoted (default) or fast accumulation."""
+    promoted (default) or fast accumulation; ``block_n``: our tile width (None: the default)."""
     a = (torch.randn(m, k, device="cuda") / 2).to(torch.float8_e4m3fn)
     w = (torch.randn(n, k, device="cuda") / 2).to(torch.float8_e4m3fn)
     if rowwise:
@@ -76,13 +76,21 @@ def _one_fp8(torch, m, n, k, rowwise, reps, fast=False):
         sb = torch.tensor(1.25, device="cuda")
     ours = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     return _compare(torch, lambda: opus.ops.scaled_gemm(a, w.t(), sa, sb, out=ours,
-                                                        fast_accum=fast),
+                                                        fast_accum=fast, block_n=block_n),
                     lambda: torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb,
                                              out_dtype=torch.bfloat16, use_fast_accum=fast),
                     ours, reps, 2.0 * m * n * k,
                     {"m": m, "n": n, "k": k,
                      "b": "fp8 e4m3, " + ("row/column scales" if rowwise else "tensor scales")
-                     + (", fast accumulation" if fast else "")})
+                     + (", fast accumulation" if fast else "")
+                     + ("" if block_n is None else f", block_n={block_n}")})
+
+
+# (row/column scales, fast accumulation, block_n): the defaults (promoted: 128 wide), the other
+# promoted tile widths (192: two 96-wide pieces per stage, 256: four 64-wide pieces; docs/ops.md),
+# and fast accumulation at 128 (what the promoted 128-wide tile could reach without the adds)
+FP8_ROWS = [(False, False, None), (True, False, None), (False, False, 192), (False, False, 256),
+            (False, True, None), (True, True, None), (False, True, 128)]
 
 
 def _kernel_facts():
@@ -95,6 +103,24 @@ def _kernel_facts():
         out[f"b_kmajor={kmajor}"] = {
             "resources": k.resources(target="sm_90a", **cv),
             "hgmma_in_sass": sum(1 for l in sass.splitlines() if "HGMMA" in l)}
+    return out
+
+
+def _kernel_facts_fp8():
+    """The promoted fp8 kernel (tensor scales) at each tile width: registers, spills, QGMMAs and
+    the waits that leave one group in flight (WARPGROUP.DEPBAR.LE gsb0, 0x1: the adds overlap
+    the next stage's QGMMAs)."""
+    from opus import bf16, fp8_e4m3
+    k = G.gemm_kernel_for(bf16, promoted=True)
+    out = {}
+    for bn, stages in ((128, 6), (192, 4), (256, 3)):
+        cv = dict(DT=fp8_e4m3, BN=bn, STAGES=stages, B_KMAJOR=True, SCALES=(1, 1),
+                  PROMOTE=G._PROMOTE_PIECES[bn])
+        sass = k.sass(target="sm_90a", **cv)
+        out[f"block_n={bn}"] = {
+            "resources": k.resources(target="sm_90a", **cv),
+            "qgmma_in_sass": sum(1 for l in sass.splitlines() if "QGMMA" in l),
+            "wait_one_in_sass": sass.count("WARPGROUP.DEPBAR.LE gsb0, 0x1")}
     return out
 
 
@@ -118,24 +144,25 @@ def _compile_time():
     return rows
 
 
-def run(reps):
+def run(reps, only=None):
     import torch
     torch.manual_seed(0)
     rows = []
-    for m, n, k in SHAPES:
+    for m, n, k in SHAPES if only != "fp8" else ():
         for kmajor in (False, True):
             r = _one(torch, m, n, k, kmajor, reps)
             print(f"{m}x{n}x{k} B {r['b']:16s} opus {r['opus']['tflops']:6.0f} TF/s  torch "
                   f"{r['torch']['tflops']:6.0f} TF/s  ratio {r['ratio_opus_vs_torch']:.3f}  "
                   f"err {r['max_rel_err_vs_torch']:.2g}", flush=True)
             rows.append(r)
-    for rowwise, fast in ((False, False), (True, False), (False, True), (True, True)):
-        r = _one_fp8(torch, 8192, 8192, 8192, rowwise, reps, fast)
-        print(f"8192^3 {r['b']:48s} opus {r['opus']['tflops']:6.0f} TF/s  torch._scaled_mm "
+    for rowwise, fast, block_n in FP8_ROWS if only != "bf16" else ():
+        r = _one_fp8(torch, 8192, 8192, 8192, rowwise, reps, fast, block_n)
+        print(f"8192^3 {r['b']:62s} opus {r['opus']['tflops']:6.0f} TF/s  torch._scaled_mm "
               f"{r['torch']['tflops']:6.0f} TF/s  ratio {r['ratio_opus_vs_torch']:.3f}  "
               f"err {r['max_rel_err_vs_torch']:.2g}", flush=True)
         rows.append(r)
-    return {"shapes": rows, "kernel": _kernel_facts(), "compile_new_config": _compile_time()}
+    return {"shapes": rows, "kernel": _kernel_facts(), "kernel_fp8": _kernel_facts_fp8(),
+            "compile_new_config": _compile_time()}
 
 
 def markdown(res):
@@ -159,6 +186,14 @@ def markdown(res):
                      f"consumers raise theirs to 232 with setmaxnreg), {rs.get('spill_stores')} "
                      f"spill stores, {rs.get('spill_loads')} spill loads, {v['hgmma_in_sass']} "
                      f"HGMMA in SASS")
+    if "kernel_fp8" in res["gemm"]:
+        lines += ["", "fp8 kernel with promoted accumulation (sm_90a, tensor scales):", ""]
+        for key, v in res["gemm"]["kernel_fp8"].items():
+            rs = v["resources"]
+            lines.append(f"- {key}: {rs.get('registers')} registers/thread at compile time, "
+                         f"{rs.get('spill_stores')} spill stores, {rs.get('spill_loads')} spill "
+                         f"loads, {v['qgmma_in_sass']} QGMMA and {v['wait_one_in_sass']} "
+                         f"one-group-in-flight waits in SASS")
     ct = res["gemm"]["compile_new_config"]
     best = min(ct, key=lambda r: r["total_ms"])
     lines += ["", f"Compile of a new configuration, warm process (best of {len(ct)}): trace "
@@ -171,8 +206,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", help="STEM: writes STEM.json and STEM.md")
     ap.add_argument("--reps", type=int, default=30)
+    ap.add_argument("--only", choices=("bf16", "fp8"), help="time only these rows")
     a = ap.parse_args()
-    res = {"environment": common.environment(), "reps": a.reps, "gemm": run(a.reps)}
+    res = {"environment": common.environment(), "reps": a.reps, "gemm": run(a.reps, a.only)}
     if a.out:
         common.write_report(res, a.out, markdown(res))
 

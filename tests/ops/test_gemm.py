@@ -188,6 +188,9 @@ def test_scaled_fp8_in_the_interpreter(sm90, m, n, k, mode_a, mode_b, fast_accum
     (70, 264, 592, 128, 4),     # K not a multiple of the 128-deep promotion: 5 stages, zeros in
     (130, 136, 512, 128, 1),    # 4 stages (a pair, then the even tail); 4 tiles on one block
     (200, 176, 400, 64, 3),     # narrow tiles, 4 stages, more tiles than blocks
+    (130, 400, 384, 192, 2),    # 2 pieces of 96 columns per stage; 3 stages; ragged N
+    (70, 520, 272, 256, 2),     # 4 pieces of 64 columns; 3 stages (the last 16 deep)
+    (64, 256, 128, 256, 1),     # one stage: the loop never runs
 ])
 def test_promoted_schedule(sm90, m, n, k, block_n, blocks):
     """Promoted accumulation's two alternating partials over odd and even stage counts,
@@ -198,30 +201,34 @@ def test_promoted_schedule(sm90, m, n, k, block_n, blocks):
     _check_scaled(c, a, b, sa, sb)
 
 
-@pytest.mark.parametrize("block_n", [64, 128])
-def test_promoted_sass_overlaps_the_adds(block_n):
+@pytest.mark.parametrize("block_n,scales", [(64, (2, 2)), (128, (2, 2)), (128, (1, 1)),
+                                            (192, (2, 2)), (256, (2, 2))])
+def test_promoted_sass_overlaps_the_adds(block_n, scales):
     """NVRTC for sm_90a, no GPU: the promoted kernel's QGMMAs are not serialized by ptxas (no
     C7514), the consumers wait for all but the newest group (WARPGROUP.DEPBAR.LE gsb0, 0x1:
     a stage's adds overlap the next stage's QGMMAs) and nothing spills."""
     from opus import fp8_e4m3
     from opus.ops import gemm_hopper as G
     from opus.runtime import nvrtc
-    cv = dict(DT=fp8_e4m3, BN=block_n, STAGES=4, B_KMAJOR=True, SCALES=(2, 2),
+    cv = dict(DT=fp8_e4m3, BN=block_n, STAGES=4, B_KMAJOR=True, SCALES=scales,
               PROMOTE=G._PROMOTE_PIECES[block_n])
-    k = G.gemm_kernel
+    k = G.gemm_kernel_for(opus.bf16, promoted=True)
     log = nvrtc.compile_cuda(k.source(target="sm_90a", **cv), arch="sm_90a").log
     assert "C7514" not in log, log
     sass = k.sass(target="sm_90a", **cv)
-    assert f"QGMMA.64x{block_n}x32.F32.E4M3.E4M3" in sass
+    piece = block_n // G._PROMOTE_PIECES[block_n]
+    assert f"QGMMA.64x{piece}x32.F32.E4M3.E4M3" in sass
     assert "WARPGROUP.DEPBAR.LE gsb0, 0x1" in sass
     res = k.resources(target="sm_90a", **cv)
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
 
 
-def test_promoted_accumulation_takes_narrower_tiles(sm90):
+def test_promoted_accumulation_tile_widths(sm90):
     a, b, sa, sb = _scaled_inputs(32, 32, 32, "tensor", "tensor")
-    with pytest.raises(opus.ArgumentError, match="block_n must be 64 or 128, got 256"):
-        opus.ops.scaled_gemm(a, b, sa, sb, block_n=256)
+    with pytest.raises(opus.ArgumentError, match="block_n must be 64, 128, 192 or 256, got 96"):
+        opus.ops.scaled_gemm(a, b, sa, sb, block_n=96)
+    with pytest.raises(opus.ArgumentError, match="block_n must be 64, 128 or 256, got 192"):
+        opus.ops.scaled_gemm(a, b, sa, sb, block_n=192, fast_accum=True)
 
 
 def test_scaled_fp8_refusals(sm90):

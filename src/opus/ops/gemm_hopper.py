@@ -49,10 +49,10 @@ def _tile_coords(tile, m_tiles, n_tiles, group):
     return first + r % rows, r // rows
 
 
-def _make_kernel(out_dtype):
+def _make_kernel(out_dtype, min_blocks=None):
     """The GEMM kernel writing ``out_dtype`` (the bias and residual pointers have that type)."""
 
-    @opus.kernel(block=_THREADS)
+    @opus.kernel(block=_THREADS, min_blocks=min_blocks)
     def gemm_kernel(a: opus.TensorMap, b: opus.TensorMap, c: opus.TensorMap, M: opus.i32,
                     N: opus.i32, K: opus.i32, scale_a: opus.Ptr[opus.f32],
                     scale_b: opus.Ptr[opus.f32], bias: opus.Ptr[out_dtype],
@@ -228,12 +228,16 @@ def _promoted_sum(mma, chunks, ring, it, k_tiles):
     parts = (_stage_mma(mma, ring, it, 0, free, False), free)
     last = it + k_tiles - 1
     if chunks > 1:
-        # stage 0's other pieces, then a stage per iteration (the loop starts at a stage's
-        # barrier wait: started mid-iteration, ptxas serializes the wgmmas, C7514)
+        # stage 0's other pieces, then a stage (an even number of groups) per iteration
         parts, sums = _promote_steps(mma, chunks, ring, it, 1, 1, chunks - 1, parts, sums)
         for j in opus.range(1, k_tiles):
             parts, sums = _promote_steps(mma, chunks, ring, it + j, 0, 0, chunks, parts, sums)
-        sums = _promote_last(ring, last, parts[1], sums)
+        # the last wait in a branch (both arms alike): straight after the loop, ptxas (CUDA 13.0)
+        # serializes every wgmma of the kernel (C7514; tests/ops/test_gemm.py checks the SASS)
+        if k_tiles > 1:
+            sums = _promote_last(ring, last, parts[1], sums)
+        else:
+            sums = _promote_last(ring, last, parts[1], sums)
         return opus.concat(*sums)
     for j in opus.range((k_tiles - 1) // 2):        # two stages (groups) per iteration
         parts, sums = _promote_steps(mma, 1, ring, it + 1 + 2 * j, 0, 1, 2, parts, sums)
@@ -278,11 +282,15 @@ def _promote_last(ring, stage, acc, sums):
 _KERNELS = {}
 
 
-def gemm_kernel_for(out_dtype):
-    """The GEMM kernel whose output (and bias, residual) type is ``out_dtype``."""
-    k = _KERNELS.get(out_dtype.name)
+def gemm_kernel_for(out_dtype, promoted=False):
+    """The GEMM kernel whose output (and bias, residual) type is ``out_dtype``; ``promoted``:
+    the one launched with PROMOTE, declared one block per SM (``min_blocks=1``: without it
+    ptxas cannot size the registers at entry and ignores setmaxnreg (C7508), and the 192 and
+    256 wide promoted tiles spill)."""
+    key = (out_dtype.name, promoted)
+    k = _KERNELS.get(key)
     if k is None:
-        k = _KERNELS[out_dtype.name] = _make_kernel(out_dtype)
+        k = _KERNELS[key] = _make_kernel(out_dtype, 1 if promoted else None)
     return k
 
 
@@ -476,7 +484,7 @@ _SMEM = 232448  # bytes of shared memory a block may have on sm_90
 # promoted accumulation: block_n -> the pieces its columns are cut into (PROMOTE), so that the
 # f32 sum (block_n / 2 registers) and two partials (block_n / pieces each) take 192 registers
 # at most of the consumers' 232 (docs/ops.md: why these widths)
-_PROMOTE_PIECES = {64: 1, 128: 1}
+_PROMOTE_PIECES = {64: 1, 128: 1, 192: 2, 256: 4}
 
 
 def _choose(m, n, sms, block_n, stages, isz, widths=(64, 128, 256)):
@@ -555,7 +563,7 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     dummy = _ones(torch, a, od)
     smem = st * (BM + bn) * 128 + 2 * 64 * bn * od.itemsize
     tiles = -(-m // BM) * -(-n // bn)
-    launch = gemm_kernel_for(od)[max(1, min(blocks, tiles)), _THREADS]
+    launch = gemm_kernel_for(od, promote)[max(1, min(blocks, tiles)), _THREADS]
     args = (ta, tb, tc, m, n, k, ones if sa is None else sa, ones if sb is None else sb,
             dummy if bias is None else bias, dummy if res is None else res)
     return launch, args, dict(DT=d, OUT=od, BN=bn, STAGES=st, B_KMAJOR=kmajor,
