@@ -302,6 +302,38 @@ def test_grid_stride_loop_versions_are_exact(lo, hi, step, tmp_path):
     np.testing.assert_array_equal(y, want)
 
 
+@pytest.mark.parametrize("case", ["mfma 4 waves 4x4, soffset all, bounded even, vector C",
+                                  "mfma 4 waves 4x4, soffset, bounded even, vector C"])
+def test_gemm_benchmark_kernels_compute_the_product(case, tmp_path_factory):
+    """The benchmark's 4-wave GEMMs (one 256 x 256 block, three K steps) through the
+    interpreter as gfx942: C = A @ B^T exactly (small integers), so the figures measure a GEMM."""
+    _, make = _bench_kernels(tmp_path_factory)["CASES"][case]
+    rng = np.random.default_rng(7)
+    a = rng.integers(-3, 4, (256, 24)).astype(np.float16)
+    b = rng.integers(-3, 4, (256, 24)).astype(np.float16)
+    c = np.zeros((256, 256), np.float32)
+    with opus.set_target("gfx942"):
+        make()[(1, 1), 256](a, b, c, 256, 256, 24)
+    np.testing.assert_array_equal(c, a.astype(np.float32) @ b.astype(np.float32).T)
+
+
+def test_four_wave_gemm_in_the_original_idiom_holds_its_registers(tmp_path_factory):
+    """The 4-wave 4x4 GEMM with one per-lane offset per operand and every wave-uniform part
+    (the K step, the repeats' rows, C's tiles) as the scalar offset, the original's s_os:
+    at most the original style's registers with the same clang, a loop within its 47
+    instructions, no scratch."""
+    from opus.runtime.amd_build import assemble_amd, resources_amd
+    from opus.targets import get_target
+    family, make = _bench_kernels(tmp_path_factory)["CASES"][
+        "mfma 4 waves 4x4, soffset all, bounded even, vector C"]
+    asm = asm_of(make(), "gfx942")
+    (res,) = resources_amd(asm).values()
+    (orig,) = resources_amd(assemble_amd(amd_codegen.ORIGINAL_STYLE_HIP, get_target("gfx942"))).values()
+    loop, general = amd_codegen.hot_loop(asm, family)
+    assert res["vgprs"] <= orig["vgprs"], (res, orig)
+    assert loop <= 47 and general is None and res["scratch_bytes"] == 0, (loop, general, res)
+
+
 def test_benchmark_counts_the_register_file_once(tmp_path_factory):
     """gfx90a+ metadata: .vgpr_count is the whole unified file (architectural VGPRs up to the
     accumulator offset, then the AGPRs), so registers = .vgpr_count, not + .agpr_count again
