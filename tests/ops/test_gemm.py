@@ -257,6 +257,31 @@ def test_gpu_scaled_fp8(mode_a, mode_b):
     _check_scaled(c.float().cpu().numpy(), a, b, sa, sb, sums=2.0 ** -10)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_n", [None, 192, 256])
+def test_gpu_promoted_errors_match_cublas(block_n):
+    """Promoted accumulation errs as cuBLAS's default does (torch._scaled_mm), both against a
+    float64 product, at K = 8000 (ragged M, N and K: the last stage is 64 deep); fast
+    accumulation's error is in the message for comparison."""
+    torch = _torch_sm90()
+    g = torch.Generator(device="cuda").manual_seed(11)
+    m, n, k = 1000, 1400, 8000
+    a = (torch.randn(m, k, device="cuda", generator=g) / 2).to(torch.float8_e4m3fn)
+    w = (torch.randn(n, k, device="cuda", generator=g) / 2).to(torch.float8_e4m3fn)
+    one = torch.ones((), device="cuda")
+    ref = a.double() @ w.double().t()
+
+    def mean_err(c):
+        return ((c.double() - ref).abs().mean() / ref.abs().mean()).item()
+
+    ours = mean_err(opus.ops.scaled_gemm(a, w.t(), one, one, block_n=block_n))
+    cublas = mean_err(torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one,
+                                       out_dtype=torch.bfloat16))
+    fast = mean_err(torch._scaled_mm(a, w.t(), scale_a=one, scale_b=one,
+                                     out_dtype=torch.bfloat16, use_fast_accum=True))
+    assert ours <= 1.05 * cublas, (ours, cublas, fast)
+
+
 def test_fp8_rows_must_be_16_byte_aligned(sm90):
     a, b, sa, sb = _scaled_inputs(16, 16, 24, "tensor", "tensor")
     with pytest.raises(opus.ArgumentError, match="K = 24 is not a multiple of 16"):

@@ -389,9 +389,12 @@ def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=
     :param fast_accum: accumulate a whole tile in the wgmma accumulators (faster; the H100's
         fp8 wgmma keeps fewer bits than f32, so the error grows with K, as with
         ``torch._scaled_mm(..., use_fast_accum=True)``); by default each 128-deep stage's
-        partial sums are added in f32 (tiles 128 wide, for the registers that takes)
+        partial sums are added in f32 while the next stage's wgmmas run (docs/ops.md)
     :param bias: N values of out_dtype added after the scales; ``activation``, ``residual``:
         as in ``opus.ops.gemm``
+    :param block_n: the block tile's width: promoted 64, 128 (default; 64 where fewer tiles
+        than SMs), 192 or 256 (the last two in 96 / 64 wide pieces per wgmma group); fast
+        accumulation 64, 128 or 256 (as ``opus.ops.gemm``)
     :returns: out
     :targets: sm_90a
     """
