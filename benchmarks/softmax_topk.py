@@ -7,7 +7,9 @@
   512 MiB per input), every shape the kernel offers at that length ("warp" up to 32 values per
   lane, "block" up to 32 per thread of 1024, "online" always) against the rule's choice;
 - top-k f32: 4096 x 32768 (k=8), 64 x 131072 (k=64), 16384 x 256 (k=8) against torch.topk;
-  goals >= 4x, >= 4x, >= 2x.
+  goals >= 4x, >= 4x, >= 2x;
+- the top-k launch-shape rule measured: for those three shapes, other launch shapes the kernels
+  offer (rowtopk.launch) against the rule's choice.
 
     PYTHONPATH=src python benchmarks/softmax_topk.py --out benchmarks/results/DATE-GPU-softmax-topk.json
     PYTHONPATH=src python benchmarks/softmax_topk.py --report THAT.json   # writes THAT.md
@@ -27,11 +29,17 @@ import common  # noqa: E402
 
 import opus  # noqa: E402
 import opus.ops  # noqa: E402
-from opus.ops import rowsoftmax  # noqa: E402
+from opus.ops import rowsoftmax, rowtopk  # noqa: E402
 
 SOFTMAX_SHAPE = (32768, 8192)
 TOPK_CASES = [(4096, 32768, 8, 4.0), (64, 131072, 64, 4.0), (16384, 256, 8, 2.0)]
 RULE_LENGTHS = (1024, 4096, 8192, 16384, 32768, 65536, 131072)
+TOPK_SHAPES = {   # other launch shapes per top-k case (rowtopk.plan's choice is added)
+    (4096, 32768, 8): [("rows", 2, 1), ("rows", 1, 2)],
+    (64, 131072, 64): [("rows", 2, 5), ("rows", 8, 5), ("rows", 4, 10), ("rows", 2, 10),
+                       ("rows", 8, 3), ("rows", 1, 32), ("rows", 8, 8)],
+    (16384, 256, 8): [("short", 16, 16), ("short", 8, 32), ("short", 64, 4), ("rows", 1, 1)],
+}
 
 
 def _timed(out, name, fn, fresh, reps, nbytes=None):
@@ -153,23 +161,54 @@ def run_topk(torch, reps):
     return res
 
 
+def run_topk_shapes(torch, reps):
+    """Each top-k case's launch shapes against each other (values checked against torch)."""
+    res = []
+    for (rows, n, k), others in TOPK_SHAPES.items():
+        x = torch.empty(rows, n, device="cuda")
+        fresh = lambda: x.normal_()
+        fresh()
+        rv, _ = torch.topk(x, k)
+        rule = rowtopk.plan(rows, n, k, torch.cuda.get_device_properties(0).multi_processor_count,
+                            32)
+        row = {"rows": rows, "n": n, "k": k, "rule": list(rule), "shapes": {}}
+        for shape in [rule] + [s for s in others if s != rule]:
+            v, i = rowtopk.launch(x, k, True, shape)
+            ok = bool(torch.equal(v, rv)) and bool(torch.equal(torch.gather(x, 1, i), v))
+            times = {}
+            _timed(times, f"topk {rows}x{n} k={k} {shape}",
+                   lambda: rowtopk.launch(x, k, True, shape), fresh, reps)
+            e = next(iter(times.values()))[0]
+            row["shapes"]["/".join(map(str, shape))] = {"ms": e["ms"]["median"], "correct": ok}
+        best = min(row["shapes"], key=lambda s: row["shapes"][s]["ms"])
+        row["fastest"] = best
+        row["rule_vs_fastest"] = (row["shapes"][best]["ms"]
+                                  / row["shapes"]["/".join(map(str, rule))]["ms"])
+        res.append(row)
+        del x
+    return res
+
+
 def markdown(r, note=""):
-    s = r["softmax"]
+    s = r.get("softmax")
     lines = common.report_head("opus softmax and top-k", r, note)
     lines += ["| goal | measured | target | |", "| --- | --- | --- | --- |"]
-    goals = [("softmax 32768x8192 bf16 / torch copy bandwidth",
-              s["ratio"]["opus_vs_torch_copy"], 0.9, s["checks"]["opus"]),
-             ("softmax 32768x8192 bf16 speedup vs torch eager",
-              s["ratio"]["opus_speedup_vs_torch_eager"], 3.0, s["checks"]["opus"])]
+    goals = []
+    if s:
+        goals = [("softmax 32768x8192 bf16 / torch copy bandwidth",
+                  s["ratio"]["opus_vs_torch_copy"], 0.9, s["checks"]["opus"]),
+                 ("softmax 32768x8192 bf16 speedup vs torch eager",
+                  s["ratio"]["opus_speedup_vs_torch_eager"], 3.0, s["checks"]["opus"])]
     for t in r["topk"]:
         goals.append((f"top-k f32 {t['rows']}x{t['n']} k={t['k']} speedup vs torch.topk",
                       t["speedup"], t["goal"], t["correct"]))
     for label, v, goal, ok in goals:
         lines.append(f"| {label} | {v:.2f} x | >= {goal} x | "
                      f"{'PASS' if v >= goal and ok else '**MISS**'}{'' if ok else ' (wrong)'} |")
-    lines += ["", "## softmax 32768 x 8192 bf16 (bytes: read + write)", "",
-              "| kernel | ms (pass 1, pass 2) | GB/s |", "| --- | --- | --- |"]
-    for k, es in s["times"].items():
+    for k, es in (s["times"].items() if s else ()):
+        if k == next(iter(s["times"])):
+            lines += ["", "## softmax 32768 x 8192 bf16 (bytes: read + write)", "",
+                      "| kernel | ms (pass 1, pass 2) | GB/s |", "| --- | --- | --- |"]
         passes = ", ".join("%.3f" % e["ms"]["median"] for e in es)
         lines.append(f"| {k} | {passes} | {sum(e['gbps'] for e in es) / len(es):.0f} |")
     lines += ["", "## top-k f32 (GB/s: the input read once)", "",
@@ -179,6 +218,16 @@ def markdown(r, note=""):
         lines.append(f"| {t['rows']} x {t['n']}, {t['k']} | {t['torch_ms']:.3f} | "
                      f"{t['opus_ms']:.3f} | {t['speedup']:.2f} | {t['opus_read_gbps']:.0f} | "
                      f"{t['correct']} |")
+    if r.get("topk_shapes"):
+        lines += ["", "## top-k launch shapes (ms; rule / fastest: the fastest's time over the "
+                  "rule's)", "", "| rows x n, k | rule | fastest | rule / fastest | every shape |",
+                  "| --- | --- | --- | --- | --- |"]
+        for row in r["topk_shapes"]:
+            every = ", ".join(f"{s} {v['ms']:.3f}{'' if v['correct'] else ' (wrong)'}"
+                              for s, v in row["shapes"].items())
+            lines.append(f"| {row['rows']} x {row['n']}, {row['k']} | "
+                         f"{'/'.join(map(str, row['rule']))} | {row['fastest']} | "
+                         f"{row['rule_vs_fastest']:.2f} | {every} |")
     if r.get("rule"):
         lines += ["", "## softmax launch shapes per row length (GB/s, read + write, ~512 MiB in)",
                   "", "| dtype | n | rule | fastest | rule / fastest | every shape |",
@@ -195,6 +244,10 @@ def main():
     ap.add_argument("--out")
     ap.add_argument("--reps", type=int, default=30)
     ap.add_argument("--no-rule", action="store_true", help="skip the launch-shape sweep")
+    ap.add_argument("--no-topk-shapes", action="store_true",
+                    help="skip the top-k launch-shape comparison")
+    ap.add_argument("--topk-only", action="store_true",
+                    help="only top-k (its goals and launch shapes), no softmax")
     ap.add_argument("--report", metavar="JSON", help="write STEM.md from an earlier --out JSON")
     ap.add_argument("--note", default="")
     ap.add_argument("--date", default="")
@@ -208,9 +261,13 @@ def main():
             f.write(markdown(res, a.note))
         return
     import torch
-    res = {"environment": common.environment(), "softmax": run_softmax(torch, a.reps),
-           "topk": run_topk(torch, a.reps)}
-    if not a.no_rule:
+    res = {"environment": common.environment()}
+    if not a.topk_only:
+        res["softmax"] = run_softmax(torch, a.reps)
+    res["topk"] = run_topk(torch, a.reps)
+    if not a.no_topk_shapes:
+        res["topk_shapes"] = run_topk_shapes(torch, max(5, a.reps // 3))
+    if not a.no_rule and not a.topk_only:
         res["rule"] = run_rule(torch, max(5, a.reps // 3))
     if a.out:
         common.write_report(res, a.out[:-5] if a.out.endswith(".json") else a.out,

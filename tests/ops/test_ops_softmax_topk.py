@@ -200,6 +200,55 @@ def test_topk_ties_and_special_values(target):
         _check_topk(opus.ops.topk(x, k, largest=False), x, k, largest=False)
 
 
+def _special_rows(n, seed):
+    """Six rows of n: many ties (integers -3..3), NaN and -NaN, all +inf, a -inf, +-0.0
+    interleaved, all zeros."""
+    x = np.random.default_rng(seed).integers(-3, 4, (6, n)).astype(np.float32)
+    x[1, 9] = np.nan
+    x[1, n - 1] = -np.nan
+    x[2, :] = np.inf
+    x[3, n // 2] = -np.inf
+    x[4, ::3] = -0.0
+    x[4, 1::3] = 0.0
+    x[5, :] = 0.0
+    return x
+
+
+@pytest.mark.parametrize("shape,n,ks", [
+    (("short", 32, 16), 300, (1, 5, 32)),       # 16 lanes per row, 2 rows per 32-lane warp
+    (("short", 16, 32), 300, (1, 5, 32)),       # a whole 32-lane warp per row
+    (("rows", 1, 1), 300, (1, 5, 128)),         # the streaming kernel, one warp per row
+    (("rows", 1, 3), 1500, (1, 5, 128)),        # 3 slices of 512 (the last ragged) + merge
+    (("rows", 2, 2), 1500, (1, 5, 64)),         # slices of 2 warps merged in shared memory
+])
+def test_topk_every_shape_special_values(target, shape, n, ks):
+    """Ties, NaN, +-inf, +-0.0 through every kernel and launch shape, largest and smallest."""
+    x = _special_rows(n, seed=n)
+    for k, largest in [(ks[0], True), (ks[1], False), (ks[2], True), (ks[2], False)]:
+        _check_topk(rowtopk.launch(x, k, largest, shape), x, k, largest)
+
+
+@pytest.mark.parametrize("rows,n,k,dtype", [
+    (4, 1, 1, BF16),               # rows of 1 element: one lane per row, 32 rows per warp
+    (3, 37, 32, np.float16),       # ragged: 32 values per lane, 2 lanes per row, k = 32
+    (2, 129, 1, BF16),             # k = 1
+    (3, 1000, 32, np.float32),     # ragged (not a multiple of 4), 32 lanes per row
+])
+def test_topk_short_rows(target, rows, n, k, dtype):
+    assert rowtopk.plan(rows, n, k, 8, 32)[0] == "short"
+    x = _data((rows, n), dtype, seed=n)
+    _check_topk(opus.ops.topk(x, k), x, k)
+    _check_topk(opus.ops.topk(x, k, largest=False), x, k, largest=False)
+
+
+def test_topk_long_row_threshold_rises(target):
+    """A row ascending then descending: the queue takes every element of the ascending half
+    (each enters the list) and almost none after; k = 128 with the smallest too."""
+    x = np.concatenate([np.arange(3000), np.arange(3000)[::-1] - 0.5]).astype(np.float32)[None]
+    _check_topk(opus.ops.topk(x, 128), x, 128)
+    _check_topk(opus.ops.topk(x, 7, largest=False), x, 7, largest=False)
+
+
 def test_topk_smallest_ascending_rows(target):
     """Rows sorted ascending (every chunk enters the list) and largest=False with bf16."""
     x = np.tile(np.arange(500, dtype=np.float32), (2, 1)).astype(BF16)
@@ -324,6 +373,27 @@ def test_gpu_topk_vs_torch(rows, n, k, largest):
     torch.testing.assert_close(torch.gather(x, 1, i), v, equal_nan=True, rtol=0, atol=0)
     if not largest:   # no ties in random data: indices equal torch's too
         assert torch.equal(i, ri)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape,rows,n,k", [
+    (("short", 32, 8), 100, 256, 8), (("short", 8, 32), 100, 256, 8),
+    (("short", 32, 32), 9, 1000, 32), (("rows", 1, 1), 9, 4000, 64),
+    (("rows", 4, 5), 3, 131072, 64), (("rows", 8, 2), 2, 70001, 128),
+    (("rows", 1, 7), 2, 50000, 1)])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+def test_gpu_topk_launch_shapes(shape, rows, n, k, dtype):
+    """Every kernel and launch shape against torch.topk (values bit for bit, NaN included;
+    indices that gather them), largest and smallest."""
+    torch = _torch()
+    x = (torch.randn(rows, n, device="cuda") * 3).to(getattr(torch, dtype))
+    x[0, n // 3] = float("nan")
+    x[-1, n - 1] = float("inf")
+    for largest in (True, False):
+        v, i = rowtopk.launch(x, k, largest, shape)
+        rv, _ = torch.topk(x, k, largest=largest)
+        torch.testing.assert_close(v, rv, equal_nan=True, rtol=0, atol=0)
+        torch.testing.assert_close(torch.gather(x, 1, i), v, equal_nan=True, rtol=0, atol=0)
 
 
 @pytest.mark.gpu

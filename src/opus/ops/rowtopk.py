@@ -10,22 +10,39 @@ values returned equal torch's (as multisets, NaN included); the indices of equal
 differ from torch's, which does not define them. -0.0 ranks below +0.0 (as in torch's radix
 select).
 
-Algorithm, all in registers but the cross-warp step: a warp keeps a sorted list of its best
-K = max(k rounded up to a power of two, W) composites (W lanes, R = K / W per lane, position
-lane * R + i). It streams its elements in chunks of R per lane (16-byte loads; a group of
-2 V per lane is read at once); a chunk holding no composite above the list's k-th (one vote) is
-skipped; otherwise the chunk is sorted by a bitonic network of ``opus.shfl_xor`` steps (within
-a lane for strides below R), reversed against the list (lane ^ (W-1)), the elementwise max
-taken (a bitonic sequence holding the K best of both) and that merged by log2 K more steps.
-The warps of a block then merge their lists pairwise through shared memory (log2 warps
-levels), and the first k positions are written: indices from the composites,
-values gathered from x (NaN payloads and -0.0 kept).
+Short rows (the short-row kernel, ``TOPK_SHORT``: k <= 32, n <= 32 values per lane of a whole
+warp): G lanes per row, P values per lane (powers of two, P * G >= n, P = 32 where n allows:
+16384 x 256 runs 4 rows per warp, G = 8). Each lane loads its P values (16-byte vectors),
+keeps the KL (k rounded up to a power of two) best as a descending list by a merge sort in its
+registers (no shuffles), then log2 G butterfly steps merge the lanes' lists: ``shfl_xor`` of
+the partner's list, and a bitonic merge of the two keeping KL (the larger of a[i] and
+b[KL - 1 - i] is a bitonic list holding the KL best). Every lane of the row then holds the
+row's list; lane i writes positions i, i + G, ...
 
-Launch shapes: rows of up to 4096 elements, or enough rows to give every SM 16 warps: one
-warp per row (4 rows per block). Otherwise (long rows, few rows) each row is cut into S slices
-of 8 warps each (S such that rows * S * 8 warps fill the SMs, each warp keeping >= 2048
-elements), every slice writes its sorted K composites to a workspace, and a second launch of
-the same kernel merges each row's S * K composites with one warp per row.
+Long rows (the streaming kernel, ``TOPK``): a warp keeps a sorted list of its best K =
+max(k rounded up to a power of two, W) composites across its W lanes (R = K / W per lane,
+position lane * R + i) and streams its elements in groups of 512 (16 per lane, 16-byte loads).
+An element costs one compare: its value (as f32) against the list's k-th composite turned back
+into an f32 threshold (``!(x < t)``: NaN and ties pass; the composite order decides later).
+Passing elements (rare once the list fills: the threshold rises as about k / elements seen)
+are appended to the warp's queue in shared memory (one ballot per element of a group where
+some lane passes, the slot from ``opus.popc`` of the lanes below); every whole K of the queue
+is merged into the list: sorted by a bitonic network of ``opus.shfl_xor`` steps (within a lane
+for strides below R), reversed against the list (lane ^ (W - 1)), the elementwise max taken (a
+bitonic sequence holding the K best of both) and that merged by log2 K more steps; the k-th is
+broadcast as the new threshold. The warps of a block merge their lists pairwise through shared
+memory, and the first k positions are written: indices from the composites, values gathered
+from x (NaN payloads and -0.0 kept). Shuffles and votes name the whole warp as members (every
+lane takes part), so NVIDIA reads no active mask per shuffle.
+
+Launch shapes (``plan``, the rule; ``launch`` runs any shape): the short-row kernel where it
+applies. Otherwise one warp per row (4 per block) for rows of up to 4096 elements or where the
+rows give every SM 16 warps. Otherwise (few long rows) each row gets w = min(16 * SMs / rows,
+n / 4096) warps, cut into S slices (blocks) of up to 8 warps with S >= 2 * SMs / rows (every
+SM at least two blocks: 64 x 131072 on 132 SMs is 5 slices of 4 warps, 6554 elements per
+warp); each slice writes its sorted K composites to a workspace, and a second launch of the
+streaming kernel merges each row's S * K composites with one warp per row (64 rows x 320
+composites: about one group per warp).
 """
 
 import opus
@@ -230,6 +247,7 @@ def _may_enter(e, thr, thr_f, COMPOSITES, LARGEST):
 # -- the kernels -------------------------------------------------------------------------------
 
 _GROUP = 512          # elements a warp reads per step of the streaming loop (16 per lane at 32)
+_SUB = 4              # elements per lane behind one vote in a group where some may enter
 
 
 def _short_for(DT):
@@ -344,18 +362,14 @@ def _topk_for(DT):
             for p in ps[1:]:
                 some = some | p
             if opus.any_lanes(some, mask=_full()):
-                for i in range(L):
-                    p = ps[i] & (ids[i] < end)
-                    voters = opus.ballot(p, mask=_full())
-                    if voters != 0:
-                        if p:
-                            if COMPOSITES:
-                                c = es[i]
-                            else:
-                                c = _composite(es[i], opus.cast(ids[i], opus.u32), LARGEST)
-                            slot = cnt + opus.cast(opus.popc(voters & below), opus.i32)
-                            q[qb + slot] = c
-                        cnt = cnt + opus.cast(opus.popc(voters), opus.i32)
+                for sub in range(0, L, _SUB):     # a vote per _SUB elements, then one each
+                    some = ps[sub]
+                    for p in ps[sub + 1:sub + _SUB]:
+                        some = some | p
+                    if opus.any_lanes(some, mask=_full()):
+                        for i in range(sub, sub + _SUB):
+                            cnt = _enqueue(q, qb + cnt, cnt, ps[i] & (ids[i] < end), es[i],
+                                           ids[i], below, COMPOSITES, LARGEST)
                 if cnt >= K:
                     best, thr, cnt = _drain(q, qb, cnt, best, thr, K, KOUT, R, L, QN)
                     if not COMPOSITES:
@@ -396,6 +410,22 @@ def _topk_for(DT):
                         vals[r64 * KOUT + p] = x[r64 * x_stride + xi]
                         inds[r64 * KOUT + p] = xi
     return topk_rows
+
+
+@opus.func
+def _enqueue(q, at, cnt, p, e, idx, below, COMPOSITES, LARGEST):
+    """Append element e (at index idx) to the warp's queue where p holds in this lane: the
+    lanes voting p take slots at, at + 1, ... in lane order; returns the new length."""
+    voters = opus.ballot(p, mask=_full())
+    if voters != 0:
+        if p:
+            if COMPOSITES:
+                c = e
+            else:
+                c = _composite(e, opus.cast(idx, opus.u32), LARGEST)
+            q[at + opus.cast(opus.popc(voters & below), opus.i32)] = c
+        cnt = cnt + opus.cast(opus.popc(voters), opus.i32)
+    return cnt
 
 
 @opus.func
