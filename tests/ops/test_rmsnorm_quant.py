@@ -193,7 +193,7 @@ def test_launch_configuration():
     x = np.zeros((4, 8192), BF16)
     assert nq.row_config(x, np.zeros(8192, BF16), None, x, True) == (4, 1024, dict(
         TR=1024, V=8, NV=1, VO=8, CACHED=True, NORM=True, RESIDUAL=False, QUANT=False,
-        QMAX=448.0))
+        QMAX=448.0, FULL=True))
     # the quantizing forms on 32-byte aligned rows (as torch allocates): 16-element vectors,
     # per-token 512 threads x 1, RMSNorm + quant 256 x 2 (the H100 sweep in norm_quant.py)
     xa, q = _aligned(x), _aligned(np.zeros((4, 8192), ml_dtypes.float8_e4m3fn))
@@ -202,7 +202,7 @@ def test_launch_configuration():
         4, 512, 16, 16, 1, True, 448)
     grid, block, cx = nq.row_config(xa, xa[0], None, q, True)
     assert (grid, block, cx["V"], cx["NV"]) == (4, 256, 16, 2)
-    grid, block, cx = nq.row_config(x[:, 8:], x[0, 8:], None, q[:, 8:], False)  # 16-byte only
+    grid, block, cx = nq.row_config(xa[:, 8:], xa[0, 8:], None, q[:, 8:], False)  # 16-byte
     assert (block, cx["V"], cx["VO"]) == (1024, 8, 8)
     x = np.zeros((1000, 128), np.float16)
     grid, block, cx = nq.row_config(x, np.zeros(128, np.float16), None, x, True)
@@ -399,6 +399,21 @@ def test_amdgcn_group_reduction_is_dpp_and_uniform(arch):
     ins = _amd_instrs(nq.GROUP_KERNELS[(opus.bf16, fp8)], arch, GPB=16, V=8, VO=8)
     assert _count(ins, r"v_max_u32_dpp.*row_mirror") == 1
     assert _count(ins, r"^ds_") == 0 and _count(ins, r"v_readfirstlane") <= 2
+
+
+def test_sass_rows_covered_exactly_have_no_bound_checks():
+    """A launch that covers each row exactly (FULL: 8192 = 256 threads x 2 vectors of 16) reads
+    x and the weight with 16-byte loads only (no per-element fallback, which a bounded view
+    keeps for a vector straddling the row's end) and stores 16 fp8 per access."""
+    import re
+    cx = dict(TR=256, V=16, NV=2, VO=16, CACHED=True, NORM=True, QUANT=True, QMAX=448.0)
+    k = nq.ROW_KERNELS[(opus.bf16, opus.fp8_e4m3)]
+    full = [l for l in k.specialize(target="sm_90a", FULL=True, **cx).sass.splitlines()
+            if re.search(r"/\*[0-9a-f]{4}\*/", l)]
+    assert _count(full, r"LDG\.E\.128") == 8 and _count(full, r"LDG\.E\.U16") == 0
+    assert _count(full, r"STG\.E\.128") == 2 and _count(full, r"STG\.E\.U8") == 0
+    bounded = k.specialize(target="sm_90a", FULL=False, **cx).sass
+    assert "LDG.E.U16" in bounded
 
 
 def test_sass_whole_warp_max_is_redux():

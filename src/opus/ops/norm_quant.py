@@ -41,10 +41,12 @@ __all__ = ["rmsnorm", "rmsnorm_quant", "per_token_quant", "per_group_quant", "ro
 VEC_BYTES = 16          # the widest access
 QUANT_VEC_BYTES = 32    # input bytes per vector of the quantizing variants (row_config)
 # Vectors in flight per thread (row_shape's target), measured on the H100 (bf16 32768 x 8192,
-# .ab sweep 2026-11-24, 16-element vectors for the quantizing variants): per_token_quant 1 per
-# thread 0.98x copy bandwidth (2: 0.95x, 4: 0.79x); rmsnorm_quant 2 per thread 0.82x (1: 0.78x,
-# 4: 0.44x: registers); rmsnorm alone 1 (8-element vectors: 2771-2983 GB/s against 2348-2465
-# at 4, benchmarks/norm_quant.py --sweep)
+# 2026-11-24, 16-element vectors for the quantizing variants, rows covered exactly: FULL):
+# per_token_quant 1.00x copy bandwidth at 1 or 2 per thread (4: 0.80x, rows sharing blocks);
+# rmsnorm_quant 0.99x at 2 (1: 0.97x; 4: 0.44x); rmsnorm alone 1 (8-element vectors:
+# 2771-2983 GB/s against 2348-2465 at 4, benchmarks/norm_quant.py --sweep). Bounded views
+# (FULL false) cost rmsnorm_quant 17% here: each access is a branch to its per-element
+# fallback, and the compiler does not schedule loads across them.
 VECTORS_PER_THREAD = 1          # per_token_quant
 QUANT_NORM_VECTORS_PER_THREAD = 2   # rmsnorm_quant
 NORM_VECTORS_PER_THREAD = 1     # rmsnorm
@@ -148,13 +150,16 @@ def _access_lanes(view, V):
 
 
 @opus.func
-def _rows_of(p, stride, rows, H, TR):
+def _rows_of(p, stride, rows, H, TR, FULL):
     """p's _Row for the calling thread. One row per block (TR >= BLOCK): the row's own view,
-    bounded by H (vectors may straddle its end). Several rows per block: one view over the
+    bounded by H (vectors may straddle its end), or unbounded where the launch covers the row
+    exactly (FULL: no bound to check, so no per-access branch). Several rows per block: one
+    view over the
     block's rows, so its address and bound are the same in every lane (AMD: a wave-uniform
     buffer resource), and a per-vector test (H is then a multiple of V: no straddling)."""
     if TR >= BLOCK:
-        return _Row(opus.make_gmem(p + opus.i64(opus.block_id_x()) * stride, H), 0, None)
+        start = p + opus.i64(opus.block_id_x()) * stride
+        return _Row(opus.make_gmem(start) if FULL else opus.make_gmem(start, H), 0, None)
     RPB = BLOCK // TR
     first = opus.block_id_x() * RPB
     r = opus.thread_id_x() // TR
@@ -217,15 +222,15 @@ def _row_kernel(DT, OUT):
                     V: opus.constexpr = 8, NV: opus.constexpr = 1, VO: opus.constexpr = 8,
                     CACHED: opus.constexpr = True, NORM: opus.constexpr = True,
                     RESIDUAL: opus.constexpr = False, QUANT: opus.constexpr = False,
-                    QMAX: opus.constexpr = 448.0):
+                    QMAX: opus.constexpr = 448.0, FULL: opus.constexpr = False):
         """One row per TR threads, max(1, BLOCK // TR) rows per block (module docstring).
         Grid: ceil(rows / rows per block)."""
         lane = opus.thread_id_x() % TR
         row = opus.block_id_x() * max(1, BLOCK // TR) + opus.thread_id_x() // TR
-        gx = _rows_of(x, sx, rows, H, TR)
-        gr = _rows_of(res, sr, rows, H, TR)
-        go = _rows_of(out, so, rows, H, TR)
-        gw = _Row(opus.make_gmem(w, H), 0, None)
+        gx = _rows_of(x, sx, rows, H, TR, FULL)
+        gr = _rows_of(res, sr, rows, H, TR, FULL)
+        go = _rows_of(out, so, rows, H, TR, FULL)
+        gw = _Row(opus.make_gmem(w) if FULL else opus.make_gmem(w, H), 0, None)
         ssq, pm = None, None
         kept = []
         if CACHED:
@@ -242,11 +247,11 @@ def _row_kernel(DT, OUT):
             ssq = opus.splat(0.0, V, opus.f32) if V > 1 else opus.f32(0.0)
             pm = opus.u32(0)
             for base in opus.range(0, H, TR * NV * V):
-                for c in range(NV):
-                    col = base + (c * TR + lane) * V
-                    h = _load_h(gx, gr, col, V, RESIDUAL, DT)
-                    ssq, pm = _stats(h, gw.load(col, V) if NORM else None, V, NORM,
-                                     QUANT, ssq, pm, DT)
+                got = [(_load_h(gx, gr, base + (c * TR + lane) * V, V, RESIDUAL, DT),
+                        gw.load(base + (c * TR + lane) * V, V) if NORM else None)
+                       for c in range(NV)]   # loads first, as above
+                for h, wv in got:
+                    ssq, pm = _stats(h, wv, V, NORM, QUANT, ssq, pm, DT)
         rrms, inv = 1.0, 1.0
         parts = []
         if NORM:
@@ -269,11 +274,11 @@ def _row_kernel(DT, OUT):
                 _emit(go, h, wv, (c * TR + lane) * V, rrms, inv, V, VO, NORM, QUANT, OUT)
         else:
             for base in opus.range(0, H, TR * NV * V):
-                for c in range(NV):
-                    col = base + (c * TR + lane) * V
-                    h = gr.load(col, V) if RESIDUAL else gx.load(col, V)
-                    _emit(go, h, gw.load(col, V) if NORM else None, col, rrms, inv, V, VO,
-                          NORM, QUANT, OUT)
+                cols = [base + (c * TR + lane) * V for c in range(NV)]
+                got = [((gr if RESIDUAL else gx).load(col, V),
+                        gw.load(col, V) if NORM else None) for col in cols]
+                for (h, wv), col in zip(got, cols):
+                    _emit(go, h, wv, col, rrms, inv, V, VO, NORM, QUANT, OUT)
     return rows_kernel
 
 
@@ -513,7 +518,8 @@ def row_config(x, weight, residual, out, norm, shape=None):
     qmax = float(opus.finfo(od).max) if od.itemsize == 1 else 448.0
     return -(-rows // rpb), tr * rpb, dict(
         TR=tr, V=v, NV=nv, VO=min(v, _vec(out, rows, most)), CACHED=cached, NORM=norm,
-        RESIDUAL=residual is not None, QUANT=od.itemsize == 1, QMAX=qmax)
+        RESIDUAL=residual is not None, QUANT=od.itemsize == 1, QMAX=qmax,
+        FULL=cached and tr >= BLOCK and tr * nv * v == hidden)
 
 
 def _launch_rows(x, weight, residual, out, scales, eps, norm, shape=None):
