@@ -317,7 +317,8 @@ def ref_groups(x):
     return pad.reshape(rows * g, 128), g
 
 
-@pytest.mark.parametrize("rows,hidden", [(3, 128), (2, 300), (4, 7), (1, 1), (2, 1000)])
+@pytest.mark.parametrize("rows,hidden", [(3, 128), (2, 300), (4, 7), (1, 1), (2, 1000),
+                                         (2, 2048), (3, 1024)])   # the last two: FULL
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_per_group_quant(target, rows, hidden, dtype):
     x = inputs(rows, hidden, dtype, seed=hidden + 3, scale=2.0)[0]

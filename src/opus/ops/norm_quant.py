@@ -287,19 +287,20 @@ def _group_kernel(DT, OUT):
     def groups_kernel(x: opus.Ptr[DT], out: opus.Ptr[OUT], scales: opus.Ptr[opus.f32],
                       H: opus.i32, gpr: opus.i32, sx: opus.i32, so: opus.i32,
                       GPB: opus.constexpr = 16, V: opus.constexpr = 8, VO: opus.constexpr = 8,
-                      QMAX: opus.constexpr = 448.0):
+                      QMAX: opus.constexpr = 448.0, FULL: opus.constexpr = False):
         """GROUP_LANES lanes per group of GROUP elements, GPB groups of one row per block
         (block GPB * GROUP_LANES threads); gpr groups per row, ceil(gpr / GPB) blocks per row;
-        scales row-major [rows, gpr]. (Two or four groups per thread, loaded together, were
-        no faster on the H100: 0.91x and 0.82x copy against 0.92x.)"""
+        scales row-major [rows, gpr]. FULL: every group whole and every block full (hidden a
+        multiple of GPB * GROUP), so the views need no bound. (Two or four groups per thread,
+        loaded together, were no faster on the H100: 0.91x and 0.82x copy against 0.92x.)"""
         EPL = GROUP // GROUP_LANES
         per_row = (gpr + GPB - 1) // GPB
         row = opus.block_id_x() // per_row           # the same in the whole block
         g = (opus.block_id_x() - row * per_row) * GPB + opus.thread_id_x() // GROUP_LANES
         lane = opus.thread_id_x() % GROUP_LANES
         r64 = opus.i64(row)
-        gx = opus.make_gmem(x + r64 * sx, H)
-        go = opus.make_gmem(out + r64 * so, H)
+        gx = opus.make_gmem(x + r64 * sx) if FULL else opus.make_gmem(x + r64 * sx, H)
+        go = opus.make_gmem(out + r64 * so) if FULL else opus.make_gmem(out + r64 * so, H)
         col = g * GROUP + lane * EPL
         parts = [gx.load(col + j, vec=V) for j in range(0, EPL, V)]
         h = parts[0] if len(parts) == 1 else opus.concat(*parts)
@@ -581,6 +582,7 @@ def _launch_groups(x, out, scales):
         gpb = group_shape(gpr)
         launch = GROUP_KERNELS[(d, od)][rows * -(-gpr // gpb), gpb * GROUP_LANES]
         return launch, dict(GPB=gpb, V=v, VO=min(v, _vec(out, rows, most)),
+                            FULL=hidden % (gpb * GROUP) == 0,
                             QMAX=float(opus.finfo(od).max))
     launch, cx = _plan(key, make)
     launch(_span(x), _span(out), scales, hidden, gpr, _row_stride(x), _row_stride(out), **cx)
