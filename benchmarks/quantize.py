@@ -51,11 +51,15 @@ def _mx_kernel(elem, lanes):
         for i in range(ITEMS * lanes // 4):
             off = opus.block_id_x() * CHUNK + (i * 256 + t) * per
             v = opus.concat(*[g.load(off + 8 * j, vec=8) for j in range(per // 8)])
-            a = opus.amax(v)
-            for d in range(lanes.bit_length() - 1):
-                a = opus.max(a, opus.shfl_xor(a, 1 << d))
-            s = opus.mx_scale(a, elem)
-            o.store(opus.scaled_cast(v, elem, 1.0 / opus.cast(s, f32)), off)
+            if lanes == 1:  # the whole block in this lane: the library's MX step as it is
+                q, s = opus.mx_quantize(v, elem)
+            else:
+                a = opus.amax(v)
+                for d in range(lanes.bit_length() - 1):
+                    a = opus.max(a, opus.shfl_xor(a, 1 << d))
+                s = opus.mx_scale(a, elem)
+                q = opus.scaled_cast(v, elem, 1.0 / opus.cast(s, f32))
+            o.store(q, off)
             if t % lanes == 0:
                 sc[off // 32] = s
     return quant_mx
@@ -63,7 +67,9 @@ def _mx_kernel(elem, lanes):
 
 quant_mxfp8 = _mx_kernel(opus.fp8_e4m3, 4)
 quant_mxfp4 = _mx_kernel(opus.fp4_e2m1, 1)  # fp4 converts in software on sm_90: a block per lane
-# measured on the H100 (1 GiB): one lane per block 0.83x copy, two 0.75x, four 0.66x
+# measured on the H100 (1 GiB) with the lane-by-lane fp4 encoder: one lane per block 0.83x copy,
+# two 0.75x, four 0.66x (issue-bound: ~28 instructions per element; codegen/subbyte.py's
+# eight-lane word encoder takes the kernel to ~14)
 
 
 def _check_mx(x, q, sc, elem, torch):

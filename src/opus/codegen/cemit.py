@@ -714,6 +714,8 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         a = op.operands[0]
         r = op.results[0]
         src, to = scalar_of(a.type), op.attrs["to"]
+        if to.packed and subbyte.render_packed_cast(self, op, indent):  # fp4: a word per 8 lanes
+            return
         if op.attrs["rounding"] == "sr":  # the random bits are the second operand
             self.assign_lanes(r, [self.cast_sr_expr(x, bits, src, to, op.attrs["sat"])
                                   for x, bits in zip(self.lanes(a), self.lanes(op.operands[1]))],

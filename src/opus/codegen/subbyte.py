@@ -22,9 +22,10 @@ memory forms, for every dialect (CEmitter calls these functions with itself as `
 from __future__ import annotations
 
 from .. import dtypes as dt
+from ..ir import VectorType, scalar_of
 
 __all__ = ["packed_struct", "packed_lanes", "assign_packed", "cast_packed", "packed_byte_offset",
-           "render_packed_load", "render_packed_store", "small_float_format"]
+           "render_packed_load", "render_packed_store", "render_packed_cast", "small_float_format"]
 
 _WORD = {4: "unsigned", 2: "unsigned short", 1: "unsigned char"}
 
@@ -115,23 +116,88 @@ def _small_decoder(em, d):
                           f"return (c >> {d.bits - 1}) ? -v : v; }}")
 
 
+def _grid_code(em, d, f, i=""):
+    """(C statements, C expression, offset): the code of |f| in small float type ``d``
+    (nearest even, saturating; NaN not handled) is ``expression - offset`` (mod 2^32). The
+    statements declare ``a{i}`` and ``p{i}``.
+
+    Branch-free, one rounding: a = min(|f|, largest) lies in binade e >= emin (the subnormals
+    share emin's step), where d's values are the multiples of 2^(e-m). The fma adds a to
+    M = 2^(e+23-m), whose f32 step is exactly 2^(e-m), so the sum rounds a to d's grid (nearest
+    even, a carry into the next binade included) and its bits exceed M's by k = a / 2^(e-m)
+    rounded; the code is k + ((e - emin) << m)."""
+    m, bias, _ = small_float_format(d)
+    sh = 23 - m
+    top_value = float((2 - 2.0 ** -m) * 2.0 ** ((1 << (d.bits - 1 - m)) - 1 - bias))
+    fmin, fmax, fma, fabs = (em.float_fn(g, dt.f32) for g in ("fmin", "fmax", "fma", "fabs"))
+    a, p = f"a{i}", f"p{i}"
+    binade = f"{fmax}({a}, {float(2.0 ** (1 - bias)).hex()}f)"  # emin's 2^emin below it
+    rounded = em.f32_to_bits(f"{fma}({em.bits_to_f32(p)}, {float(2.0 ** sh).hex()}f, {a})")
+    stmts = (f"float {a} = {fmin}({fabs}({f}), {top_value.hex()}f); "
+             f"unsigned {p} = {em.f32_to_bits(binade)} & 0x7F800000u; ")
+    # M's bits over 2^e's, and emin's (e + 127) << m
+    return stmts, f"({rounded} - {p} + ({p} >> {sh}))", (sh << 23) + ((128 - bias) << m)
+
+
+def _signed(d, u):
+    """C expression: the sign bit of f32 bits ``u`` in place in a code of small float type d."""
+    return f"(({u} >> {32 - d.bits}) & {1 << (d.bits - 1)}u)"
+
+
 def _small_encoder(em, d):
     """opus_f32_to_<d>(f): nearest even; |f| at or past the largest finite value (inf too)
     gives it with f's sign; NaN the zero of the opposite sign (interp/semantics.py)."""
-    m, bias, top = small_float_format(d)
     n = f"opus_f32_to_{d.name}"
-    sh = 23 - m
-    top_value = float((2 - 2.0 ** -m) * 2.0 ** ((1 << (d.bits - 1 - m)) - 1 - bias))
-    fabs, rint = em.float_fn("fabs", dt.f32), em.float_fn("rint", dt.f32)
-    body = (f"unsigned u = {em.f32_to_bits('f')}; unsigned s = (u >> 31) << {d.bits - 1}; "
-            f"float a = {fabs}(f); "
-            f"if (a != a) return (unsigned char)(s ^ {1 << (d.bits - 1)}u); "
-            f"if (a >= {top_value.hex()}f) return (unsigned char)(s | {top}u); "
-            f"unsigned v = {em.f32_to_bits('a')}; unsigned r = a < {float(2.0 ** (1 - bias)).hex()}f ? "
-            f"(unsigned){rint}(a * {float(2.0 ** (m + bias - 1)).hex()}f) : "
-            f"((v + {(1 << (sh - 1)) - 1}u + ((v >> {sh}) & 1u)) >> {sh}) - {(127 - bias) << m}u; "
-            f"return (unsigned char)(s | r);")
+    stmts, code, offset = _grid_code(em, d, "f")
+    body = (f"unsigned s = {_signed(d, em.f32_to_bits('f'))}; {stmts}"
+            f"return (unsigned char)(f != f ? s ^ {1 << (d.bits - 1)}u : s | ({code} - {offset}u));")
     return em.helper(n, f"unsigned char {n}(float f) {{ {body} }}")
+
+
+def _fp4_word_encoder(em):
+    """opus_f32x8_to_fp4_e2m1x8(f0..f7): the word of eight fp4 codes (f0 in the low nibble),
+    each as _small_encoder's: the codes summed into place, their offsets taken off once, the
+    signs or-ed in. A NaN lane comes out as +-6 (min(NaN, 6) is 6); when there is one (rare),
+    its nibble is replaced by the NaN code (found by the bits, so that the compiler keeps the
+    check of the eight lanes apart from the fix and pairs it up: one FSETP per two lanes)."""
+    d = dt.fp4_e2m1
+    n = "opus_f32x8_to_fp4_e2m1x8"
+    fs = [f"f{i}" for i in range(8)]
+    body, sums, total = [], [], 0
+    for i, f in enumerate(fs):
+        stmts, code, offset = _grid_code(em, d, f, i)
+        body.append(stmts)
+        sums.append(f"({code} << {4 * i})" if i else code)
+        total += offset << (4 * i)
+    signs = " | ".join(f"(({em.f32_to_bits(f)} >> {28 - 4 * i}) & {8 << (4 * i)}u)" if i < 7 else
+                       f"({em.f32_to_bits(f)} & 0x80000000u)" for i, f in enumerate(fs))
+    body.append(f"unsigned w = ({' + '.join(sums)} - {total & 0xFFFFFFFF}u) | {signs};")
+    fix = " ".join(f"u = {em.f32_to_bits(f)}; if ((u & 0x7FFFFFFFu) > 0x7F800000u) "
+                   f"w = (w & ~{15 << (4 * i)}u) | (({_signed(d, 'u')} ^ 8u) << {4 * i});"
+                   for i, f in enumerate(fs))
+    ordered = " && ".join(f"({a} == {a} && {b} == {b})" for a, b in zip(fs[0::2], fs[1::2]))
+    body.append(f"if (!({ordered})) {{ unsigned u; {fix} }}")
+    body.append("return w;")
+    params = ", ".join(f"float {f}" for f in fs)
+    return em.helper(n, f"unsigned {n}({params}) {{ {' '.join(body)} }}")
+
+
+def render_packed_cast(em, op, indent):
+    """Casts of float vectors to fp4 (nearest even, 8k lanes): one word per eight lanes
+    (_fp4_word_encoder). Returns False for every other cast (left to the lane-by-lane path)."""
+    a, r = op.operands[0], op.results[0]
+    src, to = scalar_of(a.type), op.attrs["to"]
+    if (to is not dt.fp4_e2m1 or len(op.operands) != 1 or op.attrs["rounding"] != "rn"
+            or not isinstance(r.type, VectorType) or r.type.n % 8 or not src.is_float
+            or src.storage_only):
+        return False
+    fs = [x if src.name == "f32" else em.cast_expr(x, src, dt.f32, "rn", False)
+          for x in em.lanes(a)]
+    v = em.declare(r, indent)
+    enc = _fp4_word_encoder(em)
+    for k in range(r.type.n // 8):
+        em.line(indent, f"{v}.w[{k}] = {enc}({', '.join(fs[8 * k:8 * k + 8])});")
+    return True
 
 
 # -- memory ----------------------------------------------------------------------------------
