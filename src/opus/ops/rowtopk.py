@@ -357,6 +357,12 @@ def _topk_for(DT):
                 for el in range(V):
                     es.append(v[el] if V > 1 else v)
                     ids.append(off + el)
+            if base == first:                 # the empty list's threshold: a bound instead
+                t = _first_bound(es, ids, end, KOUT, COMPOSITES, LARGEST)
+                if COMPOSITES:
+                    thr = opus.select(t == opus.u64(0), t, t - opus.u64(1))
+                else:
+                    thr_f = _threshold_f32(opus.cast(t, opus.u64) << 32, LARGEST)
             ps = [_may_enter(e, thr, thr_f, COMPOSITES, LARGEST) for e in es]
             some = ps[0]
             for p in ps[1:]:
@@ -410,6 +416,28 @@ def _topk_for(DT):
                         vals[r64 * KOUT + p] = x[r64 * x_stride + xi]
                         inds[r64 * KOUT + p] = xi
     return topk_rows
+
+
+@opus.func
+def _first_bound(es, ids, end, KOUT, COMPOSITES, LARGEST):
+    """A lower bound on the k-th best of the warp's first group, so that it does not queue
+    every element: each lane's c-th best of its elements (c = k / W rounded up to a power of
+    two), the least of those over the warp: W * c >= k elements are at least it. Composites,
+    or order keys of values (as u32; the caller turns it into a threshold); 0 (every element
+    passes) where a lane has fewer than c elements."""
+    ws = opus.warp_size()
+    c = _pow2_at_least(-(-KOUT // ws))
+    if COMPOSITES:
+        keys = [opus.select(ids[i] < end, es[i], opus.u64(0)) for i in range(len(es))]
+    else:
+        keys = [opus.select(ids[i] < end, _order_key(opus.cast(es[i], opus.f32), LARGEST),
+                            opus.u32(0)) for i in range(len(es))]
+    t = _lane_top(keys, c)[c - 1]
+    m = 1
+    while m < ws:
+        t = opus.min(t, opus.shfl_xor(t, m, mask=_full()))
+        m *= 2
+    return t
 
 
 @opus.func
