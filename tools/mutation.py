@@ -45,11 +45,12 @@ class Module:
     why: str                          # why these tests (docs/testing.md repeats it)
     functions: tuple[str, ...] = ()   # mutant-name globs: only these functions of the files
     env: dict = field(default_factory=dict)
-    # what mutmut's fork server loads before forking each mutant's pytest: "collect" (the test
-    # modules, and what they build while being collected) or "none" (each mutant imports
-    # everything itself: slower, but code that runs at import or collection, such as the
-    # targets' tables and the matrix rows built and self-checked there, runs mutated)
-    warmup: str = "collect"
+    # mutant-name globs of functions that run while the tests are imported or collected (the
+    # targets and their matrix rows, built and self-checked there): mutmut's fork server
+    # collects the tests once before forking each mutant's pytest, so such a mutant runs
+    # unmutated and survives whatever the tests check. Their survivors are run again with the
+    # fork server's warm-up off (each mutant's pytest imports everything itself: slower)
+    fresh: tuple[str, ...] = ()
 
 
 # engine.py's memory and bounds parts: shared-memory checking (Shadow), faults, alignment and
@@ -100,10 +101,14 @@ MODULES = {
         why="target tables, availability, launch limits and matrix-atom rows: the ISA lane "
             "tables, availability and contract tests, and the bad-input cases they refuse",
         env={"OPUS_INTERPRET_COMPILE": "0"},
-        # the targets and their matrix rows are made while the tests are collected (parametrized
-        # over them): with the fork server's collect warm-up every mutant of Target.__init__,
-        # Limits, MatrixAtom.__post_init__, OperandLayout or round_mantissa would run unmutated
-        warmup="none"),
+        # made while the tests are collected (they are parametrized over targets and rows)
+        fresh=tuple(f"opus.targets.{f}__mutmut_*" for f in (
+            "base.xǁTargetǁ__init__", "base.xǁInstructionǁ__init__", "base.xǁSinceǁ__init__",
+            "base.xǁOnlyOnǁ__init__", "limits.xǁLimitsǁ__init__", "matrix.x_round_mantissa",
+            "matrix.xǁOperandLayoutǁ*", "matrix.xǁLaneLayoutǁ*", "matrix.xǁMatrixAtomǁ__post_init__",
+            "matrix.xǁMatrixAtomǁ_check_fields", "matrix.x__check_covers_once", "matrix.x__bound",
+            "matrix.x_instruction_table", "matrix.x_atom_index", "matrix.x_require_accumulator",
+            "matrix.x_register_type", "matrix.x_operand_type"))),
     "cache": Module(
         files=("src/opus/runtime/cache.py", "src/opus/runtime/build.py"),
         functions=("opus.runtime.cache.*", "opus.runtime.build.x__pack__*",   # build.py: its
@@ -124,7 +129,14 @@ MODULES = {
                 "xǁKernelǁspecialize", "xǁKernelǁspecialization", "xǁKernelǁ_respecialize")),
         tests=("tests/frontend/test_bind.py", "tests/frontend/test_helpers.py",
                "tests/frontend/test_launch_memo.py", "tests/frontend/test_kernel_definition.py",
-               "tests/frontend/test_tracing.py", "tests/runtime/test_cache_keys.py"),
+               "tests/frontend/test_tracing.py", "tests/runtime/test_cache_keys.py",
+               # these three also count the binaries that compiling each launch leaves
+               # (OPUS_INTERPRET_COMPILE=1, a check of the runtime cache's keys: `cache` runs
+               # them); their interpreted results are checked by other tests here
+               *(x for t in ("constexpr_string_tuples_cut_differently_are_two_specializations",
+                             "negative_zero_constexpr_is_its_own_specialization",
+                             "namedtuple_constexpr_fields_keep_their_types")
+                 for x in ("--deselect", f"tests/runtime/test_cache_keys.py::test_{t}"))),
         why="specialization keys and global guards: binding, helper calls, memoized launches, "
             "retracing on changed globals",
         env={"OPUS_INTERPRET_COMPILE": "0"}),
@@ -154,6 +166,15 @@ _PREFIX = ("a fresh C name's prefix: fresh() keeps every name unique whatever th
 _EMPTY_ELSE = ("an `else` whose region only yields nothing is emitted as an empty `else { }`: "
                "the same C program, one more line")
 _NO_33_BITS = "integer types have 8, 16, 32 or 64 bits: > 33 is > 32 for each of them"
+_F64_DEFAULT = ("numpy's default type (np.zeros(shape, None), astype(None)) is float64: for a float C "
+                "the type chosen anyway; for an integer C (i8/u8 operands, i32 accumulator) every "
+                "product and partial sum is an integer below 2^53 in magnitude (k * 2^14 + 2^31), "
+                "exact in float64, and the i32 wrap-around of _round_to_c is exact there too")
+_ONE_STEP = ("k_slices() of a one-step row is one array of every K index, 0..k-1 in order (every K "
+             "is held by some lane): A[:, :, ks] @ B[:, ks, :] is then the same matrix product as "
+             "with slice(None)")
+_RESHAPE_NEG = ("numpy (2.x, as installed) takes any negative size in reshape as the one unknown "
+                "dimension: reshape(-2) is reshape(-1)")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -172,9 +193,30 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.interp.engine.x__fault__mutmut_14": ("lane = lane if eidx_b.shape[0] >= 1 else 0",
                                                _ONE_ROW),
     "opus.interp.engine.x__fault__mutmut_21": (
-        "i = int(eidx_b.reshape(-2)[k])",
-        "numpy (2.x, as installed) takes any negative size in reshape as the one unknown "
-        "dimension: reshape(-2) is reshape(-1)"),
+        "i = int(eidx_b.reshape(-2)[k])", _RESHAPE_NEG),
+    # targets/matrix.py MatrixAtom.emulate
+    **{f"opus.targets.matrix.xǁMatrixAtomǁemulate__mutmut_{n}": (text, _F64_DEFAULT) for n, text in (
+        (11, "exact = None"),
+        (12, "exact = np.int64 if (self.c.is_int) and False else np.float64"),
+        (16, "A = np.zeros((W, self.m, self.k), None)"),
+        (18, "A = np.zeros((W, self.m, self.k), )"),
+        (21, "B = np.zeros((W, self.k, self.n), None)"),
+        (23, "B = np.zeros((W, self.k, self.n), )"),
+        (26, "C = np.zeros((W, self.m, self.n), None)"),
+        (28, "C = np.zeros((W, self.m, self.n), )"),
+        (36, "A[w, ar[None], ac[None]] = np.asarray(a).astype(None).reshape(W, self.warp, -1)"),
+        (47, "B[w, br[None], bc[None]] = np.asarray(b).astype(None).reshape(W, self.warp, -1)"),
+        (58, "C[w, cr[None], cc[None]] = np.asarray(c).astype(None).reshape(W, self.warp, -1)"))},
+    **{f"opus.targets.matrix.xǁMatrixAtomǁemulate__mutmut_{n}": (text, _RESHAPE_NEG) for n, text in (
+        (39, "A[w, ar[None], ac[None]] = np.asarray(a).astype(exact).reshape(W, self.warp, -2)"),
+        (50, "B[w, br[None], bc[None]] = np.asarray(b).astype(exact).reshape(W, self.warp, -2)"),
+        (61, "C[w, cr[None], cc[None]] = np.asarray(c).astype(exact).reshape(W, self.warp, -2)"))},
+    "opus.targets.matrix.xǁMatrixAtomǁemulate__mutmut_68": (
+        "for ks in (self.k_slices() if (self.numerics.k_steps > 1) or True else [slice(None)]):",
+        _ONE_STEP),
+    "opus.targets.matrix.xǁMatrixAtomǁemulate__mutmut_69": (
+        "for ks in (self.k_slices() if self.numerics.k_steps >= 1 else [slice(None)]):",
+        _ONE_STEP),
     # engine._check_uniform
     "opus.interp.engine.x__check_uniform__mutmut_23": (
         "first = np.zeros(warp.max() + 1 if T else 0, None)", _F64_SOFFSET),
@@ -261,7 +303,7 @@ def _toml_value(v) -> str:
     return json.dumps(v, ensure_ascii=False)   # JSON strings and arrays of them are TOML
 
 
-def _pyproject(module: Module) -> str:
+def _pyproject(module: Module, fresh=False) -> str:
     """The repository's pyproject.toml with [tool.mutmut] set for this module."""
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
         base = tomllib.load(f).get("tool", {}).get("mutmut", {})
@@ -277,7 +319,7 @@ def _pyproject(module: Module) -> str:
     # that ran the statistics pass, inheriting what it memoized: a module-level kernel's rendered
     # source (Kernel._specs) stays the unmutated one, so every codegen mutant it reaches survives
     settings = dict(base, only_mutate=list(module.files), process_isolation="forkserver",
-                    forkserver_warmup=module.warmup,
+                    forkserver_warmup="none" if fresh else "collect",
                     pytest_add_cli_args_test_selection=list(module.tests))
     section = ["", "[tool.mutmut]"] + [f"{k} = {_toml_value(v)}" for k, v in settings.items()]
     return "\n".join(kept + section) + "\n"
@@ -318,6 +360,29 @@ def run(name: str, module: Module, only, children: int) -> int:
         if not names:
             print(f"{name}: every mutant has a result (--only or --retest to re-run some)")
             return 0
+    is_fresh = lambda k: any(fnmatch(k, g) for g in module.fresh)
+    first = [k for k in names if not is_fresh(k)] if names else []
+    if not names or first:
+        status = _mutmut_run(where, env, first, children)
+        if status or not module.fresh:
+            return status
+    # a fresh function's mutants that survived with the warm-up (or were named): again without
+    again = [k for k, s in results(name, module).items() if is_fresh(k) and (
+        (s == "survived" and (not names or k in names)) or (names and k in names and k not in first))]
+    if not again:
+        return 0
+    print(f"{name}: {len(again)} mutants of functions run at collection, again without the "
+          f"fork server's warm-up")
+    with open(os.path.join(where, "pyproject.toml"), "w") as f:
+        f.write(_pyproject(module, fresh=True))
+    try:
+        return _mutmut_run(where, env, again, children)
+    finally:
+        with open(os.path.join(where, "pyproject.toml"), "w") as f:
+            f.write(_pyproject(module))
+
+
+def _mutmut_run(where, env, names, children) -> int:
     return subprocess.call([*_MUTMUT, "run", "--max-children", str(children), *names],
                            cwd=where, env=env)
 
