@@ -182,19 +182,25 @@ def _make_kernel(out_dtype, min_blocks=None):
 # rows of stage 0 and the elements per stage of A and B, the tiles' layouts, the mbarriers and
 # whether this thread arrives for the warpgroup. ``i`` counts stages over the block's tiles.
 
+def _slot(i, stages):
+    """(ring slot, phase parity) of stage ``i`` >= 0, in unsigned arithmetic (a division by a
+    constant without the signed fix-ups)."""
+    u = opus.cast(i, opus.u32)
+    return u % stages, (u // stages) & 1
+
+
 @opus.func
 def _wait_stage(ring, i):
     """Wait until stage ``i``'s TMA loads have landed."""
-    full, stages = ring[6], ring[8]
-    full[i % stages].wait((i // stages) & 1)
+    slot, phase = _slot(i, ring[8])
+    ring[6][slot].wait(phase)
 
 
 @opus.func
 def _release_stage(ring, i):
     """This warpgroup is done reading stage ``i``: the producer may refill it."""
-    empty, stages, leader = ring[7], ring[8], ring[9]
-    if leader:
-        empty[i % stages].arrive()
+    if ring[9]:
+        ring[7][_slot(i, ring[8])[0]].arrive()
 
 
 @opus.func
@@ -204,7 +210,7 @@ def _stage_mma(mma, ring, i, h, c, accumulate):
     ``accumulate``), committed as one group; returns the accumulator in flight."""
     a, a_elems, b, b_elems, la, lb, stages = ring[0], ring[1], ring[2], ring[3], ring[4], \
         ring[5], ring[8]
-    s = i % stages
+    s = _slot(i, stages)[0]
     c = opus.wgmma_fence(c)
     for kk in range(_KSTEPS):
         c = mma(mma.smem_a(a + s * a_elems, la, origin=(0, mma.k * kk)),
