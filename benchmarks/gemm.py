@@ -165,6 +165,14 @@ def run(reps, only=None):
             "compile_new_config": _compile_time()}
 
 
+def _facts_lines(facts, sass):
+    """The report's lines on compiled kernels: registers, spills and ``sass(facts)``."""
+    return [f"- {key}: {v['resources'].get('registers')} registers/thread at compile time (the "
+            f"consumers raise theirs to 232 with setmaxnreg), {v['resources'].get('spill_stores')} "
+            f"spill stores, {v['resources'].get('spill_loads')} spill loads, {sass(v)}"
+            for key, v in facts.items()]
+
+
 def markdown(res):
     env = res["environment"]
     lines = [f"# opus GEMM vs cuBLAS (torch.matmul), {env.get('device')}", "",
@@ -180,20 +188,12 @@ def markdown(res):
                      f"{r['torch']['tflops']:.0f} | {r['ratio_opus_vs_torch']:.3f} | "
                      f"{r['max_rel_err_vs_torch']:.2g} |")
     lines += ["", "Kernel (sm_90a, bf16, 3 stages):", ""]
-    for key, v in res["gemm"]["kernel"].items():
-        rs = v["resources"]
-        lines.append(f"- {key}: {rs.get('registers')} registers/thread at compile time (the "
-                     f"consumers raise theirs to 232 with setmaxnreg), {rs.get('spill_stores')} "
-                     f"spill stores, {rs.get('spill_loads')} spill loads, {v['hgmma_in_sass']} "
-                     f"HGMMA in SASS")
+    lines += _facts_lines(res["gemm"]["kernel"], lambda v: f"{v['hgmma_in_sass']} HGMMA in SASS")
     if "kernel_fp8" in res["gemm"]:
         lines += ["", "fp8 kernel with promoted accumulation (sm_90a, tensor scales):", ""]
-        for key, v in res["gemm"]["kernel_fp8"].items():
-            rs = v["resources"]
-            lines.append(f"- {key}: {rs.get('registers')} registers/thread at compile time, "
-                         f"{rs.get('spill_stores')} spill stores, {rs.get('spill_loads')} spill "
-                         f"loads, {v['qgmma_in_sass']} QGMMA and {v['wait_one_in_sass']} "
-                         f"one-group-in-flight waits in SASS")
+        lines += _facts_lines(res["gemm"]["kernel_fp8"], lambda v: (
+            f"{v['qgmma_in_sass']} QGMMA and {v['wait_one_in_sass']} one-group-in-flight waits "
+            f"in SASS"))
     ct = res["gemm"]["compile_new_config"]
     best = min(ct, key=lambda r: r["total_ms"])
     lines += ["", f"Compile of a new configuration, warm process (best of {len(ct)}): trace "
