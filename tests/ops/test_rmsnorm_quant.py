@@ -214,6 +214,10 @@ def test_launch_configuration():
     assert nq.row_config(padded, np.zeros(13, BF16), None, padded, True,
                          shape=(256, 1, True))[2]["V"] == 8
     assert nq.row_shape(140000, 8, 4) == (1024, 4, False) and nq.row_shape(1, 1) == (1, 1, True)
+    # 1024-thread rows keep at most 64 bytes a thread (a 1024-thread block has 64 registers)
+    assert nq.row_shape(32768, 16, 1) == (1024, 2, True)
+    assert nq.row_shape(32784, 16, 1) == (1024, 1, False)
+    assert nq.row_shape(32768, 8, 1) == (1024, 4, True)
     assert [nq.group_shape(g) for g in (64, 56, 3, 1)] == [16, 8, 4, 4]
 
 
@@ -466,7 +470,8 @@ def _fp8_np(q):
     return _np_of(q).dtype.type
 
 
-GPU_SHAPES = [(1, 1), (3, 7), (2, 129), (257, 4096), (64, 8192), (5, 13001), (2, 140000)]
+GPU_SHAPES = [(1, 1), (3, 7), (2, 129), (257, 4096), (64, 8192), (5, 13001), (2, 32768),
+              (1, 131072), (2, 140000)]
 
 
 @pytest.mark.gpu

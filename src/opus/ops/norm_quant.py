@@ -19,7 +19,7 @@ Row kernel (``ROW_KERNELS``; rmsnorm, rmsnorm_quant and per_token_quant are its 
 * Pass 2: y = (h * w) * rsqrt(sum / H + eps), rounded once to the output type, or quantized:
   amax = max|h * w| * rsqrt(...) (rounding is monotonic, so this is exactly the largest |y|),
   scale = amax / fp8_max, values = saturating fp8 cast of y * (fp8_max / amax).
-* Rows longer than ``MAX_VECTORS`` vectors per thread of a 1024-thread row (131072 bf16
+* Rows longer than ``MAX_CACHED_BYTES`` per thread of a 1024-thread row (32768 bf16
   elements) are not kept in registers: both passes loop over the row (the second re-reads it).
 
 Group kernel (``GROUP_KERNELS``, per_group_quant): 16 lanes own one group of 128 elements
@@ -50,7 +50,10 @@ QUANT_VEC_BYTES = 32    # input bytes per vector of the quantizing variants (row
 VECTORS_PER_THREAD = 1          # per_token_quant
 QUANT_NORM_VECTORS_PER_THREAD = 2   # rmsnorm_quant
 NORM_VECTORS_PER_THREAD = 1     # rmsnorm
-MAX_VECTORS = 16        # vectors a thread keeps in registers; longer rows loop
+# Bytes of input a thread of a 1024-thread row keeps in registers between the passes (16
+# registers: such a block may use at most 64 per thread; 16 vectors of 16 bytes failed to
+# launch on the H100, too many registers); rows longer than 1024 threads x this loop
+MAX_CACHED_BYTES = 64
 MAX_ROW_THREADS = 1024
 BLOCK = 256             # threads of a block of short rows, and of the group kernel
 GROUP = 128             # per_group_quant's group
@@ -324,18 +327,19 @@ GROUP_KERNELS = {(d, o): _group_kernel(d, o) for d in _KINDS for o in _FP8}
 
 # -- launch shape ------------------------------------------------------------------------------
 
-def row_shape(hidden, vec, per_thread=VECTORS_PER_THREAD):
+def row_shape(hidden, vec, per_thread=VECTORS_PER_THREAD, itemsize=2):
     """(TR, NV, CACHED): threads per row, vectors per thread, whether a thread keeps its
     vectors in registers between the passes. TR is the smallest power of two (at most 1024)
     that leaves each thread at most ``per_thread`` vectors of ``vec`` elements, so short rows
     share a warp (TR < warp size: sub-warp reductions) and long rows spread over a block;
-    NV covers the rest (up to MAX_VECTORS), beyond that both passes loop over the row."""
+    NV covers the rest (up to MAX_CACHED_BYTES of ``itemsize``-byte elements per thread, or
+    ``per_thread`` vectors), beyond that both passes loop over the row."""
     nvec = max(1, -(-hidden // vec))
     tr = 1
     while tr < MAX_ROW_THREADS and tr * per_thread < nvec:
         tr *= 2
     nv = -(-nvec // tr)
-    if nv <= MAX_VECTORS:
+    if nv <= max(per_thread, MAX_CACHED_BYTES // (vec * itemsize)):
         return tr, nv, True
     return MAX_ROW_THREADS, per_thread, False
 
