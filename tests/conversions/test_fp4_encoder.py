@@ -143,14 +143,14 @@ def _fast_path(sass):
             if addr not in skip and op.split()[-1] != "NOP"]
 
 
-def test_cuda_conversion_takes_at_most_10_5_instructions_per_element():
+def test_cuda_conversion_takes_at_most_10_instructions_per_element():
     """32 lanes per thread: the whole kernel (loads, address arithmetic, the NaN checks, four
-    eight-lane words, the store) on its usual path, counted in the SASS. The lane-by-lane
-    encoder that the word encoder replaced took 25 per element here."""
+    eight-lane words, the store) on its usual path, counted in the SASS: 9.4 with NVRTC 13. The
+    lane-by-lane encoder that the word encoder replaced took 25 per element here."""
     fast = _fast_path(converter(32).sass(target="sm_90a"))
     assert "FFMA" in fast and "STG.E.128" in fast
     per = len(fast) / 32
-    assert per <= 10.5, f"{per:.2f} instructions per element on the usual path"
+    assert per <= 10, f"{per:.2f} instructions per element on the usual path"
 
 
 # -- on the GPU ------------------------------------------------------------------------------------

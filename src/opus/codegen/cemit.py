@@ -213,6 +213,7 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
     readfirstlane_word = None
     uniform_word = None
     lane_read_setup = ""
+    byte_perm = None  # "f({}, {}, {})": bytes of (y:x) picked by selector nibbles (CUDA __byte_perm)
 
     def __init__(self, fn, target):
         self.fn = fn

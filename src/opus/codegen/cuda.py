@@ -158,6 +158,7 @@ class CudaEmitter(StorageConversions, CudaAtomics, CEmitter):
     # readfirstlane: a shuffle from the lowest lane of __activemask() (uniform values need
     # nothing: the compiler keeps them in uniform registers by itself)
     lane_read_setup = "unsigned m = __activemask(); int src = __ffs(m) - 1;"
+    byte_perm = "__byte_perm({}, {}, {})"  # PRMT
     readfirstlane_word = "__shfl_sync(m, {}, src)"
     helper_sources = {
         # clock reads (special registers; volatile: each read happens where it is written)

@@ -169,9 +169,7 @@ def _fp4_word_encoder(em):
         body.append(stmts)
         sums.append(f"({code} << {4 * i})" if i else code)
         total += offset << (4 * i)
-    signs = " | ".join(f"(({em.f32_to_bits(f)} >> {28 - 4 * i}) & {8 << (4 * i)}u)" if i < 7 else
-                       f"({em.f32_to_bits(f)} & 0x80000000u)" for i, f in enumerate(fs))
-    body.append(f"unsigned w = ({' + '.join(sums)} - {total & 0xFFFFFFFF}u) | {signs};")
+    body.append(f"unsigned w = ({' + '.join(sums)} - {total & 0xFFFFFFFF}u) | {_fp4_signs(em, fs)};")
     fix = " ".join(f"u = {em.f32_to_bits(f)}; if ((u & 0x7FFFFFFFu) > 0x7F800000u) "
                    f"w = (w & ~{15 << (4 * i)}u) | (({_signed(d, 'u')} ^ 8u) << {4 * i});"
                    for i, f in enumerate(fs))
@@ -180,6 +178,21 @@ def _fp4_word_encoder(em):
     body.append("return w;")
     params = ", ".join(f"float {f}" for f in fs)
     return em.helper(n, f"unsigned {n}({params}) {{ {' '.join(body)} }}")
+
+
+def _fp4_signs(em, fs):
+    """C expression: the sign bits of f32 lanes ``fs`` (eight) at bits 4i + 3. With a byte
+    permute (CUDA's PRMT) the top bytes of the even lanes and of the odd ones are gathered into a
+    word each (three permutes), whose byte sign bits are then 4 bits too high and in place;
+    else each sign is shifted and masked on its own."""
+    u = [em.f32_to_bits(f) for f in fs]
+    if em.byte_perm is None:
+        return " | ".join(f"(({x} >> {28 - 4 * i}) & {8 << (4 * i)}u)" if i < 7 else
+                          f"({x} & 0x80000000u)" for i, x in enumerate(u))
+    perm = em.byte_perm.format
+    tops = [perm(perm(u[j], u[j + 2], "0x0073u"), perm(u[j + 4], u[j + 6], "0x7300u"), "0x7610u")
+            for j in (0, 1)]
+    return f"((({tops[0]}) >> 4) & 0x08080808u) | (({tops[1]}) & 0x80808080u)"
 
 
 def render_packed_cast(em, op, indent):

@@ -23,6 +23,13 @@
 static inline unsigned __float_as_uint(float f) { return opus_host_float::bits(f); }
 static inline float __uint_as_float(unsigned u) { return opus_host_float::from_bits(u); }
 static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
+// __byte_perm(x, y, s) (PRMT): result byte n is byte (s >> 4n) & 7 of the 8 bytes y:x (x low)
+static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
+  unsigned long long v = (unsigned long long)y << 32 | x;
+  unsigned r = 0;
+  for (int n = 0; n < 4; n++) r |= (unsigned)(v >> (8 * ((s >> (4 * n)) & 7)) & 0xFFu) << (8 * n);
+  return r;
+}
 // CUDA's approximate reciprocal square roots (2 ulp): the correctly rounded value is within it
 static inline float rsqrtf(float x) { return (float)(1.0 / std::sqrt((double)x)); }
 static inline double rsqrt(double x) { return 1.0 / std::sqrt(x); }
