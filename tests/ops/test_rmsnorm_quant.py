@@ -213,10 +213,10 @@ def test_launch_configuration():
     assert nq.row_config(padded, np.zeros(13, BF16), None, padded, True)[2]["V"] == 1
     assert nq.row_config(padded, np.zeros(13, BF16), None, padded, True,
                          shape=(256, 1, True))[2]["V"] == 8
-    assert nq.row_shape(140000, 8, 4) == (1024, 4, False) and nq.row_shape(1, 1) == (1, 1, True)
+    assert nq.row_shape(140000, 8, 4) == (1024, 1, False) and nq.row_shape(1, 1) == (1, 1, True)
     # 1024-thread rows keep at most 64 bytes a thread (a 1024-thread block has 64 registers)
     assert nq.row_shape(32768, 16, 1) == (1024, 2, True)
-    assert nq.row_shape(32784, 16, 1) == (1024, 1, False)
+    assert nq.row_shape(32784, 16, 2) == (1024, 1, False)
     assert nq.row_shape(32768, 8, 1) == (1024, 4, True)
     assert [nq.group_shape(g) for g in (64, 56, 3, 1)] == [16, 8, 4, 4]
 

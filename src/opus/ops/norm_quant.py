@@ -36,7 +36,7 @@ from ._rows import (is_torch as _is_torch, strides as _strides, empty as _empty,
                     compiling as _compiling)
 
 __all__ = ["rmsnorm", "rmsnorm_quant", "per_token_quant", "per_group_quant", "row_shape",
-           "ROW_KERNELS", "GROUP_KERNELS"]
+           "ROW_KERNELS", "ROW_KERNELS_1024", "GROUP_KERNELS"]
 
 VEC_BYTES = 16          # the widest access
 QUANT_VEC_BYTES = 32    # input bytes per vector of the quantizing variants (row_config)
@@ -51,8 +51,7 @@ VECTORS_PER_THREAD = 1          # per_token_quant
 QUANT_NORM_VECTORS_PER_THREAD = 2   # rmsnorm_quant
 NORM_VECTORS_PER_THREAD = 1     # rmsnorm
 # Bytes of input a thread of a 1024-thread row keeps in registers between the passes (16
-# registers: such a block may use at most 64 per thread; 16 vectors of 16 bytes failed to
-# launch on the H100, too many registers); rows longer than 1024 threads x this loop
+# registers; such a block has at most 64 a thread: ROW_KERNELS_1024); longer rows loop
 MAX_CACHED_BYTES = 64
 MAX_ROW_THREADS = 1024
 BLOCK = 256             # threads of a block of short rows, and of the group kernel
@@ -217,8 +216,8 @@ def _sum_lanes(v, V):
     return total
 
 
-def _row_kernel(DT, OUT):
-    @opus.kernel
+def _row_kernel(DT, OUT, block=None):
+    @opus.kernel(block=block)
     def rows_kernel(x: opus.Ptr[DT], w: opus.Ptr[DT], res: opus.Ptr[DT], out: opus.Ptr[OUT],
                     scales: opus.Ptr[opus.f32], rows: opus.i32, H: opus.i32, sx: opus.i32,
                     sr: opus.i32, so: opus.i32, eps: opus.f32, TR: opus.constexpr = 32,
@@ -320,8 +319,12 @@ def _group_kernel(DT, OUT):
 
 _KINDS = (dt.bf16, dt.f16)
 _FP8 = (dt.fp8_e4m3, dt.fp8_e4m3fnuz)
-ROW_KERNELS = {(d, o): _row_kernel(d, o) for d in _KINDS for o in _KINDS + _FP8 if
-               o.itemsize == 1 or o is d}
+_PAIRS = [(d, o) for d in _KINDS for o in _KINDS + _FP8 if o.itemsize == 1 or o is d]
+ROW_KERNELS = {pair: _row_kernel(*pair) for pair in _PAIRS}
+# the same kernels for 1024-thread blocks, declared so (CUDA __launch_bounds__(1024)): ptxas
+# then keeps them within the 64 registers a thread such a block can have (without it, 1024-
+# thread launches of the 16-element-vector forms failed on the H100: too many resources)
+ROW_KERNELS_1024 = {pair: _row_kernel(*pair, block=MAX_ROW_THREADS) for pair in _PAIRS}
 GROUP_KERNELS = {(d, o): _group_kernel(d, o) for d in _KINDS for o in _FP8}
 
 
@@ -333,7 +336,7 @@ def row_shape(hidden, vec, per_thread=VECTORS_PER_THREAD, itemsize=2):
     that leaves each thread at most ``per_thread`` vectors of ``vec`` elements, so short rows
     share a warp (TR < warp size: sub-warp reductions) and long rows spread over a block;
     NV covers the rest (up to MAX_CACHED_BYTES of ``itemsize``-byte elements per thread, or
-    ``per_thread`` vectors), beyond that both passes loop over the row."""
+    ``per_thread`` vectors), beyond that both passes loop over the row, a vector at a time."""
     nvec = max(1, -(-hidden // vec))
     tr = 1
     while tr < MAX_ROW_THREADS and tr * per_thread < nvec:
@@ -341,7 +344,7 @@ def row_shape(hidden, vec, per_thread=VECTORS_PER_THREAD, itemsize=2):
     nv = -(-nvec // tr)
     if nv <= max(per_thread, MAX_CACHED_BYTES // (vec * itemsize)):
         return tr, nv, True
-    return MAX_ROW_THREADS, per_thread, False
+    return MAX_ROW_THREADS, 1, False   # one vector a tile: 2 spilled 378 times (32-byte vectors)
 
 
 # -- host side ---------------------------------------------------------------------------------
@@ -545,7 +548,8 @@ def _launch_rows(x, weight, residual, out, scales, eps, norm, shape=None):
 
     def make():
         grid, block, cx = row_config(x, weight, residual, out, norm, shape)
-        return ROW_KERNELS[(_opus_dtype(x), _opus_dtype(out))][grid, block], cx
+        kernels = ROW_KERNELS_1024 if block == MAX_ROW_THREADS else ROW_KERNELS
+        return kernels[(_opus_dtype(x), _opus_dtype(out))][grid, block], cx
     launch, cx = _plan(key, make)
     launch(_span(x), _span(weight if norm else x), _span(res), _span(out),
            scales if scales is not None else _dummy(x), rows, hidden, _row_stride(x),
