@@ -186,13 +186,17 @@ def test_gpu_mxfp4_of_every_bf16_code(requires_gpu):
     bits = np.random.default_rng(9).permutation(1 << 16).astype(np.uint16)
     x = bits.view(ml_dtypes.bfloat16)
     q = DeviceArray.zeros(len(x) // 2, np.uint8)
-    s = DeviceArray.zeros(len(x) // 32, np.uint8)
-    mx[len(x) // (32 * 64), 64](DeviceArray.from_numpy(bits), q, s)
+    s = DeviceArray.zeros(len(x) // 32, ml_dtypes.float8_e8m0fnu)
+    mx[len(x) // (32 * 64), 64](DeviceArray.from_numpy(x), q, s)
     xs = x.astype(np.float32).reshape(-1, 32)
     amax = np.nanmax(np.where(np.isnan(xs), 0, np.abs(xs)), axis=1)  # NaN lanes ignored
     field = (amax.view(np.uint32) >> 23) & 0xFF
     code = np.where(field == 255, 255, np.where(field > 2, field - 2, 0)).astype(np.uint8)
-    assert np.array_equal(s.to_numpy(), code)
+    assert np.array_equal(s.to_numpy().view(np.uint8), code)
     inv = np.where(code == 255, np.nan, 2.0 ** (127.0 - code.astype(np.float64)))
-    scaled = (xs.astype(np.float64) * inv[:, None]).astype(np.float32)
-    check(scaled.ravel(), q.to_numpy())
+    scaled = (xs.astype(np.float64) * inv[:, None]).astype(np.float32).ravel()
+    # NaN lanes left out: the GPU's f32 multiply gives the canonical (positive) NaN whatever the
+    # input NaN's sign, numpy keeps the sign, and the NaN's sign picks the fp4 code (+-0)
+    ok = ~np.isnan(xs.ravel())
+    got = unpack(q.to_numpy(), len(scaled))
+    assert np.array_equal(got[ok], ref_codes(scaled)[ok])
