@@ -303,7 +303,7 @@ def test_amdgcn_softmax_warp_uses_dpp(arch):
 def test_amdgcn_topk_short_rows_use_dpp_not_lds(arch):
     """The short-row kernel: the butterfly's partner lists by DPP moves (xor 1, 2: quad_perm;
     4, 8: row_ror/row_mirror class moves) and ds_bpermute (16, 32), never an LDS array."""
-    asm = rowtopk.TOPK_SHORT[dt.f32].asm(target=arch, KOUT=8, P=8, G=64, VEC=4, BLOCK=256)
+    asm = rowtopk.TOPK_SHORT[dt.f32].asm(target=arch, KOUT=8, P=8, G=64, VEC=4)
     assert re.search(r"quad_perm", asm), "no DPP move for the short butterflies"
     assert _ds_ops(asm) == {"ds_bpermute_b32"}, _ds_ops(asm)
 
@@ -316,6 +316,32 @@ def test_amdgcn_topk_streaming_queue_in_lds(arch):
     assert re.search(r"quad_perm|row_ror", asm), "no DPP move for the short butterflies"
     assert _ds_ops(asm) == {"ds_bpermute_b32", "ds_read_b64", "ds_write_b64"}, _ds_ops(asm)
     assert re.search(r"v_bcnt_u32_b32|s_bcnt1", asm), "the queue's ranks: no bit count"
+
+
+_LARGEST_LISTS = [   # the most registers each kernel holds: 32 lists of 32, and K = 128
+    (rowtopk.TOPK_SHORT, dict(KOUT=32, P=32, G=32, VEC=4)),
+    (rowtopk.TOPK, dict(K=128, KOUT=128, WPR=8, BLOCK=256, VEC=4, PARTIAL=True)),
+    (rowtopk.TOPK, dict(K=128, KOUT=128, WPR=1, BLOCK=128, VEC=2, COMPOSITES=True)),
+]
+
+
+@pytest.mark.parametrize("which", range(len(_LARGEST_LISTS)))
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_amdgcn_topk_lists_stay_in_registers(arch, which):
+    """No VGPR spills (the short-row kernel's fixed 256-thread block lets a lane hold 32
+    composites of its own and a list of 32)."""
+    kern, kw = _LARGEST_LISTS[which]
+    if kw.get("BLOCK") == 128:
+        kw = dict(kw, BLOCK=256)                       # 4 waves of 64
+    asm = kern[dt.f32].asm(target=arch, **kw)
+    assert re.search(r"\.vgpr_spill_count:\s+0\b", asm), re.findall(r"\.vgpr_\w+:\s+\d+", asm)
+
+
+@pytest.mark.parametrize("which", range(len(_LARGEST_LISTS)))
+def test_sass_topk_lists_stay_in_registers(which):
+    kern, kw = _LARGEST_LISTS[which]
+    res = kern[dt.f32].resources(target="sm_90a", **kw)
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
 
 
 # -- GPU ---------------------------------------------------------------------------------------

@@ -250,13 +250,16 @@ _GROUP = 512          # elements a warp reads per step of the streaming loop (16
 _SUB = 4              # elements per lane behind one vote in a group where some may enter
 
 
+_SHORT_BLOCK = 256    # threads per block of the short-row kernel (fixed: AMD then allows 512
+                      # VGPRs a lane, which P = 32 lists of k = 32 need without spilling)
+
+
 def _short_for(DT):
-    @opus.kernel
+    @opus.kernel(block=_SHORT_BLOCK)
     def topk_short(x: opus.Ptr[DT], vals: opus.Ptr[DT], inds: opus.Ptr[opus.i64],
                    rows: opus.i32, n: opus.i32, x_stride: opus.i64,
                    KOUT: opus.constexpr = 8, P: opus.constexpr = 32, G: opus.constexpr = 8,
-                   VEC: opus.constexpr = 4, BLOCK: opus.constexpr = 128,
-                   LARGEST: opus.constexpr = True):
+                   VEC: opus.constexpr = 4, LARGEST: opus.constexpr = True):
         """The KOUT best of each short row (n <= P * G): G lanes per row (warp size / G rows
         per warp), P elements per lane. Each lane keeps the KL = KOUT rounded up to a power of
         two best of its P (a merge sort in registers), then log2 G butterfly steps merge the
@@ -268,7 +271,7 @@ def _short_for(DT):
             KL *= 2
         lane = opus.lane_id()
         gl = lane % G
-        row = (opus.block_id_x() * (BLOCK // ws) + opus.warp_id()) * (ws // G) + lane // G
+        row = (opus.block_id_x() * (_SHORT_BLOCK // ws) + opus.warp_id()) * (ws // G) + lane // G
         r64 = opus.cast(opus.min(row, rows - 1), opus.i64)
         g = opus.make_gmem(x + r64 * x_stride, n)
         V = min(VEC, P)
@@ -593,10 +596,9 @@ def launch(x, k, largest, shape):
     stride = _rows.row_stride(x2)
     v2, i2 = vals.reshape(rows, k), inds.reshape(rows, k)
     if kind == "short":
-        per_block = 4 * ws // b                                  # rows: 4 warps of ws / G
-        TOPK_SHORT[d][-(-rows // per_block), 4 * ws](x2, v2, i2, rows, n, stride, KOUT=k,
-                                                     P=a, G=b, VEC=vec, BLOCK=4 * ws,
-                                                     LARGEST=largest)
+        per_block = _SHORT_BLOCK // b                  # rows: warps of ws / G rows each
+        TOPK_SHORT[d][-(-rows // per_block), _SHORT_BLOCK](x2, v2, i2, rows, n, stride, KOUT=k,
+                                                           P=a, G=b, VEC=vec, LARGEST=largest)
     else:
         _run_rows(x, x2, v2, i2, k, largest, a, b, vec)
     return vals, inds
