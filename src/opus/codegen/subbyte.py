@@ -163,13 +163,18 @@ def _fp4_word_encoder(em):
     d = dt.fp4_e2m1
     n = "opus_f32x8_to_fp4_e2m1x8"
     fs = [f"f{i}" for i in range(8)]
-    body, sums, total = [], [], 0
-    for i, f in enumerate(fs):
-        stmts, code, offset = _grid_code(em, d, f, i)
-        body.append(stmts)
-        sums.append(f"({code} << {4 * i})" if i else code)
-        total += offset << (4 * i)
-    body.append(f"unsigned w = ({' + '.join(sums)} - {total & 0xFFFFFFFF}u) | {_fp4_signs(em, fs)};")
+    # each half's four codes summed at bits 16-31, where the code's 2^e terms (bit 23 up)
+    # shift out of the word: the compiler drops them
+    body, halves = [], []
+    for lanes in (range(4), range(4, 8)):
+        sums, total = [], 0
+        for i in lanes:
+            stmts, code, offset = _grid_code(em, d, fs[i], i)
+            body.append(stmts)
+            sums.append(f"({code} << {16 + 4 * (i % 4)})")
+            total += offset << (16 + 4 * (i % 4))
+        halves.append(f"({' + '.join(sums)} - {total & 0xFFFFFFFF}u)")
+    body.append(f"unsigned w = ({halves[0]} >> 16) | {halves[1]} | {_fp4_signs(em, fs)};")
     fix = " ".join(f"u = {em.f32_to_bits(f)}; if ((u & 0x7FFFFFFFu) > 0x7F800000u) "
                    f"w = (w & ~{15 << (4 * i)}u) | (({_signed(d, 'u')} ^ 8u) << {4 * i});"
                    for i, f in enumerate(fs))
