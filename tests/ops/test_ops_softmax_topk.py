@@ -284,6 +284,21 @@ def test_topk_launch_rule():
     assert rowtopk.list_size(8, 64) == 64
 
 
+@pytest.mark.parametrize("rows", [1, 7, 64, 300, 2000])
+@pytest.mark.parametrize("n", [5000, 32768, 131072, 1 << 20])
+@pytest.mark.parametrize("sms,ws", [(132, 32), (304, 64)])
+def test_topk_split_rule_fills_the_chip(rows, n, sms, ws):
+    """Split rows: every SM gets >= 2 blocks where the rows allow it (each warp >= 4096
+    elements), slices of at most 8 warps, and every warp at least 4096 elements."""
+    kind, wpr, slices = rowtopk.plan(rows, n, 64, sms, ws)
+    assert kind == "rows" and 1 <= wpr <= 8 and wpr & (wpr - 1) == 0
+    if slices > 1 or wpr > 1:
+        assert n // (wpr * slices) >= 4096
+        assert rows * slices >= min(2 * sms, rows * (n // 4096) // wpr)
+    elif n > 4096 and rows < 16 * sms:
+        assert n < 2 * 4096                            # too short to split
+
+
 # -- AMDGCN: warp reductions and shuffles in DPP / ds_bpermute, no LDS round trips ---------------
 
 def _ds_ops(asm):
