@@ -130,6 +130,7 @@ MODULES = {
         tests=("tests/frontend/test_bind.py", "tests/frontend/test_helpers.py",
                "tests/frontend/test_launch_memo.py", "tests/frontend/test_kernel_definition.py",
                "tests/frontend/test_tracing.py", "tests/runtime/test_cache_keys.py",
+               "tests/frontend/test_guards.py", "tests/bad_input/test_definition.py",
                # these three also count the binaries that compiling each launch leaves
                # (OPUS_INTERPRET_COMPILE=1, a check of the runtime cache's keys: `cache` runs
                # them); their interpreted results are checked by other tests here
@@ -138,8 +139,12 @@ MODULES = {
                              "namedtuple_constexpr_fields_keep_their_types")
                  for x in ("--deselect", f"tests/runtime/test_cache_keys.py::test_{t}"))),
         why="specialization keys and global guards: binding, helper calls, memoized launches, "
-            "retracing on changed globals",
-        env={"OPUS_INTERPRET_COMPILE": "0"}),
+            "retracing on changed globals, the guards' parts by hand values, the refusals of "
+            "kernel definitions (mutable globals, Python math on run-time values)",
+        env={"OPUS_INTERPRET_COMPILE": "0"},
+        # run when a test module is imported: @opus.func, @opus.kernel's defaults
+        fresh=("opus.frontend.calls.x_func__mutmut_*", "opus.frontend.kernel.x__default__mutmut_*",
+               "opus.frontend.kernel.x__default_tails__mutmut_*")),
 }
 
 # mutant name -> (text of the mutated line, as `mutmut show` prints it after "+", and why no

@@ -56,3 +56,35 @@ def test_bind_leaves_the_callers_kwargs_alone():
     kw = {"n": 3, "A": 8}
     assert many.bind(("x",), kw) == ("x", 3, 2.0, 8, (1, 2))
     assert kw == {"n": 3, "A": 8}
+
+
+@opus.kernel
+def one(x: opus.Ptr[opus.f32]):
+    pass
+
+
+@opus.kernel
+def two(x: opus.Ptr[opus.f32], A: opus.constexpr = 3):
+    pass
+
+
+@pytest.mark.parametrize("k", [one, two], ids=["one", "two"])
+def test_bind_of_one_and_two_parameters_gives_a_tuple(k):
+    """The plan picks with one itemgetter, which returns a bare value for one index: a kernel
+    of one parameter (or a call naming one) still binds to a tuple."""
+    for _ in range(2):
+        assert k.bind((), {"x": "v"}) == (("v",) if k is one else ("v", 3))
+        assert k.bind(("v",), {}) == (("v",) if k is one else ("v", 3))
+    assert two.bind((), {"A": 5, "x": "v"}) == ("v", 5)
+
+
+def test_binding_errors_name_the_arguments():
+    with pytest.raises(opus.ArgumentError) as e:
+        many.bind((1, 2, 3, 4, 5, 6), {})
+    assert str(e.value) == "kernel 'many' takes 5 arguments, got 6"
+    with pytest.raises(opus.ArgumentError) as e:
+        many.bind((1, 2), {"zz": 0, "x": 1, "n": 2})
+    assert str(e.value) == "kernel 'many': unexpected or repeated argument(s) n, x, zz"
+    with pytest.raises(opus.ArgumentError) as e:
+        no_defaults.bind(("x",), {"A": 1})
+    assert str(e.value) == "kernel 'no_defaults': missing argument for parameter 'n'"
