@@ -573,60 +573,75 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
 
 
 def _run(x, k, largest):
-    rows = 1
-    for e in x.shape[:-1]:
-        rows *= e
-    ws = _rows.target().target.warp_size
-    return launch(x, k, largest, plan(rows, x.shape[-1], k, _rows.sm_count(x), ws))
+    return launch(x, k, largest)
 
 
-def launch(x, k, largest, shape):
-    """topk of x (checked) with the launch shape ``shape`` (as plan returns it): the rule's
-    choice, or another for tests and the benchmark's comparisons."""
+def launch(x, k, largest, shape=None):
+    """topk of x (checked) with the launch shape ``shape`` (as plan returns it; None: the
+    rule's), for tests and the benchmark's comparisons. What a launch needs is planned once per
+    (shape, strides, dtype, device, alignment, target, k, largest, shape) and kept, so that a
+    repeated call allocates the outputs and launches."""
     d = dt.dtype_from_name(_rows.dtype_name(x))
     out_shape = tuple(x.shape[:-1]) + (k,)
     vals, inds = _rows.empty(x, out_shape, d), _rows.empty(x, out_shape, dt.i64)
     x2 = _rows.as_rows(x)
-    rows, n = x2.shape
+    rows = x2.shape[0]
     if rows == 0 or k == 0:
         return vals, inds
-    ws = _rows.target().target.warp_size
-    kind, a, b = shape
-    vec = _rows.vector_width(x2, 16 // d.itemsize)
-    stride = _rows.row_stride(x2)
-    v2, i2 = vals.reshape(rows, k), inds.reshape(rows, k)
-    if kind == "short":
-        per_block = _SHORT_BLOCK // b                  # rows: warps of ws / G rows each
-        TOPK_SHORT[d][-(-rows // per_block), _SHORT_BLOCK](x2, v2, i2, rows, n, stride, KOUT=k,
-                                                           P=a, G=b, VEC=vec, LARGEST=largest)
-    else:
-        _run_rows(x, x2, v2, i2, k, largest, a, b, vec)
+    key = (_rows.plan_key(x2), _rows.target(), k, largest, shape)
+    run = _PLANS.get(key)
+    if run is None:
+        if len(_PLANS) >= 256:
+            _PLANS.clear()
+        run = _PLANS[key] = _plan_launch(x, x2, d, k, largest, shape)
+    run(x2, vals.reshape(rows, k), inds.reshape(rows, k))
     return vals, inds
 
 
-def _run_rows(x, x2, v2, i2, k, largest, wpr, slices, vec):
+_PLANS = {}   # (x's rows: shape/strides/dtype/device/alignment, target, k, largest, shape) -> run
+
+
+def _plan_launch(x, x2, d, k, largest, shape):
+    """run(x2, vals2, inds2) for this input's layout: the launch shape, vector width and the
+    launchers, bound once."""
+    rows, n = x2.shape
+    ws = _rows.target().target.warp_size
+    kind, a, b = shape or plan(rows, n, k, _rows.sm_count(x), ws)
+    vec = _rows.vector_width(x2, 16 // d.itemsize)
+    stride = _rows.row_stride(x2)
+    if kind == "short":
+        per_block = _SHORT_BLOCK // b                  # rows: warps of ws / G rows each
+        kern = TOPK_SHORT[d][-(-rows // per_block), _SHORT_BLOCK]
+        kw = dict(KOUT=k, P=a, G=b, VEC=vec, LARGEST=largest)
+        return lambda x2, v2, i2: kern(x2, v2, i2, rows, n, stride, **kw)
+    return _plan_rows(x, x2, d, k, largest, a, b, vec)
+
+
+def _plan_rows(x, x2, d, k, largest, wpr, slices, vec):
     """The streaming kernel: one warp per row, or slices of wpr warps and a merging launch."""
     rows, n = x2.shape
-    d = dt.dtype_from_name(_rows.dtype_name(x))
     ws = _rows.target().target.warp_size
-    kern = TOPK[d]
     stride = _rows.row_stride(x2)
-    common = dict(K=list_size(k, ws), KOUT=k, LARGEST=largest)
+    K = list_size(k, ws)
+    common = dict(K=K, KOUT=k, LARGEST=largest)
+    dummy = _dummy(x)
     if slices == 1:
         block = 4 * ws if wpr == 1 else wpr * ws
-        grid = -(-rows // 4) if wpr == 1 else rows
-        kern[grid, block](x2, _dummy(x), v2, i2, _dummy(x), rows, n, stride, k, n,
-                          WPR=wpr, BLOCK=block, VEC=vec, **common)
-        return
-    K = common["K"]
+        kern = TOPK[d][-(-rows // 4) if wpr == 1 else rows, block]
+        kw = dict(WPR=wpr, BLOCK=block, VEC=vec, **common)
+        return lambda x2, v2, i2: kern(x2, dummy, v2, i2, dummy, rows, n, stride, k, n, **kw)
     slice_len = -(-n // (slices * _GROUP)) * _GROUP      # whole groups: aligned vectors
-    part = _rows.empty(x, (rows, slices * K), dt.u64)
-    kern[(rows, slices), wpr * ws](x2, _dummy(x), v2, i2, part, rows, n, stride, k,
-                                   slice_len, WPR=wpr, BLOCK=wpr * ws, VEC=vec, PARTIAL=True,
-                                   **common)
     m = slices * K
-    kern[-(-rows // 4), 4 * ws](x2, part, v2, i2, _dummy(x), rows, m, stride, k, m,
-                                WPR=1, BLOCK=4 * ws, VEC=2, COMPOSITES=True, **common)
+    first = TOPK[d][(rows, slices), wpr * ws]
+    kw1 = dict(WPR=wpr, BLOCK=wpr * ws, VEC=vec, PARTIAL=True, **common)
+    merge = TOPK[d][-(-rows // 4), 4 * ws]
+    kw2 = dict(WPR=1, BLOCK=4 * ws, VEC=2, COMPOSITES=True, **common)
+
+    def run(x2, v2, i2):
+        part = _rows.empty(x2, (rows, m), dt.u64)
+        first(x2, dummy, v2, i2, part, rows, n, stride, k, slice_len, **kw1)
+        merge(x2, part, v2, i2, dummy, rows, m, stride, k, m, **kw2)
+    return run
 
 
 _DUMMIES = {}
