@@ -265,6 +265,21 @@ def test_topk_batches_and_empty(target):
     assert v.shape == (2, 3, 0)
 
 
+def test_topk_plans_are_kept(monkeypatch):
+    """A repeated call reuses its launch plan (the rule is not asked again); another k plans
+    anew."""
+    x = _data((3, 300), np.float32, seed=12)
+    with opus.set_target("sm_90a", interpret=True):
+        _check_topk(opus.ops.topk(x, 5), x, 5)
+
+        def no_plan(*a):
+            raise AssertionError("planned again")
+        monkeypatch.setattr(rowtopk, "plan", no_plan)
+        _check_topk(opus.ops.topk(x, 5), x, 5)
+        with pytest.raises(AssertionError, match="planned again"):
+            opus.ops.topk(x, 6)
+
+
 def test_topk_launch_rule():
     # short rows: 32 values per lane (where n allows), G lanes per row
     assert rowtopk.plan(16384, 256, 8, 132, 32) == ("short", 32, 8)
