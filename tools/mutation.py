@@ -180,6 +180,12 @@ _ONE_STEP = ("k_slices() of a one-step row is one array of every K index, 0..k-1
              "with slice(None)")
 _RESHAPE_NEG = ("numpy (2.x, as installed) takes any negative size in reshape as the one unknown "
                 "dimension: reshape(-2) is reshape(-1)")
+_MEMO = ("a memo skipped, refilled or bounded at one more entry: Kernel.bind then computes the "
+         "plan again (_bind_plan, the same pure function of the call's shape), so the bound "
+         "arguments are the same; only the launch path's speed or the memo's size differs")
+_WRAP = ("an integer C's wrap-around moved by 2 * lo: lo is 0 (unsigned) or -(hi - lo + 1) / 2 "
+         "(two's complement), so 2 * lo is a multiple of the type's range, and astype to the "
+         "C type keeps the value modulo that range either way")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -199,6 +205,20 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
                                                _ONE_ROW),
     "opus.interp.engine.x__fault__mutmut_21": (
         "i = int(eidx_b.reshape(-2)[k])", _RESHAPE_NEG),
+    # frontend/kernel.py Kernel.bind: its two memos (the defaults completing a positional call,
+    # a plan per call shape) skipped, refilled or bounded otherwise
+    **{f"opus.frontend.kernel.xǁKernelǁbind__mutmut_{n}": (text, _MEMO) for n, text in (
+        (2, "tail = None"), (3, "tail = self._default_tails.get(None)"), (8, "plan = None"),
+        (9, "plan = self._bind_plans.get(None)"), (12, "if len(self._bind_plans) <= 256:"),
+        (13, "if len(self._bind_plans) < 257:"), (14, "self._bind_plans[shape] = None"))},
+    # targets/matrix.py
+    **{f"opus.targets.matrix.xǁMatrixAtomǁ_round_to_c__mutmut_{n}": (text, _WRAP) for n, text in (
+        (3, "return ((x - lo) % (hi - lo + 1) - lo).astype(self.c.np_dtype)"),
+        (5, "return ((x + lo) % (hi - lo + 1) + lo).astype(self.c.np_dtype)"))},
+    "opus.targets.matrix.xǁOperandLayoutǁcoords__mutmut_31": (
+        "k = len(d)",
+        "k is 0 before the first of the two x-dims (OperandLayout refuses any other count), so "
+        "k = len(d) and k += len(d) give the same k for the second; after it k is not read"),
     # targets/matrix.py MatrixAtom.emulate
     **{f"opus.targets.matrix.xǁMatrixAtomǁemulate__mutmut_{n}": (text, _F64_DEFAULT) for n, text in (
         (11, "exact = None"),

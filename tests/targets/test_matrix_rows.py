@@ -48,3 +48,12 @@ def test_a_chained_step_taking_different_k_of_a_and_b_is_refused():
     with pytest.raises(ValueError) as e:
         row.k_slices()
     assert str(e.value) == "demo: step 0 takes K [0] of A but [1] of B"
+
+
+def test_an_integer_accumulator_wraps_around_and_stays_i32():
+    """i8 x i8 -> i32 (no saturation): 127 * 127 * 2 + (2^31 - 1) = 2^31 + 32257 wraps to
+    -2^31 + 32257 = -2147451391."""
+    row = _row(lambda l, i: (0, i), lambda l, i: (i, 0), lambda l, i: (0, 0), a=dt.i8, c=dt.i32)
+    d = row.emulate([np.array([[127, 127]], np.int8), np.array([[127, 127]], np.int8),
+                     np.array([[2 ** 31 - 1]], np.int32)], {}, 1)[0]
+    assert d.dtype == np.int32 and d.tolist() == [[-2147451391]]

@@ -246,3 +246,50 @@ def test_static_shared_memory_limit_and_what_to_use_past_it():
     assert static_smem_error(Limits(**CDNA_LIMITS), "gfx942", 65536) is None
     assert static_smem_error(Limits(**CDNA_LIMITS), "gfx942", 65537) == (
         "static shared memory of 65537 bytes exceeds gfx942's limit of 65536 bytes per block")
+
+
+@pytest.mark.parametrize("smem", [-1, 1.5, True, None])
+def test_dynamic_shared_memory_must_be_a_non_negative_int(smem):
+    with pytest.raises(ArgumentError) as e:
+        check_dynamic_smem(Limits(**SM90_LIMITS), "sm_90a", "k", smem, 0)
+    assert str(e.value) == f"smem must be a non-negative int of bytes, got {smem!r}"
+
+
+# -- conversions two lanes at a time (PTX ISA "cvt"; AMD CDNA3/CDNA4 ISA v_cvt_pk_*) ----------
+
+def test_packed_conversions_by_hand():
+    sm89, sm80, cdna3 = NvidiaTarget("sm_89"), NvidiaTarget("sm_80"), AmdTarget("gfx942")
+    f32, f16, bf16 = _dtype("f32"), _dtype("f16"), _dtype("bf16")
+    e4m3, e5m2 = _dtype("fp8_e4m3"), _dtype("fp8_e5m2")
+    assert sm80.packed_conversion(f32, f16) == "cvt.rn.f16x2.f32"     # rounding's default: rn
+    assert sm80.packed_conversion(f32, bf16, "rz") == "cvt.rz.bf16x2.f32"
+    assert sm80.packed_conversion(f32, e4m3) is None                  # fp8 cvt needs sm_89
+    assert sm89.packed_conversion(f32, e4m3) == "cvt.rn.satfinite.e4m3x2.f32"
+    # f16 and bf16 lanes widen to f32 (exact) and pair through the f32 instruction
+    assert sm89.packed_conversion(f16, e5m2) == "cvt.rn.satfinite.e5m2x2.f32"
+    assert sm89.packed_conversion(bf16, e4m3) == "cvt.rn.satfinite.e4m3x2.f32"
+    assert sm89.packed_conversion(e4m3, f32) == "cvt.rn.f16x2.e4m3x2"
+    # no instruction takes fp8 pairs to the other fp8 (nor f16 lanes to f32 in pairs)
+    assert sm89.packed_conversion(e4m3, e5m2) is None
+    assert sm89.packed_conversion(f16, f32) is None
+    fnuz8, fnuz5 = _dtype("fp8_e4m3fnuz"), _dtype("fp8_e5m2fnuz")
+    assert cdna3.packed_conversion(f32, fnuz8) == "v_cvt_pk_fp8_f32"
+    assert cdna3.packed_conversion(bf16, fnuz5) == "v_cvt_pk_bf8_f32"
+    assert cdna3.packed_conversion(fnuz5, f16) == "v_cvt_pk_f32_bf8"
+
+
+def test_a_missing_matrix_instruction_lists_what_the_chip_has():
+    f16, f32 = _dtype("f16"), _dtype("f32")
+    message = _refusal(AmdTarget("gfx950").mma_instruction, f16, f16, f16, (3, 3, 3))
+    assert message.startswith("no matrix instruction for f16 x f16 -> f16 with shape 3x3x3 on "
+                              "gfx950; available: bf16xbf16->f32 16x16x16, ")
+    # CDNA4's block-scaled V_MFMA_SCALE_F32_16X16X128_F8F6F4 and _32X32X64_F8F6F4: one entry
+    # each for every pairing of their formats
+    for shape in ("16x16x128", "32x32x64"):
+        assert (f"fp8_e4m3/fp8_e5m2/fp6_e2m3/fp6_e3m2/fp4_e2m1 (any pairing)->f32 {shape} "
+                f"scaled") in message
+    assert "f16xf16->f32 32x32x8" in message
+    # f32 inputs where only a tf32 instruction exists: named, never given silently
+    assert "(the 16x8x8 instruction reads f32 inputs as tf32, 10 mantissa bits: ask " \
+           "make_mma(opus.tf32, opus.tf32, f32, shape) for it)" in _refusal(
+               NvidiaTarget("sm_80").mma_instruction, f32, f32, f32, (16, 8, 8))
