@@ -55,8 +55,10 @@ def test_the_rendered_loop_carries_its_unroll_pragma(target):
     for unroll in (1, 4):
         lines = GK.digits_in_order.source(target=target, UNROLL=unroll).splitlines()
         at = [k for k, line in enumerate(lines) if line.strip() == f"#pragma unroll {unroll}"]
-        assert len(at) == 1, lines
-        assert re.match(r"\s*for \(int \w+ = ", lines[at[0] + 1]), lines[at[0] + 1]
+        # HIP emits a small loop with a run-time step twice, the copy for a positive step
+        # without the sign test (codegen/hip.py render_for): the pragma is on each copy
+        assert len(at) == (2 if target == "gfx942" else 1), lines
+        assert all(re.match(r"\s*for \(int \w+ = ", lines[k + 1]) for k in at), lines
     assert "#pragma unroll" not in GK.digits_in_order.source(target=target, UNROLL=None)
     static = GK.static_bounds_loop.source(target=target)
     assert "#pragma unroll 2" in static and static.count("for (") == 1
