@@ -245,13 +245,19 @@ def _promoted_sum(mma, chunks, ring, it, k_tiles):
         else:
             sums = _promote_last(ring, last, parts[1], sums)
         return opus.concat(*sums)
-    for j in opus.range((k_tiles - 1) // 2):        # two stages (groups) per iteration
-        parts, sums = _promote_steps(mma, 1, ring, it + 1 + 2 * j, 0, 1, 2, parts, sums)
-    if k_tiles % 2 == 0:    # one stage left after the pairs
-        parts, sums = _promote_steps(mma, 1, ring, last, 0, 1, 1, parts, sums)
-        sums = _promote_last(ring, last, parts[1], sums)
-    else:
+    if k_tiles == 1:
+        return _promote_last(ring, last, parts[0], sums)[0]
+    # stage 1 issued and stage 0 added before the loop, as in the pieces' case above (a loop
+    # entered straight after the first group made ptxas inject a full wait there, C7517, with
+    # the accumulators rendered lane by lane)
+    parts, sums = _promote_steps(mma, 1, ring, it + 1, 0, 1, 1, parts, sums)
+    for j in opus.range((k_tiles - 2) // 2):        # two stages (groups) per iteration
+        parts, sums = _promote_steps(mma, 1, ring, it + 2 + 2 * j, 0, 0, 2, parts, sums)
+    if k_tiles % 2 == 1:    # one stage left after the pairs
+        parts, sums = _promote_steps(mma, 1, ring, last, 0, 0, 1, parts, sums)
         sums = _promote_last(ring, last, parts[0], sums)
+    else:
+        sums = _promote_last(ring, last, parts[1], sums)
     return sums[0]
 
 
