@@ -130,7 +130,8 @@ MODULES = {
         tests=("tests/frontend/test_bind.py", "tests/frontend/test_helpers.py",
                "tests/frontend/test_launch_memo.py", "tests/frontend/test_kernel_definition.py",
                "tests/frontend/test_tracing.py", "tests/runtime/test_cache_keys.py",
-               "tests/frontend/test_guards.py", "tests/bad_input/test_definition.py",
+               "tests/frontend/test_guards.py", "tests/frontend/test_calls_in_kernels.py",
+               "tests/bad_input/test_definition.py",
                # these three also count the binaries that compiling each launch leaves
                # (OPUS_INTERPRET_COMPILE=1, a check of the runtime cache's keys: `cache` runs
                # them); their interpreted results are checked by other tests here
@@ -186,6 +187,15 @@ _MEMO = ("a memo skipped, refilled or bounded at one more entry: Kernel.bind the
 _WRAP = ("an integer C's wrap-around moved by 2 * lo: lo is 0 (unsigned) or -(hi - lo + 1) / 2 "
          "(two's complement), so 2 * lo is a multiple of the type's range, and astype to the "
          "C type keeps the value modulo that range either way")
+_MEMO_TYPES = ("negative_zero's memo of which types are floating skipped, refilled or bounded at "
+               "one more entry: the answer is computed again from the same isinstance tests")
+_COPYSIGN = ("math.copysign(1.0, x) is 1.0 or -1.0, so < 0, <= 0 and < 1 agree, and "
+             "copysign(2.0, x) has the same sign")
+_REBIND = ("the helper bound again at each call instead of once per trace: TraceState.bind makes "
+           "the same function from the same rewrite and namespace (its code information is "
+           "registered once per rewrite), so the trace is the same")
+_FRAME_KIND = ("a helper frame's kind spelled otherwise: Frame.kind is only ever compared with "
+               "'kernel' (frontend/control.py), so any other value is a helper's")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -205,6 +215,34 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
                                                _ONE_ROW),
     "opus.interp.engine.x__fault__mutmut_21": (
         "i = int(eidx_b.reshape(-2)[k])", _RESHAPE_NEG),
+    # frontend/calls.py
+    **{f"opus.frontend.calls.x_negative_zero__mutmut_{n}": (text, _MEMO_TYPES) for n, text in (
+        (4, "floating = None"), (5, "floating = _FLOATING.get(None)"),
+        (10, "if len(_FLOATING) <= 4096:"), (11, "if len(_FLOATING) < 4097:"),
+        (12, "_FLOATING[t] = None"))},
+    **{f"opus.frontend.calls.x_negative_zero__mutmut_{n}": (text, _COPYSIGN) for n, text in (
+        (22, "return x == 0 and math.copysign(2.0, x) < 0"),
+        (23, "return x == 0 and math.copysign(1.0, x) <= 0"),
+        (24, "return x == 0 and math.copysign(1.0, x) < 1"))},
+    "opus.frontend.calls.x_call__mutmut_27": (
+        "conv = _CONVERSIONS.get(None, _UNSEEN)",
+        "a method's conversion looked up under None, never a key: _conversion(fn) computes it "
+        "again (the same rewrite of the same code), so only the trace's speed differs"),
+    "opus.frontend.calls.x_call__mutmut_52": (
+        'elif getattr(t, "_opus_launch_only", None):',
+        "the default of a missing attribute None instead of False: both are false"),
+    "opus.frontend.calls.x__call_helper__mutmut_4": ("g = None", _REBIND),
+    "opus.frontend.calls.x__call_helper__mutmut_5": ("g = state.bound.get(None)", _REBIND),
+    **{f"opus.frontend.calls.x__call_helper__mutmut_{n}": (text, _FRAME_KIND) for n, text in (
+        (13, "state.frames.append(Frame(None))"), (14, 'state.frames.append(Frame("XXhelperXX"))'),
+        (15, 'state.frames.append(Frame("HELPER"))'))},
+    "opus.frontend.calls.x__conversion__mutmut_28": (
+        "source = explicit if explicit is not None else capture_source(fn, None)",
+        "capture_source's at_definition None instead of False: it is only tested for truth"),
+    "opus.frontend.kernel.xǁKernelǁlaunch_arguments__mutmut_1": (
+        "memoizable = None",
+        "no launch is memoized per argument count (None is false): the launch path binds and "
+        "looks up the entry every time, with the same result; only its speed differs"),
     # frontend/kernel.py Kernel.bind: its two memos (the defaults completing a positional call,
     # a plan per call shape) skipped, refilled or bounded otherwise
     **{f"opus.frontend.kernel.xǁKernelǁbind__mutmut_{n}": (text, _MEMO) for n, text in (
