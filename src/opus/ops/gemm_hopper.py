@@ -68,10 +68,10 @@ def _make_kernel(out_dtype, min_blocks=None):
         stage's wgmmas (128 of K) accumulate into a fresh partial register tile that is added to
         the f32 sum in the CUDA cores (fp8 wgmma keeps fewer accumulator bits than f32 on the
         H100; this bounds the error as cuBLAS does unless asked for fast accumulation); the
-        tile's columns are cut into PROMOTE pieces of BN / PROMOTE, one wgmma group each. EPILOGUE (bias, activation, residual):
-        C = activation(C + bias[n]) + residual[m, n] in f32 before the one rounding (activation: a
-        Python function of one f32 value, traced here; None for none). Persistent: launch one
-        block per SM (or fewer)."""
+        tile's columns are cut into PROMOTE pieces of BN / PROMOTE, one wgmma group each.
+        EPILOGUE (bias, activation, residual): C = activation(C + bias[n]) + residual[m, n] in
+        f32 before the one rounding (activation: a Python function of one f32 value, traced
+        here; None for none). Persistent: launch one block per SM (or fewer)."""
         isz = DT.itemsize
         BKE = 128 // isz                      # K elements per 128-byte (swizzle-wide) row
         KW = 32 // isz                        # K of one wgmma (16 for 2-byte types, 32 for fp8)
@@ -176,7 +176,7 @@ def _make_kernel(out_dtype, min_blocks=None):
     return gemm_kernel
 
 
-# -- the consumers' main loop: the stage ring, one stage's wgmmas, promoted accumulation ------------
+# -- the consumers' main loop: the stage ring, one stage's wgmmas, promoted accumulation --------
 #
 # ``ring`` = (a, a_elems, b, b_elems, la, lb, full, empty, stages, leader): this warpgroup's A
 # rows of stage 0 and the elements per stage of A and B, the tiles' layouts, the mbarriers and
@@ -221,23 +221,23 @@ def _stage_mma(mma, ring, i, h, c, accumulate):
 
 
 @opus.func
-def _promoted_sum(mma, chunks, ring, it, k_tiles):
+def _promoted_sum(mma, pieces, ring, it, k_tiles):
     """The tile's sum over its ``k_tiles`` stages (ring stages it ..) with promoted accumulation
-    (PROMOTE): the tile's columns are ``chunks`` pieces of mma.n; group g (stage g // chunks,
-    piece g % chunks: 4 wgmmas, 128 of K) is summed by the tensor cores into partial g % 2 (two
+    (PROMOTE): the tile's columns are ``pieces`` pieces of mma.n; group g (stage g // pieces,
+    piece g % pieces: 4 wgmmas, 128 of K) is summed by the tensor cores into partial g % 2 (two
     register tiles used in turn) and added to that piece's f32 sum in the CUDA cores while
     group g + 1 runs (``wgmma_wait(1)``), so the tensor cores never wait for the adds. Returns
-    the 64 x (chunks * mma.n) f32 sum in the accumulator's register order."""
+    the 64 x (pieces * mma.n) f32 sum in the accumulator's register order."""
     free = opus.zeros(mma.elem_c, opus.f32)
-    sums = tuple(free for _ in range(chunks))
+    sums = tuple(free for _ in range(pieces))
     _wait_stage(ring, it)
     parts = (_stage_mma(mma, ring, it, 0, free, False), free)
     last = it + k_tiles - 1
-    if chunks > 1:
+    if pieces > 1:
         # stage 0's other pieces, then a stage (an even number of groups) per iteration
-        parts, sums = _promote_steps(mma, chunks, ring, it, 1, 1, chunks - 1, parts, sums)
+        parts, sums = _promote_steps(mma, pieces, ring, it, 1, 1, pieces - 1, parts, sums)
         for j in opus.range(1, k_tiles):
-            parts, sums = _promote_steps(mma, chunks, ring, it + j, 0, 0, chunks, parts, sums)
+            parts, sums = _promote_steps(mma, pieces, ring, it + j, 0, 0, pieces, parts, sums)
         # the last wait in a branch (both arms alike): straight after the loop, ptxas (CUDA 13.0)
         # serializes every wgmma of the kernel (C7514; tests/ops/test_gemm.py checks the SASS)
         if k_tiles > 1:
@@ -262,7 +262,7 @@ def _promoted_sum(mma, chunks, ring, it, k_tiles):
 
 
 @opus.func
-def _promote_steps(mma, chunks, ring, stage, h, p, count, parts, sums):
+def _promote_steps(mma, pieces, ring, stage, h, p, count, parts, sums):
     """``count`` groups from piece ``h`` of ring stage ``stage`` on, the first into partial
     ``p`` (then 1 - p, ...): issue the group into its partial's registers (free since the
     group before the last was added), wait for the group before it, add that partial to its
@@ -272,12 +272,12 @@ def _promote_steps(mma, chunks, ring, stage, h, p, count, parts, sums):
             _wait_stage(ring, stage)
         started = _stage_mma(mma, ring, stage, h, parts[p], False)
         done = opus.wgmma_wait(1, parts[1 - p])         # the previous group's partial
-        prev = (h - 1) % chunks
+        prev = (h - 1) % pieces
         sums = sums[:prev] + (sums[prev] + done,) + sums[prev + 1:]
-        if prev == chunks - 1:
+        if prev == pieces - 1:
             _release_stage(ring, stage - 1 if h == 0 else stage)
         parts = (done, started) if p == 1 else (started, done)
-        p, h = 1 - p, (h + 1) % chunks
+        p, h = 1 - p, (h + 1) % pieces
         if h == 0:
             stage = stage + 1
     return parts, sums
