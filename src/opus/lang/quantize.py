@@ -36,6 +36,24 @@ def _float_value(x, what):
     return x if scalar_of(x.type) is dt.f32 else cast(x, dt.f32)
 
 
+def _widened_bf16(x):
+    """The f32 lanes of bf16 vector ``x`` (even length): each pair's 32-bit word holds the low
+    lane's bits in its low half, so its f32 is the word shifted up 16 and the high lane's is
+    the word with its low half cleared (exact, as opus.cast; one integer instruction per lane,
+    where the lane-by-lane widening takes NVVM two or three)."""
+    from .vectors import make_vector
+    half = x.type.n // 2
+    w = bitcast(x, VectorType(dt.u32, half))
+    lo = bitcast(w << 16, VectorType(dt.f32, half))
+    hi = bitcast(w & 0xFFFF0000, VectorType(dt.f32, half))
+    return make_vector(*[f for i in range(half) for f in (lo[i], hi[i])])
+
+
+def _even_bf16_vector(x):
+    return (isinstance(x, Value) and isinstance(x.type, VectorType) and x.type.elem is dt.bf16
+            and x.type.n % 2 == 0)
+
+
 def _finite_max(d: DType) -> float:
     import ml_dtypes
     return float(ml_dtypes.finfo(d.np_dtype).max)
@@ -192,7 +210,7 @@ def mx_quantize(x, elem, rounding="rn", rbits=None):
     :targets: all targets
     """
     e = _mx_elem(elem, "opus.mx_quantize")
-    v = _float_value(x, "opus.mx_quantize's x")
+    v = _float_value(x, "opus.mx_quantize's x") if not _even_bf16_vector(x) else _widened_bf16(x)
     n = v.type.n if isinstance(v.type, VectorType) else 1
     if n % MX_BLOCK:
         _err(f"opus.mx_quantize takes whole MX blocks of {MX_BLOCK} lanes; x has {n}")
