@@ -262,11 +262,12 @@ def test_gpu_scaled_fp8(mode_a, mode_b):
 @pytest.mark.parametrize("block_n", [64, 128, 192, 256])
 def test_gpu_promoted_errors_match_cublas(block_n):
     """Promoted accumulation errs as cuBLAS's default does (torch._scaled_mm), both against a
-    float64 product, at K = 8000 (ragged M, N and K: the last stage is 64 deep); fast
-    accumulation's error is in the message for comparison."""
+    float64 product, at K = 8000 (ragged M, N and K: the last stage is 64 deep; each a
+    multiple of 16, which torch._scaled_mm requires); fast accumulation's error is in the
+    message for comparison."""
     torch = _torch_sm90()
     g = torch.Generator(device="cuda").manual_seed(11)
-    m, n, k = 1000, 1400, 8000
+    m, n, k = 1008, 1424, 8000
     a = (torch.randn(m, k, device="cuda", generator=g) / 2).to(torch.float8_e4m3fn)
     w = (torch.randn(n, k, device="cuda", generator=g) / 2).to(torch.float8_e4m3fn)
     one = torch.ones((), device="cuda")
