@@ -8,7 +8,9 @@ case: the scaled values are exactly these), the f32 neighbours of every rounding
 in each lane of a word among ordinary values, and random f32 bit patterns. Run as host-executed
 C (tests/hostexec) for sm_90a and gfx942 (gfx950 converts fp4 in hardware: its pairs run too),
 in the interpreter, and (marked gpu) on the GPU. The SASS test bounds the instructions per
-element of the CUDA conversion (the MXFP4 benchmark is issue-bound on it).
+element of the CUDA conversion (the MXFP4 benchmark is issue-bound on it). Also: opus.mx_quantize
+to fp4, opus.scaled_cast to fp8 and opus.amax of every bf16 code (lang/quantize.py widens bf16
+vectors from their 32-bit words), host-executed, interpreted and on the GPU.
 """
 import functools
 import re
@@ -226,3 +228,32 @@ def test_gpu_mxfp4_of_every_bf16_code(requires_gpu):
     s = DeviceArray.zeros(len(x) // 32, ml_dtypes.float8_e8m0fnu)
     mxfp4[len(x) // (32 * 64), 64](DeviceArray.from_numpy(x), q, s)
     check_mx(x, q.to_numpy(), s.to_numpy())
+
+
+@opus.kernel
+def scaled_fp8(x: opus.Ptr[opus.bf16], inv: opus.Ptr[f32], q: opus.Ptr[opus.fp8_e4m3], a: opus.Ptr[f32]):
+    """opus.scaled_cast and opus.amax of 16 bf16 lanes per thread (widened from their words)."""
+    b = opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()
+    v = opus.concat(*[opus.make_gmem(x).load(b * 16 + 8 * j, vec=8) for j in range(2)])
+    opus.make_gmem(q).store(opus.scaled_cast(v, opus.fp8_e4m3, inv[0]), b * 16)
+    a[b] = opus.amax(v)
+
+
+@pytest.mark.parametrize("how", ["sm_90a", "gfx942", "interp"])
+def test_scaled_cast_and_amax_of_every_bf16_code(how, tmp_path):
+    from hostexec.float_refs import ml_encode
+    x = every_bf16_code_in_blocks()
+    inv = np.float32([3.7])
+    q = np.zeros(len(x), ml_dtypes.float8_e4m3fn)
+    a = np.zeros(len(x) // 16, np.float32)
+    if how == "interp":
+        with opus.set_target("sm_90a", interpret=True):
+            scaled_fp8[len(x) // (16 * 64), 64](x, inv, q, a)
+    else:
+        run_kernel(scaled_fp8, len(x) // (16 * 64), 64, x, inv, q, a, target=how, workdir=tmp_path)
+    xf = x.astype(np.float32)
+    p = xf * inv[0]
+    ok = ~np.isnan(xf)  # the NaN's sign after the multiplication: see check_mx
+    assert np.array_equal(q.view(np.uint8)[ok], ml_encode(p, opus.fp8_e4m3, True)[ok])
+    blocks = np.where(np.isnan(xf), 0, np.abs(xf)).reshape(-1, 16)
+    assert np.array_equal(a, blocks.max(axis=1))

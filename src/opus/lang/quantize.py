@@ -33,7 +33,9 @@ def _float_value(x, what):
     if not isinstance(x, Value) or not scalar_of(x.type).is_float or scalar_of(x.type).storage_only:
         _err(f"{what} must be a run-time f32/f16/bf16 value (scalar or vector), got "
              f"{x.type if isinstance(x, Value) else type(x).__name__}")
-    return x if scalar_of(x.type) is dt.f32 else cast(x, dt.f32)
+    if scalar_of(x.type) is dt.f32:
+        return x
+    return _widened_bf16(x) if _even_bf16_vector(x) else cast(x, dt.f32)
 
 
 def _widened_bf16(x):
@@ -210,7 +212,7 @@ def mx_quantize(x, elem, rounding="rn", rbits=None):
     :targets: all targets
     """
     e = _mx_elem(elem, "opus.mx_quantize")
-    v = _float_value(x, "opus.mx_quantize's x") if not _even_bf16_vector(x) else _widened_bf16(x)
+    v = _float_value(x, "opus.mx_quantize's x")
     n = v.type.n if isinstance(v.type, VectorType) else 1
     if n % MX_BLOCK:
         _err(f"opus.mx_quantize takes whole MX blocks of {MX_BLOCK} lanes; x has {n}")
