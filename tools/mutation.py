@@ -196,6 +196,18 @@ _REBIND = ("the helper bound again at each call instead of once per trace: Trace
            "registered once per rewrite), so the trace is the same")
 _FRAME_KIND = ("a helper frame's kind spelled otherwise: Frame.kind is only ever compared with "
                "'kernel' (frontend/control.py), so any other value is a helper's")
+_MEMO_KINDS = ("_kind's memo of each type's kind bounded at one more entry or refilled: the kind "
+               "is computed again by the same tests")
+_SAME_BUILTINS = ("which builtins the namespace holds: a module's globals always hold "
+                  "'__builtins__' (import and exec set it), and it and calls.py's own are the one "
+                  "builtins module or its dict; names resolve through _Namespace.__getitem__, "
+                  "which falls back to self._builtins itself (checked: an unknown name is still "
+                  "a NameError and min() is found with the entry None or missing)")
+_FAST_PATH = ("Kernel.specialization's unlocked fast path (or the re-check under the lock) "
+              "taking the slow branch: in one thread both checks see the same specialization "
+              "and guards, so the same one is returned or made; with threads racing a second "
+              "thread could retrace once more, making an equal specialization (no test races "
+              "threads on one key's guards)")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -243,6 +255,40 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "memoizable = None",
         "no launch is memoized per argument count (None is false): the launch path binds and "
         "looks up the entry every time, with the same result; only its speed differs"),
+    **{f"opus.frontend.calls.x__kind__mutmut_{n}": (text, _MEMO_KINDS) for n, text in (
+        (19, "if len(_KIND_OF_TYPE) <= 4096:"), (20, "if len(_KIND_OF_TYPE) < 4097:"),
+        (21, "_KIND_OF_TYPE[t] = None"))},
+    "opus.frontend.calls.xǁFrameǁ__init____mutmut_3": (
+        "self.returned = None", "read only for its truth (control.py): None is false as False is"),
+    "opus.frontend.calls.xǁFrameǁ__init____mutmut_5": (
+        'self.value = ""',
+        "read only after a return set it (control.py sets returned and value together, and "
+        "reads value where returned is true)"),
+    "opus.frontend.calls.xǁ_Namespaceǁ__getitem____mutmut_25": (
+        "self._state.read(module, name, name, value, None)",
+        "from_cell None instead of False: only tested for truth (the refusal's wording)"),
+    **{f"opus.frontend.calls.xǁ_Namespaceǁ__init____mutmut_{n}": (text, _SAME_BUILTINS)
+       for n, text in (
+        (11, 'b = fn.__globals__.get(None, __builtins__)'),
+        (12, 'b = fn.__globals__.get("__builtins__", None)'),
+        (14, 'b = fn.__globals__.get("__builtins__", )'),
+        (15, 'b = fn.__globals__.get("XX__builtins__XX", __builtins__)'),
+        (16, 'b = fn.__globals__.get("__BUILTINS__", __builtins__)'),
+        (21, 'dict.__setitem__(self, None, self._builtins)'),
+        (22, 'dict.__setitem__(self, "__builtins__", None)'),
+        (26, 'dict.__setitem__(self, "XX__builtins__XX", self._builtins)'),
+        (27, 'dict.__setitem__(self, "__BUILTINS__", self._builtins)'))},
+    **{f"opus.frontend.kernel.xǁKernelǁspecialization__mutmut_{n}": (text, _FAST_PATH)
+       for n, text in ((3, "s = None"), (4, "s = self._specs.get(None)"),
+                       (7, "if s is None or (s.guards or not guards_hold(s.guards)):"),
+                       (14, "if s is None or (s.guards or not guards_hold(s.guards)):"))},
+    "opus.frontend.kernel.xǁKernelǁ_respecialize__mutmut_21": (
+        "earlier.insert(0, stale)".replace("0", "1"),
+        "the stale specialization kept second instead of first among the earlier ones: one is "
+        "taken only when its guards hold, and two whose guards both hold were traced under "
+        "today's values alike"),
+    "opus.frontend.kernel.xǁKernelǁ_respecialize__mutmut_22": (
+        "del earlier[9:]", "nine earlier specializations kept instead of eight: memory only"),
     # frontend/kernel.py Kernel.bind: its two memos (the defaults completing a positional call,
     # a plan per call shape) skipped, refilled or bounded otherwise
     **{f"opus.frontend.kernel.xǁKernelǁbind__mutmut_{n}": (text, _MEMO) for n, text in (
@@ -517,7 +563,8 @@ def main(argv=None) -> int:
     ap.add_argument("--survivors", action="store_true", help="also print each survivor's diff")
     ap.add_argument("--only", nargs="+", help="mutant-name globs to (re-)run")
     ap.add_argument("--retest", action="store_true",
-                    help="re-run the last run's survivors (after adding tests)")
+                    help="re-run the last run's survivors not argued equivalent (after adding "
+                         "tests)")
     ap.add_argument("--children", type=int, default=2, help="parallel test processes (2)")
     args = ap.parse_args(argv)
     if args.list or not args.module:
@@ -528,7 +575,10 @@ def main(argv=None) -> int:
     if not (args.score or args.survivors):
         only = args.only or []
         if args.retest:
-            only += [k for k, s in results(args.module, module).items() if s == "survived"]
+            # survivors not argued equivalent (those would survive again, each costing a
+            # whole run of its tests)
+            only += [k for k, s in results(args.module, module).items()
+                     if s == "survived" and k not in EQUIVALENT]
         if (args.retest or args.only) and not only:
             print(f"{args.module}: nothing to re-run")
         else:

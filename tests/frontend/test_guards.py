@@ -8,6 +8,7 @@ import functools
 from collections import namedtuple
 
 import numpy as np
+import pytest
 
 from opus import dtypes as dt
 from opus.frontend.calls import (_CODE, _DATA, _MUTABLE, _OBJECT, _has_value, _kind_of_new_type,
@@ -102,3 +103,150 @@ def test_run_time_values_in_arguments():
     v = Value(dt.f32)
     assert _has_value(v) and _has_value((1, v)) and _has_value([v])
     assert not _has_value((1, 2)) and not _has_value([]) and not _has_value(3)
+
+
+# -- type signatures, value kinds of tuples and new types, user code ----------------------------
+
+def test_type_signature_by_hand():
+    from opus.frontend.kernel import type_signature
+    assert type_signature(2) is int and type_signature("a") is str and type_signature(0.0) is float
+    assert type_signature(-0.0) == (float, "-0")
+    assert type_signature(np.float32(-0.0)) == (np.float32, "-0")
+    assert type_signature((1, (-0.0, 2.0))) == (int, ((float, "-0"), float))
+    assert type_signature(Pair(1, 2.0)) == (Pair, (int, float))
+
+
+def test_kinds_of_tuples_and_of_types_seen_the_first_time():
+    from opus.frontend.calls import _kind
+    assert _kind((1, "a", (2.0,))) == _DATA and _kind(frozenset({1, 2})) == _DATA
+    assert _kind((1, [2])) == _MUTABLE and _kind(((), ({},))) == _MUTABLE
+
+    class Fresh:          # a type _kind has not seen: asked of _kind_of_new_type with the value
+        def __call__(self):
+            return 0
+    assert _kind(Fresh()) == _CODE and _kind(Fresh()) == _CODE   # and again, memoized
+
+    class Number(float):
+        pass
+    assert _kind(Number(1.0)) == _DATA
+
+
+def test_user_code_is_guarded_library_code_is_not(tmp_path):
+    import json
+    from opus.frontend.calls import _user_code
+    assert _user_code(test_user_code_is_guarded_library_code_is_not)   # this file's function
+    assert _user_code(dt.f16)                                         # a dtype
+    assert not _user_code(json.dumps) and not _user_code(np.sum) and not _user_code(dict)
+    folder = tmp_path / "site-packages"
+    folder.mkdir()
+    (folder / "opus_guard_pkg.py").write_text("import opus\n\n\n@opus.func\ndef marked(v):\n"
+                                              "    return v\n\n\ndef plain(v):\n    return v\n")
+    import importlib
+    import sys
+    sys.path.insert(0, str(folder))
+    try:
+        mod = importlib.import_module("opus_guard_pkg")
+    finally:
+        sys.path.remove(str(folder))
+    assert _user_code(mod.marked) and not _user_code(mod.plain)   # @opus.func marks it
+
+
+# -- retracing: what a trace read, per closure cell, per target -----------------------------------
+
+def _closure_kernel():
+    import opus
+    a, b = 1.0, 2.0
+
+    @opus.kernel
+    def k(out: opus.Ptr[opus.f32]):
+        out[0] = opus.f32(a) + opus.f32(b)
+
+    def set_b(v):
+        nonlocal b
+        b = v
+    return k, set_b
+
+
+def test_every_closure_variable_a_trace_reads_is_guarded():
+    import opus
+    k, set_b = _closure_kernel()
+    out = np.zeros(1, np.float32)
+    with opus.set_target("sm_80", interpret=True):
+        k[1, 1](out)
+        assert out[0] == 3.0
+        set_b(5.0)        # the second of two cells
+        k[1, 1](out)
+        assert out[0] == 6.0
+
+
+SCALE = 2.0
+
+
+def _scaled_kernel():
+    import opus
+
+    @opus.kernel
+    def k(out: opus.Ptr[opus.f32]):
+        out[0] = opus.f32(SCALE)
+    return k
+
+
+def test_an_equal_global_keeps_its_specialization_and_each_target_its_own():
+    global SCALE
+    k = _scaled_kernel()
+    s80 = k.specialize("sm_80")
+    SCALE = float("2.0")                    # a new float object, equal: data is compared by value
+    assert k.specialize("sm_80") is s80
+    SCALE = 3.0
+    s80_3 = k.specialize("sm_80")
+    assert s80_3 is not s80 and s80_3.target.name == "sm_80"
+    SCALE = 2.0                             # back: the earlier specialization again
+    assert k.specialize("sm_80") is s80
+    SCALE = 3.0
+    assert k.specialize("sm_80") is s80_3
+    SCALE = 2.0
+    # another target under today's values: its own specialization, never sm_80's
+    assert k.specialize("sm_90a").target.name == "sm_90a"
+    SCALE = 2.0
+
+
+def test_names_a_kernel_cannot_find():
+    import opus
+
+    @opus.kernel
+    def k(out: opus.Ptr[opus.f32]):
+        out[0] = opus.f32(not_defined_anywhere)   # noqa: F821
+    with pytest.raises(Exception) as e:
+        k.specialize("sm_80")
+    assert "not_defined_anywhere" in str(e.value) and isinstance(e.value, (NameError,
+                                                                            opus.TraceError))
+    assert not isinstance(e.value, TypeError)
+
+    def make():
+        @opus.kernel
+        def late_reader(out: opus.Ptr[opus.f32]):
+            out[0] = opus.f32(late)
+        try:
+            late_reader.specialize("sm_80")
+        finally:
+            late = 1.0   # noqa: F841  (assigned only after the trace)
+    with pytest.raises(Exception) as e:
+        make()
+    assert "'late' of the enclosing function is used before it is assigned" in str(e.value)
+
+
+def test_a_kernel_whose_globals_hold_the_builtins_module(tmp_path):
+    """In a script (__main__) a module's __builtins__ is the builtins module, elsewhere its
+    dict: kernel code finds min() either way."""
+    import builtins
+    import opus
+    path = tmp_path / "opus_script_kernel.py"
+    text = ("import opus\n\n\n@opus.kernel\ndef k(out: opus.Ptr[opus.f32]):\n"
+            "    out[0] = opus.f32(min(7, 3))\n")
+    path.write_text(text)
+    scope = {"__builtins__": builtins, "__name__": "__main__"}
+    exec(compile(text, str(path), "exec"), scope)
+    out = np.zeros(1, np.float32)
+    with opus.set_target("sm_80", interpret=True):
+        scope["k"][1, 1](out)
+    assert out[0] == 3.0
