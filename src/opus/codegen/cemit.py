@@ -174,6 +174,21 @@ def with_line_markers(lines, locs) -> list:
     return out
 
 
+class LaneNames(str):
+    """The C name of a register vector rendered as one scalar variable per lane, named
+    ``<name>_<i>`` (CEmitter.scalar_lanes_from); lowerings ask ``lane(i)``."""
+
+    def lane(self, i) -> str:
+        return f"{self}_{i}"
+
+
+# ops whose renderers read and define vectors lane by lane only (lanes, assign_lanes), so they
+# take vectors split into scalars as they are; control flow copies them with decl_stmt/copy_stmt
+_LANEWISE_KINDS = frozenset({
+    "const", "binary", "cmp", "unary", "math", "fma", "med3", "select", "cast", "vector",
+    "extract", "insert", "broadcast", "vector_permute", "for", "if", "while"})
+
+
 class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the mbarrier and TMA ops (codegen/tma.py)
     # and the cross-lane ops (codegen/cross_lane.py)
     """Renders one Function. A dialect subclass sets ``backend`` and the spellings below."""
@@ -214,6 +229,12 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
     uniform_word = None
     lane_read_setup = ""
     byte_perm = None  # "f({}, {}, {})": bytes of (y:x) picked by selector nibbles (CUDA __byte_perm)
+    # whole-vector stores of 16-bit lanes as 32-bit words (_word_store)
+    word_stores = False
+    # register vectors of at least this many lanes are one C variable per lane (LaneNames)
+    # instead of a struct (0: never): NVVM spends much of its time on big structs (a wgmma
+    # accumulator of 128 floats copied whole at every wgmma, fence and loop step)
+    scalar_lanes_from = 0
 
     def __init__(self, fn, target):
         self.fn = fn
@@ -225,6 +246,7 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         self.loc = None  # the location of the op being emitted
         self.helpers = {}  # name -> code, in first-use order
         self.vector_types = {}  # (elem name, n) -> struct name
+        self.structs_only = False  # while an op that takes vectors whole is rendered
         self.symbol = kernel_symbol(fn.name)
         self.renderers = op_handlers(self, "render_")  # op kind -> render_<kind>
 
@@ -349,7 +371,38 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
 
     # -- expressions --------------------------------------------------------------------------
     def lane(self, expr, i):
-        return f"{expr}.v[{i}]"
+        return expr.lane(i) if isinstance(expr, LaneNames) else f"{expr}.v[{i}]"
+
+    def split_lanes(self, t) -> bool:
+        """Whether values of type ``t`` are rendered one C variable per lane."""
+        return (self.scalar_lanes_from > 0 and not self.structs_only
+                and isinstance(t, VectorType) and not t.elem.packed
+                and t.n >= self.scalar_lanes_from)
+
+    def fresh_of(self, t, prefix):
+        """A fresh name for a variable of type ``t`` (LaneNames where split)."""
+        n = self.fresh(prefix=prefix)
+        return LaneNames(n) if self.split_lanes(t) else n
+
+    def decl_stmt(self, t, n, init=None) -> str:
+        """The declaration of variable ``n`` of type ``t``, from the lane expressions ``init``
+        (or the value of the name ``init``) where given."""
+        if isinstance(n, LaneNames):
+            ct = self.scalar_ctype(t.elem)
+            if init is None:
+                return f"{ct} {', '.join(n.lane(i) for i in range(t.n))};"
+            xs = init if isinstance(init, list) else [self.lane(init, i) for i in range(t.n)]
+            return f"{ct} {', '.join(f'{n.lane(i)} = {x}' for i, x in enumerate(xs))};"
+        if isinstance(init, list):  # a struct from lanes
+            return f"{self.ctype(t)} {n}; " + " ".join(
+                f"{self.lane(n, i)} = {x};" for i, x in enumerate(init))
+        return f"{self.ctype(t)} {n}" + ("" if init is None else f" = {init}") + ";"
+
+    def copy_stmt(self, t, dst, src) -> str:
+        """``dst = src`` for names of type ``t`` (lane by lane where split)."""
+        if isinstance(dst, LaneNames) or isinstance(src, LaneNames):
+            return " ".join(f"{self.lane(dst, i)} = {self.lane(src, i)};" for i in range(t.n))
+        return f"{dst} = {src};"
 
     def lanes(self, v):
         """C expressions for each lane of value v (a scalar has one)."""
@@ -436,14 +489,21 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
     # -- statements ---------------------------------------------------------------------------
     def declare(self, v, indent):
         n = self.fresh(v)
-        self.line(indent, f"{self.ctype(v.type)} {n};")
+        if self.split_lanes(v.type):
+            n = self.names[v] = LaneNames(n)
+        self.line(indent, self.decl_stmt(v.type, n))
         return n
 
     def assign_lanes(self, v, exprs, indent):
         """Define v from per-lane expressions."""
         if isinstance(v.type, VectorType) and v.type.elem.packed:
             return subbyte.assign_packed(self, v, exprs, indent)
-        if isinstance(v.type, VectorType):
+        if self.split_lanes(v.type):
+            n = self.names[v] = LaneNames(self.fresh())
+            ct = self.scalar_ctype(v.type.elem)
+            for i, x in enumerate(exprs):
+                self.line(indent, f"{ct} {n.lane(i)} = {x};")
+        elif isinstance(v.type, VectorType):
             n = self.declare(v, indent)
             for i, x in enumerate(exprs):
                 self.line(indent, f"{self.lane(n, i)} = {x};")
@@ -466,13 +526,48 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
             if render is None:
                 raise CodegenError(f"internal: the {self.backend} renderer has no rendering of "
                                    f"op {op.kind!r}")
-            render(op, indent)
+            if self.scalar_lanes_from and not self.lanewise(op):
+                self._through_structs(op, render, indent)
+            else:
+                render(op, indent)
         except Exception as e:
             if isinstance(e, CodegenError) and e.loc is not None:
                 raise  # located already, by an op nested in this one
             raise _located(e, op, self.fn.name, f"{self.backend} ({self.target.name})") from e
         finally:
             self.loc = outer
+
+    def lanewise(self, op) -> bool:
+        """Whether ``op``'s renderer takes vectors split into scalars (_LANEWISE_KINDS; the
+        dialect names the target ops whose lowerings do)."""
+        return op.kind in _LANEWISE_KINDS or (op.kind == "target_op"
+                                              and self.lanewise_target_op(op.attrs["name"]))
+
+    def lanewise_target_op(self, name) -> bool:
+        return False
+
+    def _through_structs(self, op, render, indent):
+        """Render ``op``, whose renderer takes vectors whole, with structs in place of the
+        vectors split into scalars: such operands copied into struct temporaries, its
+        results defined as structs and then split."""
+        saved = {}
+        for v in op.operands:
+            n = self.names.get(v)
+            if isinstance(n, LaneNames) and v not in saved:
+                t = self.fresh(prefix="sv")
+                self.line(indent, self.decl_stmt(v.type, t, self.lanes(v)))
+                saved[v], self.names[v] = n, t
+        self.structs_only = True
+        try:
+            render(op, indent)
+        finally:
+            self.structs_only = False
+            self.names.update(saved)
+        for r in op.results:
+            if self.split_lanes(r.type):
+                whole = self.names[r]
+                n = self.names[r] = LaneNames(self.fresh())
+                self.line(indent, self.decl_stmt(r.type, n, whole))
 
     # per-op emitters ------------------------------------------------------------------------
     def render_const(self, op, indent):
@@ -910,6 +1005,26 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
             self.line(indent + 1, f"{self.lane(n, i)} = ({_lane_in(off_c, bound_c, i)}) ? {at(i)} : {zero};")
         self.line(indent, "}")
 
+    def _word_store(self, addr, val):
+        """The store of register vector ``val`` (16-bit lanes; 4, 8 or 16 bytes) at ``addr``
+        as 32-bit words built from its lanes, or None for other vectors. Stored as a struct of
+        16-bit lanes, NVVM splits and re-packs the lanes (PRMTs in SASS, even for a pair a
+        packed cvt made) and takes longer over it (docs/compile_time.md). Byte lanes stay
+        structs: as words, fp8 encoders came out a few instructions longer."""
+        e = scalar_of(val.type)
+        nbytes = val.type.n * e.itemsize
+        if e.itemsize != 2 or nbytes not in (4, 8, 16):
+            return None
+        per, bits = 4 // e.itemsize, 8 * e.itemsize
+        lanes = self.lanes(val)
+        words = [" | ".join(f"((unsigned)({_UNSIGNED[bits]}){lanes[w * per + j]} << {bits * j})"
+                            for j in range(per)) for w in range(nbytes // 4)]
+        if nbytes == 4:
+            return f"*(unsigned*)({addr}) = {words[0]};"
+        wt = self.ctype(VectorType(dt.u32, nbytes // 4))
+        fill = " ".join(f"w_.v[{i}] = {w};" for i, w in enumerate(words))
+        return f"{{ {wt} w_; {fill} *({wt}*)({addr}) = w_; }}"
+
     def render_store(self, op, indent):
         if op.operands[0].type.elem.packed:
             return subbyte.render_packed_store(self, op, indent)
@@ -924,6 +1039,10 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
 
         def put(i=None):  # the store of the whole vector (i None) or of element i
             v = value_c if i is None or vec == 1 else self.lane(value_c, i)
+            if hint is None and i is None and self.word_stores:
+                words = self._word_store(f"{ptr_c} + {off_c}", val)
+                if words is not None:
+                    return words
             if hint is None:
                 return (f"*({vt}*)({ptr_c} + {off_c}) = {v};" if i is None else
                         f"{ptr_c}[{off_c}] = {v};" if i == 0 and vec == 1 else
@@ -974,25 +1093,25 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
     def _carried(self, inits, indent):
         names = []
         for v in inits:
-            n = self.fresh(prefix="c")
-            self.line(indent, f"{self.ctype(v.type)} {n} = {self.name(v)};")
+            n = self.fresh_of(v.type, "c")
+            self.line(indent, self.decl_stmt(v.type, n, self.name(v)))
             names.append(n)
         return names
 
     def _assign_yield(self, yop, names, indent):
         vals = [self.name(v) for v in yop.operands]
         if len(names) <= 1:
-            for n, v in zip(names, vals):
+            for n, v, x in zip(names, vals, yop.operands):
                 if n != v:
-                    self.line(indent, f"{n} = {v};")
+                    self.line(indent, self.copy_stmt(x.type, n, v))
             return
         tmps = []
         for v, src in zip(yop.operands, vals):
-            t = self.fresh(prefix="t")
-            self.line(indent, f"{self.ctype(v.type)} {t} = {src};")
+            t = self.fresh_of(v.type, "t")
+            self.line(indent, self.decl_stmt(v.type, t, src))
             tmps.append(t)
-        for n, t in zip(names, tmps):
-            self.line(indent, f"{n} = {t};")
+        for n, t, v in zip(names, tmps, yop.operands):
+            self.line(indent, self.copy_stmt(v.type, n, t))
 
     def _emit_region(self, block, indent, carried_names):
         """Emit a region's ops; its terminator yield assigns to ``carried_names``."""
@@ -1042,8 +1161,8 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         (c,) = op.operands
         names = []
         for r in op.results:
-            n = self.fresh(prefix="r")
-            self.line(indent, f"{self.ctype(r.type)} {n};")
+            n = self.fresh_of(r.type, "r")
+            self.line(indent, self.decl_stmt(r.type, n))
             names.append(n)
         self.line(indent, f"if ({self.name(c)}) {{")
         self._emit_region(op.regions[0], indent + 1, names)

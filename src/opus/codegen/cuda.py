@@ -123,6 +123,10 @@ class CudaEmitter(StorageConversions, CudaAtomics, CEmitter):
     shared_qualifier = "__shared__"
     kernel_signature = 'extern "C" __global__ void {launch_bounds}{symbol}({params})'
     barrier = ("__syncthreads();",)
+    word_stores = True
+    # 128: m64n256 f32 accumulators (and their promoted sums); at 32 and 64 lanes NVVM moved
+    # copies of a promoted kernel's partials before its wgmma wait (ptxas C7517, more SASS)
+    scalar_lanes_from = 128
     # synchronization (codegen/sync_atomics.py): PTX barriers, fences and special registers
     code_for_sync = {
         "sync_warp": 'asm volatile("bar.warp.sync %0;" :: "r"({mask}) : "memory");',
@@ -177,6 +181,9 @@ class CudaEmitter(StorageConversions, CudaAtomics, CEmitter):
         **_CROSS_LANE_HELPERS,
         **{f"opus_f2{_HALF_LETTER[k]}_{r}": _cvt_to_half(k, r) for k in _HALF_LETTER for r in ("rn", "rz")},
     }
+
+    def lanewise_target_op(self, name) -> bool:
+        return name.startswith("nv.wgmma.")  # targets/nv_wgmma.py lowers lane by lane
 
     # -- cache hints: ld/st with the PTX qualifiers of targets/nvidia.py ----------------------
     def launch_attributes(self, hints) -> str:

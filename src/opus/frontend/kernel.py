@@ -8,6 +8,7 @@ renders it for the target and compiles it (through the disk cache).
 from __future__ import annotations
 
 import _thread  # not threading: that import costs ~1 ms of opus's import time
+import gc
 import inspect
 import linecache
 import operator
@@ -483,6 +484,20 @@ def _hashable(x):
         return False
 
 
+class _gc_paused:
+    """Python's cyclic garbage collector off inside (and back on after, where it was on): a
+    trace allocates thousands of IR objects and none becomes garbage, so the full collections
+    they trigger would only walk the process's heap (tens of ms where torch is loaded)."""
+
+    def __enter__(self):
+        self.was_on = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc):
+        if self.was_on:
+            gc.enable()
+
+
 class Specialization:
     """One kernel for one target and set of constexpr values: its IR, source and binaries."""
 
@@ -490,7 +505,8 @@ class Specialization:
         self.kernel = kernel
         self.target = target
         self.cvals = cvals
-        self.function, ctx = kernel.trace(target, cvals)
+        with _gc_paused():
+            self.function, ctx = kernel.trace(target, cvals)
         # the globals (and closure variables) the trace read, which must hold for it to be used
         self.guards = tuple(ctx.frontend.guards.values())
         self.align = self.function.attrs["align"]
@@ -505,7 +521,8 @@ class Specialization:
     def source(self) -> str:
         if self._source is None:
             from ..codegen import render
-            self._source = render(self.function, self.target)
+            with _gc_paused():
+                self._source = render(self.function, self.target)
         return self._source
 
     @property

@@ -292,6 +292,35 @@ def compile_cuda(source: str, *, arch: str, options: tuple[str, ...] = (), name:
     return CompileResult(cubin=cubin, ptx=ptx, log=log, nvrtc_version=version)
 
 
+def compile_phases(source: str, *, arch: str, options: tuple[str, ...] = (),
+                   name: str = "kernel.cu") -> tuple[CompileResult, dict]:
+    """``compile_cuda`` with NVRTC's own clock on (its ``--time`` option): the result and the
+    milliseconds of each phase NVRTC reports, e.g. {"CUDA C++ Frontend": 40.0, "NVVM Optimizer":
+    190.0, "PTX Translation": 160.0} (the last is ptxas; a PTX-only compile has no such row)."""
+    import tempfile
+    fd, path = tempfile.mkstemp(prefix="opus_nvrtc_time_", suffix=".csv")
+    os.close(fd)
+    try:
+        result = compile_cuda(source, arch=arch, options=tuple(options) + (f"--time={path}",),
+                              name=name)
+        with open(path) as f:
+            return result, _phase_rows(f.read())
+    finally:
+        os.unlink(path)
+
+
+def _phase_rows(csv_text: str) -> dict:
+    """{phase: ms} from NVRTC's --time table ("file, phase, metric, unit" rows; the header
+    row is there only where NVRTC created the file); a phase NVRTC ran more than once (per
+    kernel) is summed."""
+    phases = {}
+    for row in csv_text.splitlines():
+        cells = [c.strip() for c in row.split(",")]
+        if len(cells) >= 4 and cells[3] == "ms":
+            phases[cells[1]] = phases.get(cells[1], 0.0) + float(cells[2])
+    return phases
+
+
 def _nvidia_arch(arch: str):
     """The parsed NVIDIA arch name (opus.arch_names, the parser the targets use too)."""
     from ..arch_names import parse_arch

@@ -389,36 +389,57 @@ CONTROL = (
 _ELEM_CAST = {1: "(unsigned)(unsigned char)", 2: "(unsigned)(unsigned short)"}
 
 
+def _lane(v, i):
+    """C name of lane ``i`` of vector ``v``: a struct's element, or the lane's own variable
+    where codegen split the vector into scalars (its name then has a ``lane`` method)."""
+    return v.lane(i) if hasattr(v, "lane") else f"{v}.v[{i}]"
+
+
+def _copy(dst, src, n):
+    """The C statement(s) ``dst = src`` for vectors of ``n`` lanes."""
+    if hasattr(dst, "lane") or hasattr(src, "lane"):
+        return " ".join(f"{_lane(dst, i)} = {_lane(src, i)};" for i in range(n))
+    return f"{dst} = {src};"
+
+
 def _pack_words(src, n, dtype):
     """C expressions of the 32-bit words holding the ``n`` elements of vector ``src`` (the first
     element in the low bits; f32 by its bits)."""
     size = dtype.itemsize
     if size == 4:
-        return [f"__float_as_uint({src}.v[{i}])" if dtype.kind == "float" else
-                f"(unsigned){src}.v[{i}]" for i in range(n)]
+        return [f"__float_as_uint({_lane(src, i)})" if dtype.kind == "float" else
+                f"(unsigned){_lane(src, i)}" for i in range(n)]
     per = 4 // size
-    return [" | ".join(f"({_ELEM_CAST[size]}{src}.v[{w * per + j}] << {8 * size * j})"
+    return [" | ".join(f"({_ELEM_CAST[size]}{_lane(src, w * per + j)} << {8 * size * j})"
                        for j in range(per)) for w in range(n // per)]
 
 
 def _unpack_words(dst, words, n, dtype):
-    """C statements storing the 32-bit ``words`` back into the ``n`` elements of ``dst``."""
+    """C statements storing the 32-bit ``words`` back into the ``n`` elements (narrower than
+    32 bits) of ``dst``."""
     size = dtype.itemsize
-    if size == 4:
-        conv = "__uint_as_float" if dtype.kind == "float" else f"({'int' if dtype.name == 'i32' else 'unsigned'})"
-        return [f"{dst}.v[{i}] = {conv}({words[i]});" for i in range(n)]
     per = 4 // size
     ct = "unsigned char" if size == 1 else "unsigned short"
-    return [f"{dst}.v[{w * per + j}] = ({ct})({words[w]} >> {8 * size * j});"
+    return [f"{_lane(dst, w * per + j)} = ({ct})({words[w]} >> {8 * size * j});"
             for w in range(n // per) for j in range(per)]
 
 
+def _pinned_lines(name, src, n, dtype):
+    """The C lines that pass vector ``src`` through an asm statement: (lines before it, its
+    operands "+f"/"+r", lines after it). 32-bit lanes are the operands themselves (no copies:
+    a 128-lane accumulator copied in and out of scalars around every asm costs NVVM time);
+    narrower lanes go as 32-bit words named ``name``0.., packed before and unpacked after."""
+    if dtype.itemsize == 4:
+        kind = "f" if dtype.kind == "float" else "r"
+        return [], [f'"+{kind}"({_lane(src, i)})' for i in range(n)], []
+    decl, ops, back, ct = _pinned(name, src, n, dtype)
+    return [f"  {ct} {', '.join(decl)};"], ops, back
+
+
 def _pinned(name, src, n, dtype):
-    """(declarations, asm operands "+r"/"+f", write-back statements) of vector ``src`` passed
-    through an asm statement as 32-bit registers named ``name``0.. (f32: "+f" on the elements)."""
-    if dtype.name == "f32":
-        return [f"{name}{i} = {src}.v[{i}]" for i in range(n)], [f'"+f"({name}{i})' for i in range(n)], \
-            [f"{src}.v[{i}] = {name}{i};" for i in range(n)], "float"
+    """(declarations, asm operands "+r", write-back statements) of vector ``src`` (lanes
+    narrower than 32 bits) passed through an asm statement as 32-bit registers named
+    ``name``0..."""
     words = _pack_words(src, n, dtype)
     regs = [f"{name}{w}" for w in range(len(words))]
     return ([f"{r} = {e}" for r, e in zip(regs, words)], [f'"+r"({r})' for r in regs],
@@ -451,9 +472,9 @@ def _lower_wgmma(atom, ops, res, attrs):
         a_regs = None
     else:
         a_regs, pb, ob, c, scale = ops
-    lines = ["{", f"  {d} = {c};"]
-    decl_d, ops_d, back_d, ct_d = _pinned("opus_d", d, atom.elem_c, atom.c)
-    lines.append(f"  {ct_d} {', '.join(decl_d)};")
+    lines = ["{", f"  {_copy(d, c, atom.elem_c)}"]
+    decl_d, ops_d, back_d = _pinned_lines("opus_d", d, atom.elem_c, atom.c)
+    lines += decl_d
     inputs, k = [], len(ops_d)
     if a_regs is None:
         lines.append(f"  unsigned long long opus_da = {_desc_expr(pa, oa, attrs['desc_a'])};")
@@ -489,10 +510,10 @@ def _lower_control(row, ops, res, attrs):
         return [f'asm volatile("{text}" ::: "memory");']
     lines, operands, back = ["{"], [], []
     for j, (src, dst, (n, dname)) in enumerate(zip(values, res, attrs["shapes"])):
-        lines.append(f"  {dst} = {src};")
+        lines.append(f"  {_copy(dst, src, n)}")
         dtype = dt.dtype_from_name(dname)
-        decl, asm_ops, wb, ct = _pinned(f"opus_v{j}_", dst, n, dtype)
-        lines.append(f"  {ct} {', '.join(decl)};")
+        decl, asm_ops, wb = _pinned_lines(f"opus_v{j}_", dst, n, dtype)
+        lines += decl
         operands += asm_ops
         back += wb
     lines.append(f'  asm volatile("{text}" : {", ".join(operands)} :: "memory");')
