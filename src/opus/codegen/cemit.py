@@ -12,8 +12,10 @@ conversions in hardware, float -> int, AMD's buffer-resource accesses). Per-op m
 place where an error raised while rendering an op gets the op's kernel line.
 
 Vectors are structs ``{ T v[n]; }`` aligned to their size (up to 16 bytes), so a 16-byte
-vector load is one instruction and every lane is a register (lanes are indexed by constants).
-16-bit floats are stored as ``unsigned short`` bit patterns and computed in f32 (rounded once
+vector load is one instruction and every lane is a register (lanes are indexed by constants);
+a dialect may render long register vectors as one variable per lane (``scalar_lanes_from``,
+LaneNames) and 16-bit vector stores as 32-bit words (``word_stores``), which NVVM compiles
+faster (docs/compile_time.md). 16-bit floats are stored as ``unsigned short`` bit patterns and computed in f32 (rounded once
 per operation, as ir/ops.py specifies).
 """
 from __future__ import annotations
