@@ -283,7 +283,7 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
                        (7, "if s is None or (s.guards or not guards_hold(s.guards)):"),
                        (14, "if s is None or (s.guards or not guards_hold(s.guards)):"))},
     "opus.frontend.kernel.xǁKernelǁ_respecialize__mutmut_21": (
-        "earlier.insert(0, stale)".replace("0", "1"),
+        "earlier.insert(1, stale)",
         "the stale specialization kept second instead of first among the earlier ones: one is "
         "taken only when its guards hold, and two whose guards both hold were traced under "
         "today's values alike"),
