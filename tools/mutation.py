@@ -291,6 +291,13 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "del earlier[9:]", "nine earlier specializations kept instead of eight: memory only"),
     # frontend/kernel.py Kernel.bind: its two memos (the defaults completing a positional call,
     # a plan per call shape) skipped, refilled or bounded otherwise
+    # _default_tails: the defaults completing a positional call, a memo of Kernel.bind's
+    # fast path; a tail missing (or None) sends the call to the plan, with the same result
+    **{f"opus.frontend.kernel.x__default_tails__mutmut_{n}": (text, _MEMO) for n, text in (
+        (5, "for n in range(0, -1):"), (6, "for n in range(len(params), -1):"),
+        (7, "for n in range(len(params), 0, ):"), (8, "for n in range(len(params), 1, -1):"),
+        (9, "for n in range(len(params), 0, +1):"), (17, "tail = None"),
+        (19, "tails[n - 1] = None"))},
     **{f"opus.frontend.kernel.xǁKernelǁbind__mutmut_{n}": (text, _MEMO) for n, text in (
         (2, "tail = None"), (3, "tail = self._default_tails.get(None)"), (8, "plan = None"),
         (9, "plan = self._bind_plans.get(None)"), (12, "if len(self._bind_plans) <= 256:"),

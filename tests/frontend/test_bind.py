@@ -88,3 +88,27 @@ def test_binding_errors_name_the_arguments():
     with pytest.raises(opus.ArgumentError) as e:
         no_defaults.bind(("x",), {"A": 1})
     assert str(e.value) == "kernel 'no_defaults': missing argument for parameter 'n'"
+
+
+def test_bind_of_kernels_defined_here_matches_python():
+    """The same check on kernels made inside the test: their defaults' tails are computed
+    while it runs (the module-level ones were made at import)."""
+    @opus.kernel
+    def fresh_defaults(x: opus.Ptr[opus.f32], n: opus.i32, s: opus.f32 = 1.0,
+                       A: opus.constexpr = 2, B: opus.constexpr = 3):
+        pass
+
+    @opus.kernel
+    def fresh_required(x: opus.Ptr[opus.f32], s: opus.f32 = 1.0, A: opus.constexpr = 2,
+                       B: opus.constexpr = None):
+        pass
+
+    @opus.kernel
+    def fresh_scalar_last(x: opus.Ptr[opus.f32], s: opus.f32 = 1.0, A: opus.constexpr = 4,
+                          n: opus.i32 = 5):
+        pass
+    for k in (fresh_defaults, fresh_required, fresh_scalar_last):
+        test_bind_matches_python(k)
+    assert fresh_defaults.bind(("x", 1), {}) == ("x", 1, 1.0, 2, 3)
+    with pytest.raises(opus.ArgumentError):
+        fresh_defaults.bind(("x",), {})
