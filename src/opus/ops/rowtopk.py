@@ -25,12 +25,14 @@ position lane * R + i) and streams its elements in groups of 512 (16 per lane, 1
 An element costs one compare: its value (as f32) against the list's k-th composite turned back
 into an f32 threshold (``!(x < t)``: NaN and ties pass; the composite order decides later).
 Passing elements (rare once the list fills: the threshold rises as about k / elements seen)
-are appended to the warp's queue in shared memory (one ballot per element of a group where
-some lane passes, the slot from ``opus.popc`` of the lanes below); every whole K of the queue
-is merged into the list: sorted by a bitonic network of ``opus.shfl_xor`` steps (within a lane
-for strides below R), reversed against the list (lane ^ (W - 1)), the elementwise max taken (a
-bitonic sequence holding the K best of both) and that merged by log2 K more steps; the k-th is
-broadcast as the new threshold. The warps of a block merge their lists pairwise through shared
+are appended to the warp's queue in shared memory (in a group where some lane passes, one vote
+per 4 elements of each lane, then one ballot per element, the slot from ``opus.popc`` of the
+lanes below). The first group, before the list has a k-th, is filtered by a bound: each lane's
+c-th best (c = k / W rounded up to a power of two), the least over the warp. Every whole K of
+the queue is merged into the list: sorted by a bitonic network of ``opus.shfl_xor`` steps
+(within a lane for strides below R), reversed against the list (lane ^ (W - 1)), the
+elementwise max taken (a bitonic sequence holding the K best of both) and that merged by
+log2 K more steps; the k-th is broadcast as the new threshold. The warps of a block merge their lists pairwise through shared
 memory, and the first k positions are written: indices from the composites, values gathered
 from x (NaN payloads and -0.0 kept). Shuffles and votes name the whole warp as members (every
 lane takes part), so NVIDIA reads no active mask per shuffle.
@@ -50,7 +52,7 @@ from opus import dtypes as dt
 
 from . import _rows
 
-__all__ = ["topk", "plan", "TOPK"]
+__all__ = ["topk", "plan", "launch", "short_shape", "TOPK", "TOPK_SHORT"]
 
 _DTYPES = ("f32", "bf16", "f16")
 _MAX_K = 128
@@ -307,7 +309,7 @@ def _topk_for(DT):
     @opus.kernel
     def topk_rows(x: opus.Ptr[DT], cand: opus.Ptr[opus.u64], vals: opus.Ptr[DT],
                   inds: opus.Ptr[opus.i64], part: opus.Ptr[opus.u64], rows: opus.i32,
-                  n: opus.i32, x_stride: opus.i64, k: opus.i32, slice_len: opus.i32,
+                  n: opus.i32, x_stride: opus.i64, slice_len: opus.i32,
                   K: opus.constexpr = 32, KOUT: opus.constexpr = 8,
                   WPR: opus.constexpr = 1, BLOCK: opus.constexpr = 128,
                   VEC: opus.constexpr = 4,
@@ -629,7 +631,7 @@ def _plan_rows(x, x2, d, k, largest, wpr, slices, vec):
         block = 4 * ws if wpr == 1 else wpr * ws
         kern = TOPK[d][-(-rows // 4) if wpr == 1 else rows, block]
         kw = dict(WPR=wpr, BLOCK=block, VEC=vec, **common)
-        return lambda x2, v2, i2: kern(x2, dummy, v2, i2, dummy, rows, n, stride, k, n, **kw)
+        return lambda x2, v2, i2: kern(x2, dummy, v2, i2, dummy, rows, n, stride, n, **kw)
     slice_len = -(-n // (slices * _GROUP)) * _GROUP      # whole groups: aligned vectors
     m = slices * K
     first = TOPK[d][(rows, slices), wpr * ws]
@@ -639,8 +641,8 @@ def _plan_rows(x, x2, d, k, largest, wpr, slices, vec):
 
     def run(x2, v2, i2):
         part = _rows.empty(x2, (rows, m), dt.u64)
-        first(x2, dummy, v2, i2, part, rows, n, stride, k, slice_len, **kw1)
-        merge(x2, part, v2, i2, dummy, rows, m, stride, k, m, **kw2)
+        first(x2, dummy, v2, i2, part, rows, n, stride, slice_len, **kw1)
+        merge(x2, part, v2, i2, dummy, rows, m, stride, m, **kw2)
     return run
 
 
