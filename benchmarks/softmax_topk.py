@@ -146,19 +146,49 @@ def run_topk(torch, reps):
         rv, _ = torch.topk(x, k)
         ok = bool(torch.equal(v, rv)) and bool(torch.equal(torch.gather(x, 1, i), v))
         times = {}
-        names = ["torch_topk", "opus"]
         fns = {"torch_topk": lambda: torch.topk(x, k), "opus": lambda: opus.ops.topk(x, k)}
+        for name in list(fns):        # the same calls replayed from CUDA graphs: device time
+            fns[name + "_graph"] = _graph_of(torch, fns[name])
+        names = list(fns)
         for _ in range(2):
             for name in names:
                 _timed(times, f"{rows}x{n} k={k} {name}", fns[name], fresh, reps, x.numel() * 4)
             names.reverse()
-        t_torch = _median_ms(times, f"{rows}x{n} k={k} torch_topk")
-        t_opus = _median_ms(times, f"{rows}x{n} k={k} opus")
+        t = {name: _median_ms(times, f"{rows}x{n} k={k} {name}") for name in fns}
         res.append({"rows": rows, "n": n, "k": k, "goal": goal, "correct": ok,
-                    "torch_ms": t_torch, "opus_ms": t_opus, "speedup": t_torch / t_opus,
-                    "opus_read_gbps": x.numel() * 4 / (t_opus * 1e-3) / 1e9})
+                    "torch_ms": t["torch_topk"], "opus_ms": t["opus"],
+                    "speedup": t["torch_topk"] / t["opus"],
+                    "torch_graph_ms": t["torch_topk_graph"], "opus_graph_ms": t["opus_graph"],
+                    "speedup_graph": t["torch_topk_graph"] / t["opus_graph"],
+                    "host_us": {name: _host_us(torch, fns[name]) for name in ("torch_topk", "opus")},
+                    "opus_read_gbps": x.numel() * 4 / (t["opus"] * 1e-3) / 1e9})
         del x
     return res
+
+
+def _graph_of(torch, fn):
+    """fn captured in a CUDA graph (after a warm-up call: plans made, kernels compiled): its
+    replay, for device times without the host's part."""
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        fn()
+    return g.replay
+
+
+def _host_us(torch, fn, calls=200):
+    """Host microseconds per call of fn (calls queued back to back, the GPU not waited for).
+    CUDA events around one eager call measure the larger of this and the device time where
+    the GPU has nothing queued before it."""
+    import time
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t1 = time.perf_counter()
+    torch.cuda.synchronize()
+    return (t1 - t0) / calls * 1e6
 
 
 def run_topk_shapes(torch, reps):
@@ -218,6 +248,14 @@ def markdown(r, note=""):
         lines.append(f"| {t['rows']} x {t['n']}, {t['k']} | {t['torch_ms']:.3f} | "
                      f"{t['opus_ms']:.3f} | {t['speedup']:.2f} | {t['opus_read_gbps']:.0f} | "
                      f"{t['correct']} |")
+    if r["topk"] and "opus_graph_ms" in r["topk"][0]:
+        lines += ["", "## top-k replayed from CUDA graphs (device time), and host time per "
+                  "eager call", "", "| rows x n, k | torch.topk ms | opus ms | speedup | "
+                  "host us torch.topk | host us opus |", "| --- | --- | --- | --- | --- | --- |"]
+        for t in r["topk"]:
+            lines.append(f"| {t['rows']} x {t['n']}, {t['k']} | {t['torch_graph_ms']:.3f} | "
+                         f"{t['opus_graph_ms']:.3f} | {t['speedup_graph']:.2f} | "
+                         f"{t['host_us']['torch_topk']:.1f} | {t['host_us']['opus']:.1f} |")
     if r.get("topk_shapes"):
         lines += ["", "## top-k launch shapes (ms; rule / fastest: the fastest's time over the "
                   "rule's)", "", "| rows x n, k | rule | fastest | rule / fastest | every shape |",
