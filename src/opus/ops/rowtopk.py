@@ -268,9 +268,7 @@ def _short_for(DT):
         lanes' lists (shfl_xor of the partner's list, a bitonic merge keeping KL): every lane
         of the row ends with the row's list and writes every G-th of its first KOUT."""
         ws = opus.warp_size()
-        KL = 1
-        while KL < KOUT:
-            KL *= 2
+        KL = _pow2_at_least(KOUT)
         lane = opus.lane_id()
         gl = lane % G
         row = (opus.block_id_x() * (_SHORT_BLOCK // ws) + opus.warp_id()) * (ws // G) + lane // G
