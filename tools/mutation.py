@@ -208,6 +208,8 @@ _FAST_PATH = ("Kernel.specialization's unlocked fast path (or the re-check under
               "and guards, so the same one is returned or made; with threads racing a second "
               "thread could retrace once more, making an equal specialization (no test races "
               "threads on one key's guards)")
+_TABLES_AGAIN = ("the vendor's instruction tables loaded again at every ask: the first ones stored "
+                 "in the class are kept and returned (the same dicts), so only speed differs")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -327,6 +329,11 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         (39, "A[w, ar[None], ac[None]] = np.asarray(a).astype(exact).reshape(W, self.warp, -2)"),
         (50, "B[w, br[None], bc[None]] = np.asarray(b).astype(exact).reshape(W, self.warp, -2)"),
         (61, "C[w, cr[None], cc[None]] = np.asarray(c).astype(exact).reshape(W, self.warp, -2)"))},
+    "opus.targets.matrix.xǁMatrixAtomǁemulate__mutmut_89": (
+        "return [D[w, cr[None], cc[None]].reshape(T, -2)]", _RESHAPE_NEG),
+    **{f"opus.targets.base.xǁTargetǁ_instruction_tables__mutmut_{n}": (text, _TABLES_AGAIN)
+       for n, text in ((1, "tables = None"), (2, 'tables = cls.__dict__.get(None)'),
+                       (3, 'tables = cls.__dict__.get("XX_tablesXX")'))},
     "opus.targets.matrix.xǁMatrixAtomǁemulate__mutmut_68": (
         "for ks in (self.k_slices() if (self.numerics.k_steps > 1) or True else [slice(None)]):",
         _ONE_STEP),

@@ -293,3 +293,22 @@ def test_a_missing_matrix_instruction_lists_what_the_chip_has():
     assert "(the 16x8x8 instruction reads f32 inputs as tf32, 10 mantissa bits: ask " \
            "make_mma(opus.tf32, opus.tf32, f32, shape) for it)" in _refusal(
                NvidiaTarget("sm_80").mma_instruction, f32, f32, f32, (16, 8, 8))
+
+
+def test_missing_matrix_instruction_messages_in_their_other_forms():
+    bf16, f32, e4m3 = _dtype("bf16"), _dtype("f32"), _dtype("fp8_e4m3")
+    # bf16 inputs where a tf32 row of the shape exists: no tf32 hint (it is for f32 inputs)
+    message = _refusal(NvidiaTarget("sm_80").mma_instruction, bf16, bf16, f32, (16, 8, 4))
+    assert message.startswith("no matrix instruction for bf16 x bf16 -> f32 with shape 16x8x4 "
+                              "on sm_80; available: ") and "tf32" not in message.split(";")[0]
+    assert _refusal(NvidiaTarget("sm_90a").mma_instruction, e4m3, e4m3, f32, (16, 16, 128),
+                    True).startswith("no scaled matrix instruction for fp8_e4m3 x fp8_e4m3 -> "
+                                     "f32 with shape 16x16x128 on sm_90a; available: ")
+
+    class NoMatrixUnits(NvidiaTarget):
+        @classmethod
+        def _load_instruction_tables(cls):
+            return {}, {}
+    assert _refusal(NoMatrixUnits("sm_80").mma_instruction, bf16, bf16, f32, (16, 8, 16)) == (
+        "no matrix instruction for bf16 x bf16 -> f32 with shape 16x8x16 on sm_80; available: "
+        "none")
