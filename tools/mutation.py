@@ -210,6 +210,10 @@ _FAST_PATH = ("Kernel.specialization's unlocked fast path (or the re-check under
               "threads on one key's guards)")
 _TABLES_AGAIN = ("the vendor's instruction tables loaded again at every ask: the first ones stored "
                  "in the class are kept and returned (the same dicts), so only speed differs")
+_FACTORY_NAME = ("the name of the factory function that makes a helper's rewritten function: it is "
+                 "called once, at once, and never seen (the helper keeps its own name)")
+_INFO_AGAIN = ("a rewrite's code information registered again in the trace's code_info: the same "
+               "entries written again (update with the same dict)")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -238,6 +242,19 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         (22, "return x == 0 and math.copysign(2.0, x) < 0"),
         (23, "return x == 0 and math.copysign(1.0, x) <= 0"),
         (24, "return x == 0 and math.copysign(1.0, x) < 1"))},
+    "opus.frontend.calls.x__runtime_value_hint__mutmut_10": (
+        'module = getattr(f, "__module__", None) or "XXXX"',
+        "a function whose __module__ is None: '' and 'XXXX' are both no numeric module and not "
+        "'builtins', so no hint either way"),
+    **{f"opus.frontend.calls.xǁTraceStateǁbind__mutmut_{n}": (text, _FACTORY_NAME) for n, text in (
+        (10, "g = types.FunctionType(rewritten.factory, ns, None)(self.rt)"),
+        (13, "g = types.FunctionType(rewritten.factory, ns, )(self.rt)"),
+        (14, 'g = types.FunctionType(rewritten.factory, ns, "XX__opus_factoryXX")(self.rt)'),
+        (15, 'g = types.FunctionType(rewritten.factory, ns, "__OPUS_FACTORY")(self.rt)'))},
+    **{f"opus.frontend.calls.xǁTraceStateǁbind__mutmut_{n}": (text, _INFO_AGAIN) for n, text in (
+        (17, "if id(None) not in self.info_seen:"), (19, "self.info_seen.add(None)"),
+        (20, "self.info_seen.add(id(None))"))},
+    "opus.frontend.calls.xǁTraceStateǁbind__mutmut_22": ("self.bound[fn] = None", _REBIND),
     "opus.frontend.calls.x_call__mutmut_27": (
         "conv = _CONVERSIONS.get(None, _UNSEEN)",
         "a method's conversion looked up under None, never a key: _conversion(fn) computes it "

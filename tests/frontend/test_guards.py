@@ -250,3 +250,49 @@ def test_a_kernel_whose_globals_hold_the_builtins_module(tmp_path):
     with opus.set_target("sm_80", interpret=True):
         scope["k"][1, 1](out)
     assert out[0] == 3.0
+
+
+# -- Python's math given a run-time value: the hint -------------------------------------------------
+
+_TAIL = ("was given a run-time value: Python's functions run while the kernel is traced and "
+         "cannot compute with run-time values; ")
+
+
+def test_the_hint_for_pythons_math_on_run_time_values():
+    import math
+    from opus.frontend.calls import _runtime_value_hint as hint
+    v = Value(dt.f32)
+    assert hint(math.exp, (v,), {}) == "math.exp() " + _TAIL + "use opus.exp"
+    assert hint(max, (1.0, v), {}) == "max() " + _TAIL + "use opus.max"
+    assert hint(np.sqrt, ((v, 2.0),), {}) == "numpy.sqrt() " + _TAIL + "use opus.sqrt"
+    assert hint(math.exp, (), {"x": v}) == "math.exp() " + _TAIL + "use opus.exp"   # by keyword
+    assert hint(math.lgamma, (v,), {}) == (
+        "math.lgamma() " + _TAIL + "opus has no run-time version of it; compute it from opus "
+        "functions")
+    assert hint(np.linalg.norm, (v,), {}) == (
+        "numpy.linalg.norm() " + _TAIL + "opus has no run-time version of it; compute it from "
+        "opus functions")
+
+    class NamelessMath:                   # a callable of a numeric module without a __name__
+        __module__ = "math"
+    f = NamelessMath()
+    assert hint(f, (v,), {}) == f"math.{f!r}() " + _TAIL + (
+        "opus has no run-time version of it; compute it from opus functions")
+    # no hint: no run-time value, a builtin with no run-time counterpart, other modules, objects
+    # without a module
+    import json
+    assert hint(math.exp, (1.0,), {"x": 2}) is None
+    assert hint(len, (v,), {}) is None and hint(json.dumps, (v,), {}) is None
+    assert hint(object(), (v,), {}) is None
+
+
+def test_an_error_of_pythons_math_on_compile_time_values_is_the_users():
+    import math
+    import opus
+
+    @opus.kernel
+    def k(out: opus.Ptr[opus.f32]):
+        out[0] = opus.f32(math.sqrt(-1.0))
+    with pytest.raises(opus.TraceError) as e:   # at the user's line, as Python said it
+        k.specialize("sm_80")
+    assert "ValueError: math domain error" in str(e.value)
