@@ -460,6 +460,10 @@ def _pyproject(module: Module, fresh=False) -> str:
     # source (Kernel._specs) stays the unmutated one, so every codegen mutant it reaches survives
     settings = dict(base, only_mutate=list(module.files), process_isolation="forkserver",
                     forkserver_warmup="none" if fresh else "collect",
+                    # without the warm-up each mutant's pytest imports and collects within its
+                    # time limit (15 x its tests' duration + this): without room for that, slow
+                    # imports on a busy machine would count as timeouts, i.e. as kills
+                    timeout_constant=120.0 if fresh else base.get("timeout_constant", 1.0),
                     pytest_add_cli_args_test_selection=list(module.tests))
     section = ["", "[tool.mutmut]"] + [f"{k} = {_toml_value(v)}" for k, v in settings.items()]
     return "\n".join(kept + section) + "\n"
