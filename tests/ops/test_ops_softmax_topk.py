@@ -282,9 +282,9 @@ def test_topk_plans_are_kept(monkeypatch):
 
 def test_topk_launch_rule():
     # short rows: 32 values per lane (where n allows), G lanes per row
-    assert rowtopk.plan(16384, 256, 8, 132, 32) == ("short", 32, 8)
+    assert rowtopk.plan(16384, 256, 8, 132, 32) == ("short", 16, 16)
     assert rowtopk.plan(3, 1000, 32, 132, 32) == ("short", 32, 32)
-    assert rowtopk.plan(3, 37, 5, 132, 32) == ("short", 32, 2)
+    assert rowtopk.plan(3, 37, 5, 132, 32) == ("short", 16, 4)
     assert rowtopk.plan(3, 1, 1, 132, 32) == ("short", 1, 1)
     assert rowtopk.plan(3, 2048, 8, 132, 64) == ("short", 32, 64)   # AMD's 64-lane waves
     assert rowtopk.plan(3, 256, 33, 132, 32) == ("rows", 1, 1)      # k > 32: the streaming kernel

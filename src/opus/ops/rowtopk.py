@@ -11,9 +11,9 @@ differ from torch's, which does not define them. -0.0 ranks below +0.0 (as in to
 select).
 
 Short rows (the short-row kernel, ``TOPK_SHORT``: k <= 32, n <= 32 values per lane of a whole
-warp): G lanes per row, P values per lane (powers of two, P * G >= n, P = 32 where n allows:
-16384 x 256 runs 4 rows per warp, G = 8). Each lane loads its P values (16-byte vectors),
-keeps the KL (k rounded up to a power of two) best as a descending list by a merge sort in its
+warp): G lanes per row, P values per lane (powers of two, P * G >= n, P = 16 where n allows,
+up to 32 where it must: 16384 x 256 runs 2 rows per warp, G = 16). Each lane loads its P
+values (16-byte vectors), keeps the KL (k rounded up to a power of two) best as a descending list by a merge sort in its
 registers (no shuffles), then log2 G butterfly steps merge the lanes' lists: ``shfl_xor`` of
 the partner's list, and a bitonic merge of the two keeping KL (the larger of a[i] and
 b[KL - 1 - i] is a bitonic list holding the KL best). Every lane of the row then holds the
@@ -63,7 +63,9 @@ _WARPS_PER_SM = 16            # warps a split of few long rows aims to give ever
 _ROW_WARPS_PER_SM = 16        # rows per SM from which long rows get one warp each
 _BLOCKS_PER_SM = 2            # slices: at least this many blocks per SM
 _SHORT_MAX_K = 32             # the short-row kernel: k up to 32,
-_SHORT_P = 32                 # ... at most 32 values per lane
+_SHORT_P = 32                 # ... at most 32 values per lane,
+_SHORT_P_FIRST = 16           # ... 16 where n allows (H100, 16384 x 256 k = 8: P = 16 0.055 ms,
+                              # 8 0.069, 32 0.091, 64 0.083 per eager call)
 
 
 # -- composites --------------------------------------------------------------------------------
@@ -507,11 +509,12 @@ def list_size(k, warp_size):
 def short_shape(n, k, warp_size):
     """(P, G) for rows of n elements with the short-row kernel: P values per lane, G lanes per
     row (powers of two, P * G >= n), or None where it does not apply (k > 32 or n above
-    32 values per lane of a whole warp). P is at least 32 (where n allows): the lanes' own
-    merges cost no shuffles, so the fewer lanes per row the cheaper the row."""
+    32 values per lane of a whole warp). P is at least 16 (where n allows): the lanes' own
+    merges cost no shuffles, so fewer lanes per row save shuffles, but 32 values and their
+    indices per lane cost occupancy (measured: _SHORT_P_FIRST)."""
     if k > _SHORT_MAX_K or n > _SHORT_P * warp_size:
         return None
-    p = max(_pow2_at_least(-(-n // warp_size)), min(_pow2_at_least(n), _SHORT_P))
+    p = max(_pow2_at_least(-(-n // warp_size)), min(_pow2_at_least(n), _SHORT_P_FIRST))
     return p, _pow2_at_least(-(-n // p))
 
 
