@@ -13,8 +13,9 @@ select).
 Short rows (the short-row kernel, ``TOPK_SHORT``: k <= 32, n <= 32 values per lane of a whole
 warp): G lanes per row, P values per lane (powers of two, P * G >= n, P = 16 where n allows,
 up to 32 where it must: 16384 x 256 runs 2 rows per warp, G = 16). Each lane loads its P
-values (16-byte vectors), keeps the KL (k rounded up to a power of two) best as a descending list by a merge sort in its
-registers (no shuffles), then log2 G butterfly steps merge the lanes' lists: ``shfl_xor`` of
+values (16-byte vectors), keeps the KL (k rounded up to a power of two) best as a descending
+list by a merge sort in its registers (no shuffles), then log2 G butterfly steps merge the
+lanes' lists: ``shfl_xor`` of
 the partner's list, and a bitonic merge of the two keeping KL (the larger of a[i] and
 b[KL - 1 - i] is a bitonic list holding the KL best). Every lane of the row then holds the
 row's list; lane i writes positions i, i + G, ...
