@@ -15,9 +15,8 @@ warp): G lanes per row, P values per lane (powers of two, P * G >= n, P = 16 whe
 up to 32 where it must: 16384 x 256 runs 2 rows per warp, G = 16). Each lane loads its P
 values (16-byte vectors), keeps the KL (k rounded up to a power of two) best as a descending
 list by a merge sort in its registers (no shuffles), then log2 G butterfly steps merge the
-lanes' lists: ``shfl_xor`` of
-the partner's list, and a bitonic merge of the two keeping KL (the larger of a[i] and
-b[KL - 1 - i] is a bitonic list holding the KL best). Every lane of the row then holds the
+lanes' lists: ``shfl_xor`` of the partner's list, and a bitonic merge of the two keeping KL
+(the larger of a[i] and b[KL - 1 - i] is a bitonic list holding the KL best). Every lane of the row then holds the
 row's list; lane i writes positions i, i + G, ...
 
 Long rows (the streaming kernel, ``TOPK``): a warp keeps a sorted list of its best K =
