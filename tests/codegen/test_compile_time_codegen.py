@@ -55,12 +55,20 @@ def test_16_bit_vector_stores_keep_every_lane(vec, tmp_path):
     np.testing.assert_array_equal(z, np.trunc(x).astype(np.int16))
 
 
+@opus.kernel
+def bf16_pairs_out(x: opus.Ptr[f32], y: opus.Ptr[bf16]):
+    t = opus.thread_id_x()
+    opus.store(y, opus.cast(opus.load(x, t * 2, vec=2), bf16), t * 2, vec=2)
+
+
 def test_16_bit_vector_store_is_one_word_store_without_repacking():
     """A bf16 pair from one packed cvt goes to memory as the cvt's word: no PRMT in SASS (the
-    struct of two halves was split and re-packed by two PRMTs per pair)."""
-    src = halves_out.source(target="sm_90a", VEC=2)
+    struct of two halves was split and re-packed by a PRMT per pair). Lanes that no packed
+    cvt made (the i16 casts of halves_out) keep the struct store."""
+    src = bf16_pairs_out.source(target="sm_90a")
     assert re.search(r"\*\(unsigned\*\)\(p_y_\d+ \+ ", src), src
-    sass = halves_out.sass(target="sm_90a", VEC=2)
+    assert not re.search(r"\*\(unsigned\*\)\(p_z_", halves_out.source(target="sm_90a", VEC=2))
+    sass = bf16_pairs_out.sass(target="sm_90a")
     assert "F2FP.BF16.F32.PACK_AB" in sass
     assert "PRMT" not in sass, sass
 

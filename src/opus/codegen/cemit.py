@@ -1008,14 +1008,14 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         self.line(indent, "}")
 
     def _word_store(self, addr, val):
-        """The store of register vector ``val`` (16-bit lanes; 4, 8 or 16 bytes) at ``addr``
-        as 32-bit words built from its lanes, or None for other vectors. Stored as a struct of
-        16-bit lanes, NVVM splits and re-packs the lanes (PRMTs in SASS, even for a pair a
-        packed cvt made) and takes longer over it (docs/compile_time.md). Byte lanes stay
-        structs: as words, fp8 encoders came out a few instructions longer."""
+        """The store of register vector ``val`` (4, 8 or 16 bytes of 16-bit lanes that packed
+        conversions made in pairs) at ``addr`` as 32-bit words built from its lanes, or None
+        for other vectors. Stored as a struct of 16-bit lanes, NVVM splits each cvt's word and
+        packs it again (PRMTs in SASS) and takes longer over it (docs/compile_time.md). Other
+        vectors stay structs: as words, a loop's f16 sums and fp8 encoders came out longer."""
         e = scalar_of(val.type)
         nbytes = val.type.n * e.itemsize
-        if e.itemsize != 2 or nbytes not in (4, 8, 16):
+        if e.itemsize != 2 or nbytes not in (4, 8, 16) or not self._packed_pairs(val):
             return None
         per, bits = 4 // e.itemsize, 8 * e.itemsize
         lanes = self.lanes(val)
@@ -1026,6 +1026,19 @@ class CEmitter(TmaRendering, CrossLaneRendering, SyncAtomicsRendering):  # the m
         wt = self.ctype(VectorType(dt.u32, nbytes // 4))
         fill = " ".join(f"w_.v[{i}] = {w};" for i, w in enumerate(words))
         return f"{{ {wt} w_; {fill} *({wt}*)({addr}) = w_; }}"
+
+    def _packed_pairs(self, v) -> bool:
+        """Whether each aligned lane pair of vector ``v`` is one packed conversion's result: a
+        cast the target pairs (Target.packed_conversion), through slices that keep pairs."""
+        while v.owner is not None and v.owner.kind == "vector_permute":
+            idx = v.owner.attrs["indices"]
+            if any(idx[i] % 2 or idx[i + 1] != idx[i] + 1 for i in range(0, len(idx) - 1, 2)):
+                return False
+            v = v.owner.operands[0]
+        op = v.owner
+        return (op is not None and op.kind == "cast" and len(op.operands) == 1
+                and self.target.packed_conversion(scalar_of(op.operands[0].type),
+                                                  op.attrs["to"], op.attrs["rounding"]) is not None)
 
     def render_store(self, op, indent):
         if op.operands[0].type.elem.packed:
