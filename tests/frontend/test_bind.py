@@ -107,7 +107,10 @@ def test_bind_of_kernels_defined_here_matches_python():
     def fresh_scalar_last(x: opus.Ptr[opus.f32], s: opus.f32 = 1.0, A: opus.constexpr = 4,
                           n: opus.i32 = 5):
         pass
-    for k in (fresh_defaults, fresh_required, fresh_scalar_last):
+    @opus.kernel
+    def fresh_no_defaults(x: opus.Ptr[opus.f32], n: opus.i32, A: opus.constexpr):
+        pass
+    for k in (fresh_defaults, fresh_required, fresh_scalar_last, fresh_no_defaults):
         test_bind_matches_python(k)
     assert fresh_defaults.bind(("x", 1), {}) == ("x", 1, 1.0, 2, 3)
     with pytest.raises(opus.ArgumentError):
