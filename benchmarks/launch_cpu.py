@@ -8,6 +8,15 @@ script with each other, not with GPU launch figures.
 
 Each figure: nanoseconds per call, the best of --reps loops of --count calls (the machine's
 load only adds time); run it interleaved with another checkout to compare.
+
+    PYTHONPATH=src python benchmarks/launch_cpu.py --ops     (needs torch, CPU-only is enough)
+
+times whole opus.ops calls (topk, softmax, rmsnorm, the quantizations) on torch CPU tensors
+that pass for CUDA ones: ``Tensor.is_cuda`` reads True, launch entries are GpuEntry objects
+over a stand-in function and the no-op cuLaunchKernelEx (nothing is compiled or loaded), the
+current stream is 0 and the chip has 132 SMs. What is timed is opus's host work per call plus
+torch's own (allocating outputs: CPU allocations of large tensors cost more than the CUDA
+caching allocator's, so the ops' tests pass ``out=`` where they can), in microseconds.
 """
 import argparse
 import ctypes
@@ -112,5 +121,66 @@ def main():
               f"   launcher call {best(lambda: la(x, y, o, 1000), a.count, a.reps):6.0f} ns")
 
 
+def ops_main(count, reps):
+    """Microseconds per opus.ops call, torch CPU tensors passing for CUDA ones."""
+    import torch
+    import opus.ops as ops
+    from opus.frontend import targeting
+    from opus.ops import _rows, norm_quant
+    cu = noop_launch()
+
+    class CpuFunction(Function):
+        device = -1          # torch's get_device() of a CPU tensor
+
+    class CpuEntry(gpu_launch.GpuEntry):
+        def _adopt_torch(self):
+            from opus.runtime import tensor_args
+            tensor_args.init_torch()
+            dtypes = self._per_param(tensor_args.torch_dtype)
+            self._adopt(torch.Tensor, dtypes, lambda d: 0)
+            if self.fast is not None:
+                self.fast.adopt_torch(torch.Tensor, torch.nn.Parameter, dtypes, lambda d: 0)
+            self._torch_adopted = True
+
+    launch._make_entry = lambda k, sel, spec: CpuEntry(
+        k.name, spec.target, spec.static_smem, gpu_launch.plan_of(k, spec), CpuFunction(),
+        227 * 1024, cu)
+    torch.Tensor.is_cuda = property(lambda self: True)
+    _rows.sm_count = lambda x: 132
+    targeting._selected.set(targeting._selection(get_target("sm_90a"), "gpu"))
+    norm_quant._torch_op("rmsnorm")   # a CPU kernel for the torch.library ops too (older
+    for name, (_, impl) in norm_quant._OPS.items():   # opus dispatched eager calls there)
+        norm_quant._TORCH_LIB[0].impl(name, impl(True), "CPU")
+
+    bf = torch.bfloat16
+    x, w = torch.randn(4096, 8192, dtype=bf), torch.randn(8192, dtype=bf)
+    y, q = torch.empty_like(x), torch.empty(4096, 8192, dtype=torch.float8_e4m3fn)
+    s, sg = torch.empty(4096), torch.empty(4096, 64)
+    t1, t2, t3 = torch.randn(4096, 32768), torch.randn(64, 131072), torch.randn(16384, 256)
+    cases = {
+        "topk 4096x32768 k=8": lambda: ops.topk(t1, 8),
+        "topk 64x131072 k=64 (two launches)": lambda: ops.topk(t2, 64),
+        "topk 16384x256 k=8": lambda: ops.topk(t3, 8),
+        "softmax 4096x8192 bf16": lambda: ops.softmax(x),
+        "softmax 4096x8192 bf16 out=": lambda: ops.softmax(x, out=y),
+        "rmsnorm 4096x8192 bf16 out=": lambda: ops.rmsnorm(x, w, out=y),
+        "rmsnorm_quant out=, scales=": lambda: ops.rmsnorm_quant(x, w, out=q, scales=s),
+        "per_token_quant out=, scales=": lambda: ops.per_token_quant(x, out=q, scales=s),
+        "per_group_quant out=, scales=": lambda: ops.per_group_quant(x, out=q, scales=sg),
+    }
+    for name, f in cases.items():
+        f()                     # plans made
+        print(f"{name:36s} {best(f, count, reps) / 1000:7.2f} us")
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+    if "--ops" in sys.argv:
+        sys.argv.remove("--ops")
+        ap = argparse.ArgumentParser()
+        ap.add_argument("--reps", type=int, default=5)
+        ap.add_argument("--count", type=int, default=2000)
+        a = ap.parse_args()
+        ops_main(a.count, a.reps)
+    else:
+        main()

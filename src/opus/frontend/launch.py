@@ -59,20 +59,34 @@ class _Launch:
         self._call(args, kwargs, smem, stream)
 
     def _call(self, given, kwargs, smem, stream):
-        k = self.kernel
-        args, memoizable = k.launch_arguments(given, kwargs)
+        args, memoizable = self.kernel.launch_arguments(given, kwargs)
         sel = current_target()
-        check_shape(sel.target, k.name, self.grid, self.block)
-        try:
-            entry = k.launch_entries[k.entry_key(sel.key, args)]
-        except (KeyError, TypeError):  # first launch here, or an unhashable constexpr
-            entry = _entry_for(k, sel, args)
+        entry = self._entry(sel, args)
         entry.run(self, args, smem, stream)
         # Remember, per number of positional arguments that leaves every constexpr to its
         # default, the entry's run and the selection it is for: then the entry depends on the
         # selected target alone, and the next such call needs no key.
         if memoizable:
             self._remember(len(given), sel, entry.run)
+
+    def _entry(self, sel, args):
+        """The launch entry for a full argument tuple under selection ``sel``."""
+        k = self.kernel
+        check_shape(sel.target, k.name, self.grid, self.block)
+        try:
+            return k.launch_entries[k.entry_key(sel.key, args)]
+        except (KeyError, TypeError):  # first launch here, or an unhashable constexpr
+            return _entry_for(k, sel, args)
+
+    def bind_entry(self, *args, **kwargs):
+        """``(run, full)`` for a caller that launches this kernel many times with the same
+        constexpr values under the current target selection (opus.ops' launch plans):
+        ``run(self, full2, 0, None)``, where full2 is ``full`` (the call's complete argument
+        tuple) with other run-time arguments in their places, launches as ``self(...)`` would
+        there, without binding keywords or building the entry key per call. The entry still
+        checks the run-time arguments and the trace's guards at each launch."""
+        args, _ = self.kernel.launch_arguments(args, kwargs)
+        return self._entry(current_target(), args).run, args
 
 
 class PyLauncher(_Launch):

@@ -70,12 +70,21 @@ def np():
     return numpy
 
 
+_NAME_OF_TORCH = {}   # torch dtype -> opus's name for it (a dict lookup per call)
+
+
 def dtype_name(x):
     if type(x).__module__.startswith("torch"):
+        name = _NAME_OF_TORCH.get(x.dtype)
+        if name is not None:
+            return name
         from ..runtime import tensor_args as ta
         if not ta._TORCH_OF_OPUS:
             ta.init_torch()
         d = next((o for o, tt in ta._TORCH_OF_OPUS.items() if tt is x.dtype), None)
-        return d.name if d is not None else str(x.dtype)
+        if d is None:
+            return str(x.dtype)
+        _NAME_OF_TORCH[x.dtype] = d.name
+        return d.name
     d = dt.dtype_of_numpy(x.dtype)
     return d.name if d is not None else str(x.dtype)

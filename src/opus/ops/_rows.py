@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from opus import dtypes as dt
 from opus.errors import ArgumentError
+from opus.frontend.targeting import current_target
 
 # opus's name for the element type of a torch tensor or numpy array (or the foreign name where
 # opus has none): one definition for the library (ops/_gemm_args.py)
@@ -59,11 +60,15 @@ def as_rows(x):
     leading dimensions collapse to one stride (padded rows stay padded), else a contiguous
     copy; numpy arrays (the interpreter takes C-contiguous ones) a C-contiguous copy where
     needed."""
-    n = x.shape[-1]
+    shape = x.shape
+    n = shape[-1]
+    torch = is_torch(x)
+    if torch and len(shape) == 2 and (n <= 1 or x.stride(1) == 1):
+        return x                                    # the common case: no new view
     rows = 1
-    for e in x.shape[:-1]:
+    for e in shape[:-1]:
         rows *= e
-    if is_torch(x):
+    if torch:
         x2 = x.reshape(rows, n)
         if n > 1 and x2.stride(1) != 1:
             x2 = x2.contiguous()
@@ -100,9 +105,22 @@ def empty(x, shape, d):
     return np.empty(shape, d.np_dtype)
 
 
+def allocator(x, d):
+    """``new(shape)``: new arrays of opus dtype ``d`` beside ``x``, as ``empty`` makes them,
+    with the dtype and device looked up once (a launch plan keeps it)."""
+    if is_torch(x):
+        import functools
+        import torch
+        from opus.runtime import tensor_args as ta
+        if not ta._TORCH_OF_OPUS:
+            ta.init_torch()
+        return functools.partial(torch.empty, dtype=ta._TORCH_OF_OPUS[d], device=x.device)
+    import numpy as np
+    return lambda shape: np.empty(shape, d.np_dtype)
+
+
 def target():
     """The current target selection (``.target``, ``.mode``)."""
-    from opus.frontend.targeting import current_target
     return current_target()
 
 
@@ -120,11 +138,16 @@ def sm_count(x):
     return _SMS[dev]
 
 
+_IS_COMPILING = []   # [torch.compiler.is_compiling or None], looked up at the first call
+
+
 def compiling():
     """True while torch.compile traces (the ops then go through their torch.library
     registration; eager calls launch directly, without the dispatcher's overhead)."""
-    import torch
-    f = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if not _IS_COMPILING:
+        import torch
+        _IS_COMPILING.append(getattr(getattr(torch, "compiler", None), "is_compiling", None))
+    f = _IS_COMPILING[0]
     return bool(f and f())
 
 
@@ -133,7 +156,8 @@ def plan_key(*arrays):
     alignment of its address (its vector width), not the address itself."""
     key = []
     for a in arrays:
-        addr = a.data_ptr() if is_torch(a) else a.ctypes.data
-        key.append((tuple(a.shape), strides(a), str(a.dtype),
-                    str(a.device) if is_torch(a) else "host", addr & 15))
+        if is_torch(a):
+            key.append((a.shape, a.stride(), a.dtype, a.device, a.data_ptr() & 15))
+        else:
+            key.append((a.shape, strides(a), a.dtype, "host", a.ctypes.data & 15))
     return tuple(key)

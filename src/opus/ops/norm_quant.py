@@ -32,6 +32,7 @@ import sys
 import opus
 from opus import dtypes as dt
 from opus.errors import ArgumentError
+from opus.frontend.targeting import current_target
 from ._rows import (is_torch as _is_torch, strides as _strides, empty as _empty,
                     compiling as _compiling)
 
@@ -358,13 +359,21 @@ def _np():
     return numpy
 
 
+_OPUS_OF_TORCH = {}   # torch dtype -> opus dtype (a dict lookup per call)
+
+
 def _opus_dtype(x):
     """x's opus dtype, or None where opus has none."""
     if _is_torch(x):
-        from ..runtime import tensor_args as ta
-        if not ta._TORCH_OF_OPUS:
-            ta.init_torch()
-        return next((o for o, t in ta._TORCH_OF_OPUS.items() if t is x.dtype), None)
+        d = _OPUS_OF_TORCH.get(x.dtype)
+        if d is None:
+            from ..runtime import tensor_args as ta
+            if not ta._TORCH_OF_OPUS:
+                ta.init_torch()
+            d = next((o for o, t in ta._TORCH_OF_OPUS.items() if t is x.dtype), None)
+            if d is not None:
+                _OPUS_OF_TORCH[x.dtype] = d
+        return d
     return dt.dtype_of_numpy(x.dtype) if hasattr(x, "dtype") else None
 
 
@@ -389,7 +398,6 @@ def _address(x):
 
 def _fp8(what):
     """The target's e4m3 flavour: OCP e4m3 on NVIDIA and gfx950, e4m3fnuz on gfx942."""
-    from ..frontend.targeting import current_target
     return current_target().target.resolve_dtype(dt.fp8)
 
 
@@ -494,12 +502,6 @@ def _plan(key, make):
     return plan
 
 
-def _target_name():
-    from ..frontend.targeting import current_target
-    sel = current_target()
-    return sel.target.name, sel.mode
-
-
 def row_config(x, weight, residual, out, norm, shape=None):
     """(grid, block, constexprs) of the row kernel for these arrays: the vector width V is the
     widest every row of x, residual and (norm) the weight allow (VO: out's), then
@@ -542,18 +544,34 @@ def _launch_rows(x, weight, residual, out, scales, eps, norm, shape=None):
             scales[...] = 0
         return
     res = residual if residual is not None else x
-    key = ("rows", rows, hidden, _opus_dtype(x), _opus_dtype(out), _vec(x, rows, 16),
-           _vec(res, rows, 16), _vec(weight, 1, 16), _vec(out, rows, 16), norm,
-           residual is not None, shape, _target_name())
+    w = weight if norm else x
+    s = scales if scales is not None else _dummy(x)
+    key = ("rows", rows, hidden, _opus_dtype(x), _opus_dtype(out), _layout(x), _layout(res),
+           _address(weight) & 63, _layout(out), norm, residual is not None, shape,
+           current_target())
 
     def make():
         grid, block, cx = row_config(x, weight, residual, out, norm, shape)
         kernels = ROW_KERNELS_1024 if block == MAX_ROW_THREADS else ROW_KERNELS
-        return kernels[(_opus_dtype(x), _opus_dtype(out))][grid, block], cx
-    launch, cx = _plan(key, make)
-    launch(_span(x), _span(weight if norm else x), _span(res), _span(out),
-           scales if scales is not None else _dummy(x), rows, hidden, _row_stride(x),
-           _row_stride(res), _row_stride(out), eps, **cx)
+        return _bound(kernels[(_opus_dtype(x), _opus_dtype(out))][grid, block], cx,
+                      _span(x), _span(w), _span(res), _span(out), s, rows, hidden,
+                      _row_stride(x), _row_stride(res), _row_stride(out), eps)
+    _plan(key, make)(_span(x), _span(w), _span(res), _span(out), s, rows, hidden,
+                     _row_stride(x), _row_stride(res), _row_stride(out), eps)
+
+
+def _layout(t):
+    """What the vector width of a matrix's accesses depends on besides its dtype: its address
+    modulo 64 bytes and its row stride (a launch plan's key holds it, not the address)."""
+    return _address(t) & 63, _row_stride(t)
+
+
+def _bound(launcher, constexprs, *args):
+    """launch(*args): the launcher's entry for these constexpr values (looked up once: its run
+    is called with the run-time arguments and the constexprs' place kept)."""
+    run, full = launcher.bind_entry(*args, **constexprs)
+    rest = full[len(args):]
+    return lambda *a: run(launcher, a + rest, 0, None)
 
 
 def _pow2_dividing(n, most):
@@ -581,19 +599,18 @@ def _launch_groups(x, out, scales):
         return
     d, od = _opus_dtype(x), _opus_dtype(out)
     gpr = -(-hidden // GROUP)
-    key = ("groups", rows, hidden, d, od, _vec(x, rows, 16), _vec(out, rows, 16),
-           _target_name())
+    key = ("groups", rows, hidden, d, od, _layout(x), _layout(out), current_target())
+    args = (_span(x), _span(out), scales, hidden, gpr, _row_stride(x), _row_stride(out))
 
     def make():
         most = GROUP // GROUP_LANES
         v = _vec(x, rows, most)
         gpb = group_shape(gpr)
         launch = GROUP_KERNELS[(d, od)][rows * -(-gpr // gpb), gpb * GROUP_LANES]
-        return launch, dict(GPB=gpb, V=v, VO=min(v, _vec(out, rows, most)),
-                            FULL=hidden % (gpb * GROUP) == 0,
-                            QMAX=float(opus.finfo(od).max))
-    launch, cx = _plan(key, make)
-    launch(_span(x), _span(out), scales, hidden, gpr, _row_stride(x), _row_stride(out), **cx)
+        return _bound(launch, dict(GPB=gpb, V=v, VO=min(v, _vec(out, rows, most)),
+                                   FULL=hidden % (gpb * GROUP) == 0,
+                                   QMAX=float(opus.finfo(od).max)), *args)
+    _plan(key, make)(*args)
 
 
 _DUMMIES = {}
@@ -716,7 +733,7 @@ def rmsnorm(x, weight, eps=1e-6, *, residual=None, out=None):
     :returns: out
     :targets: all targets
     """
-    if not _is_torch(x):
+    if not _is_torch(x) or not _compiling():   # eager: no dispatcher between call and launch
         return _rmsnorm_impl(x, weight, eps, residual, out, None, False)[0]
     eps = _check_eps("rmsnorm", eps)
     if out is None:
@@ -742,16 +759,12 @@ def rmsnorm_quant(x, weight, eps=1e-6, *, residual=None, out=None, scales=None):
     :returns: (out, scales)
     :targets: all targets
     """
-    if not _is_torch(x):
+    if not _is_torch(x) or not _compiling():   # eager: no dispatcher between call and launch
         return _rmsnorm_impl(x, weight, eps, residual, out, scales, True)
+    # torch.compile: only torch operations here; the op checks its arguments when it runs
     eps = _check_eps("rmsnorm_quant", eps)
-    if out is None and scales is None:
-        return _torch_op("rmsnorm_quant")(x, weight, eps, residual)
-    if _compiling():    # only torch operations here; the op checks its arguments when it runs
-        if out is None or scales is None:
-            return _fill(_torch_op("rmsnorm_quant")(x, weight, eps, residual), out, scales)
-    else:
-        out, scales = _rmsnorm_impl(x, weight, eps, residual, out, scales, True, launch=False)
+    if out is None or scales is None:
+        return _fill(_torch_op("rmsnorm_quant")(x, weight, eps, residual), out, scales)
     _torch_op("rmsnorm_into")(x, weight, eps, residual, out, scales)
     return out, scales
 
@@ -784,15 +797,11 @@ def per_group_quant(x, *, out=None, scales=None):
 
 
 def _quant(x, out, scales, group, name):
-    if not _is_torch(x):
+    if not _is_torch(x) or not _compiling():   # eager: no dispatcher between call and launch
         return _quant_impl(x, out, scales, group)
-    if out is None and scales is None:
-        return _torch_op(name)(x)
-    if _compiling():    # only torch operations here; the op checks its arguments when it runs
-        if out is None or scales is None:
-            return _fill(_torch_op(name)(x), out, scales)
-    else:
-        out, scales = _quant_impl(x, out, scales, group, launch=False)
+    # torch.compile: only torch operations here; the op checks its arguments when it runs
+    if out is None or scales is None:
+        return _fill(_torch_op(name)(x), out, scales)
     _torch_op("quant_into")(x, out, scales, group)
     return out, scales
 

@@ -231,8 +231,9 @@ def softmax(x, dim=-1, *, out=None):
         ops.softmax_out(x, out)
         return out
     _check(x, dim, out)
-    if out is None:
-        out = _rows.empty(x, tuple(x.shape), dt.dtype_from_name(_rows.dtype_name(x)))
+    if out is None:    # x's shape and dtype, contiguous
+        out = x.new_empty(x.shape) if _rows.is_torch(x) else \
+            _rows.empty(x, x.shape, dt.dtype_from_name(_rows.dtype_name(x)))
     _launch(x, out)
     return out
 
@@ -264,12 +265,10 @@ def _launch(x, out, shape=None):
     """Run the kernel: softmax of x's rows into out (contiguous, x's shape). ``shape``
     overrides the rule's (SHAPE, CHUNKS, BLOCK) (benchmarks/softmax_topk.py measures the
     shapes against each other)."""
-    n = x.shape[-1]
-    x2 = _rows.as_rows(x)
-    rows = x2.shape[0]
+    x2, y2 = _rows.as_rows(x), _rows.as_rows(out)   # out is contiguous: a view at most
+    rows, n = x2.shape
     if rows == 0 or n == 0:
         return
-    y2 = out.reshape(rows, n)
     key = (_rows.plan_key(x2, y2), _rows.target(), shape)
     launch = _PLANS.get(key)
     if launch is None:
@@ -290,11 +289,13 @@ def _plan_launch(x2, y2, shape):
     ragged = shape == "online" or n % vec != 0 or n != covered
     grid = -(-rows // (block // ws)) if shape == "warp" else rows
     kernel = SOFTMAX[d][grid, block]
-    tail = (rows, n, _rows.row_stride(x2), _rows.row_stride(y2))
-    kw = dict(SHAPE=shape, VEC=vec, CHUNKS=chunks, BLOCK=block, RAGGED=ragged)
+    run, full = kernel.bind_entry(x2, y2, rows, n, _rows.row_stride(x2), _rows.row_stride(y2),
+                                  SHAPE=shape, VEC=vec, CHUNKS=chunks, BLOCK=block,
+                                  RAGGED=ragged)
+    rest = full[2:]
     if len(_PLANS) >= 256:
         _PLANS.clear()
-    return lambda a, b: kernel(a, b, *tail, **kw)
+    return lambda a, b: run(kernel, (a, b) + rest, 0, None)
 
 
 _OPS = None

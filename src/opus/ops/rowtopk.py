@@ -582,68 +582,91 @@ def _run(x, k, largest):
 def launch(x, k, largest, shape=None):
     """topk of x (checked) with the launch shape ``shape`` (as plan returns it; None: the
     rule's), for tests and the benchmark's comparisons. What a launch needs is planned once per
-    (shape, strides, dtype, device, alignment, target, k, largest, shape) and kept, so that a
-    repeated call allocates the outputs and launches."""
-    d = dt.dtype_from_name(_rows.dtype_name(x))
-    out_shape = tuple(x.shape[:-1]) + (k,)
-    vals, inds = _rows.empty(x, out_shape, d), _rows.empty(x, out_shape, dt.i64)
+    (shape, strides, dtype, device, alignment, target, k, largest, shape) and kept: a repeated
+    call is the plan's dict lookup, the outputs' allocation and the launch entries' runs."""
     x2 = _rows.as_rows(x)
-    rows = x2.shape[0]
-    if rows == 0 or k == 0:
-        return vals, inds
     key = (_rows.plan_key(x2), _rows.target(), k, largest, shape)
     run = _PLANS.get(key)
     if run is None:
         if len(_PLANS) >= 256:
             _PLANS.clear()
-        run = _PLANS[key] = _plan_launch(x, x2, d, k, largest, shape)
-    run(x2, vals.reshape(rows, k), inds.reshape(rows, k))
-    return vals, inds
+        run = _PLANS[key] = _plan_launch(x, x2, k, largest, shape)
+    return run(x2, tuple(x.shape[:-1]) + (k,))
 
 
 _PLANS = {}   # (x's rows: shape/strides/dtype/device/alignment, target, k, largest, shape) -> run
 
 
-def _plan_launch(x, x2, d, k, largest, shape):
-    """run(x2, vals2, inds2) for this input's layout: the launch shape, vector width and the
-    launchers, bound once."""
+def _plan_launch(x, x2, k, largest, shape):
+    """run(x2, out_shape) -> (values, indices) for this input's layout: the launch shape,
+    vector width, output allocators and launch entries, bound once."""
+    d = dt.dtype_from_name(_rows.dtype_name(x))
+    new_vals, new_inds = _rows.allocator(x, d), _rows.allocator(x, dt.i64)
     rows, n = x2.shape
+    if rows == 0 or k == 0:
+        return lambda x2, out: (new_vals(out), new_inds(out))
     ws = _rows.target().target.warp_size
     kind, a, b = shape or plan(rows, n, k, _rows.sm_count(x), ws)
-    vec = _rows.vector_width(x2, 16 // d.itemsize)
-    stride = _rows.row_stride(x2)
     if kind == "short":
-        per_block = _SHORT_BLOCK // b                  # rows: warps of ws / G rows each
-        kern = TOPK_SHORT[d][-(-rows // per_block), _SHORT_BLOCK]
-        kw = dict(KOUT=k, P=a, G=b, VEC=vec, LARGEST=largest)
-        return lambda x2, v2, i2: kern(x2, v2, i2, rows, n, stride, **kw)
-    return _plan_rows(x, x2, d, k, largest, a, b, vec)
+        launch = _plan_short(x2, d, k, largest, a, b)
+    else:
+        launch = _plan_rows(x, x2, d, k, largest, a, b)
+
+    def run(x2, out):
+        vals, inds = new_vals(out), new_inds(out)   # contiguous: rows x k, as the kernels write
+        launch(x2, vals, inds)
+        return vals, inds
+    return run
 
 
-def _plan_rows(x, x2, d, k, largest, wpr, slices, vec):
-    """The streaming kernel: one warp per row, or slices of wpr warps and a merging launch."""
+def _plan_short(x2, d, k, largest, p, g):
+    """The short-row kernel: rows of G lanes, P values per lane."""
+    rows, n = x2.shape
+    per_block = _SHORT_BLOCK // g                  # rows: warps of ws / G rows each
+    kern = TOPK_SHORT[d][-(-rows // per_block), _SHORT_BLOCK]
+    vec = _rows.vector_width(x2, 16 // d.itemsize)
+    run, full = kern.bind_entry(x2, x2, x2, rows, n, _rows.row_stride(x2), KOUT=k, P=p, G=g,
+                                VEC=vec, LARGEST=largest)
+    rest = full[3:]
+    return lambda x2, v, i: run(kern, (x2, v, i) + rest, 0, None)
+
+
+def _plan_rows(x, x2, d, k, largest, wpr, slices):
+    """The streaming kernel: one warp per row, or slices of wpr warps and a merging launch
+    (its workspace of partial lists is allocated per call: see run)."""
     rows, n = x2.shape
     ws = _rows.target().target.warp_size
     stride = _rows.row_stride(x2)
+    vec = _rows.vector_width(x2, 16 // d.itemsize)
     K = list_size(k, ws)
     common = dict(K=K, KOUT=k, LARGEST=largest)
     dummy = _dummy(x)
     if slices == 1:
         block = 4 * ws if wpr == 1 else wpr * ws
         kern = TOPK[d][-(-rows // 4) if wpr == 1 else rows, block]
-        kw = dict(WPR=wpr, BLOCK=block, VEC=vec, **common)
-        return lambda x2, v2, i2: kern(x2, dummy, v2, i2, dummy, rows, n, stride, n, **kw)
+        run, full = kern.bind_entry(x2, dummy, x2, x2, dummy, rows, n, stride, n, WPR=wpr,
+                                    BLOCK=block, VEC=vec, **common)
+        rest = full[5:]
+        return lambda x2, v, i: run(kern, (x2, dummy, v, i, dummy) + rest, 0, None)
     slice_len = -(-n // (slices * _GROUP)) * _GROUP      # whole groups: aligned vectors
     m = slices * K
     first = TOPK[d][(rows, slices), wpr * ws]
-    kw1 = dict(WPR=wpr, BLOCK=wpr * ws, VEC=vec, PARTIAL=True, **common)
+    run1, full1 = first.bind_entry(x2, dummy, x2, x2, dummy, rows, n, stride, slice_len,
+                                   WPR=wpr, BLOCK=wpr * ws, VEC=vec, PARTIAL=True, **common)
     merge = TOPK[d][-(-rows // 4), 4 * ws]
-    kw2 = dict(WPR=1, BLOCK=4 * ws, VEC=2, COMPOSITES=True, **common)
+    run2, full2 = merge.bind_entry(x2, dummy, x2, x2, dummy, rows, m, stride, m, WPR=1,
+                                   BLOCK=4 * ws, VEC=2, COMPOSITES=True, **common)
+    rest1, rest2 = full1[5:], full2[5:]
+    new_part = _rows.allocator(x, dt.u64)
+    part_shape = (rows, m)
 
-    def run(x2, v2, i2):
-        part = _rows.empty(x2, (rows, m), dt.u64)
-        first(x2, dummy, v2, i2, part, rows, n, stride, slice_len, **kw1)
-        merge(x2, part, v2, i2, dummy, rows, m, stride, m, **kw2)
+    def run(x2, v, i):
+        # A new workspace per call, not one kept per plan: torch's allocator hands it out in
+        # stream order (calls on other streams, and CUDA graphs, which capture the address,
+        # never share one in flight); a kept buffer would race between streams.
+        part = new_part(part_shape)
+        run1(first, (x2, dummy, v, i, part) + rest1, 0, None)
+        run2(merge, (x2, part, v, i, dummy) + rest2, 0, None)
     return run
 
 
