@@ -78,7 +78,7 @@ _XF32_CASES = [
 ]
 
 
-@rows(lambda atom: atom.a.name == "f32")
+@rows(lambda atom: atom.a.name in ("f32", "tf32"))   # the xf32 rows' inputs are opus.tf32
 def test_xf32_rounds_inputs_to_10_mantissa_bits_f32_does_not(arch, atom):
     """A's column 0 holds the case's value, B's row 0 is 1.0 (everything else 0): D = the value
     as the instruction reads it: rounded to xf32 by the xf32 rows, exact for the f32 rows; the
