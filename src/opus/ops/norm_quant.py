@@ -544,26 +544,20 @@ def _launch_rows(x, weight, residual, out, scales, eps, norm, shape=None):
             scales[...] = 0
         return
     res = residual if residual is not None else x
-    w = weight if norm else x
-    s = scales if scales is not None else _dummy(x)
-    key = ("rows", rows, hidden, _opus_dtype(x), _opus_dtype(out), _layout(x), _layout(res),
-           _address(weight) & 63, _layout(out), norm, residual is not None, shape,
-           current_target())
+    args = (_span(x), _span(weight if norm else x), _span(res), _span(out),
+            scales if scales is not None else _dummy(x), rows, hidden, _row_stride(x),
+            _row_stride(res), _row_stride(out), eps)
+    # the plan depends on the arrays' row strides (in args) and addresses modulo 64 bytes
+    # (the vector widths), not on the addresses
+    key = ("rows", rows, hidden, _opus_dtype(x), _opus_dtype(out), args[7:10],
+           _address(x) & 63, _address(res) & 63, _address(weight) & 63, _address(out) & 63,
+           norm, residual is not None, shape, current_target())
 
     def make():
         grid, block, cx = row_config(x, weight, residual, out, norm, shape)
         kernels = ROW_KERNELS_1024 if block == MAX_ROW_THREADS else ROW_KERNELS
-        return _bound(kernels[(_opus_dtype(x), _opus_dtype(out))][grid, block], cx,
-                      _span(x), _span(w), _span(res), _span(out), s, rows, hidden,
-                      _row_stride(x), _row_stride(res), _row_stride(out), eps)
-    _plan(key, make)(_span(x), _span(w), _span(res), _span(out), s, rows, hidden,
-                     _row_stride(x), _row_stride(res), _row_stride(out), eps)
-
-
-def _layout(t):
-    """What the vector width of a matrix's accesses depends on besides its dtype: its address
-    modulo 64 bytes and its row stride (a launch plan's key holds it, not the address)."""
-    return _address(t) & 63, _row_stride(t)
+        return _bound(kernels[(_opus_dtype(x), _opus_dtype(out))][grid, block], cx, *args)
+    _plan(key, make)(*args)
 
 
 def _bound(launcher, constexprs, *args):
@@ -599,8 +593,9 @@ def _launch_groups(x, out, scales):
         return
     d, od = _opus_dtype(x), _opus_dtype(out)
     gpr = -(-hidden // GROUP)
-    key = ("groups", rows, hidden, d, od, _layout(x), _layout(out), current_target())
     args = (_span(x), _span(out), scales, hidden, gpr, _row_stride(x), _row_stride(out))
+    key = ("groups", rows, hidden, d, od, args[5:7], _address(x) & 63, _address(out) & 63,
+           current_target())
 
     def make():
         most = GROUP // GROUP_LANES
