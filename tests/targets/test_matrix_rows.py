@@ -57,3 +57,18 @@ def test_an_integer_accumulator_wraps_around_and_stays_i32():
     d = row.emulate([np.array([[127, 127]], np.int8), np.array([[127, 127]], np.int8),
                      np.array([[2 ** 31 - 1]], np.int32)], {}, 1)[0]
     assert d.dtype == np.int32 and d.tolist() == [[-2147451391]]
+
+
+def test_round_mantissa_passes_infinities_and_every_nan_through():
+    """xf32/tf32 input rounding (10 mantissa bits, ties to even) by hand; a NaN whose payload
+    sits only in the dropped bits (f32 0x7F800001) must stay a NaN, not round to infinity."""
+    from opus.targets.matrix import round_mantissa
+    rnd = round_mantissa(10)
+    bits = np.array([0x7F800001, 0xFF800001, 0x7FC00000, 0x7F800000, 0xFF800000, 0x7F7FFFFF],
+                    np.uint32).view(np.float32)
+    out = rnd(bits)
+    assert np.isnan(out[:3]).all()
+    assert out[3] == np.inf and out[4] == -np.inf
+    assert out[5] == np.inf   # the largest f32 rounds up past the largest 10-bit mantissa
+    assert rnd(np.array([1 + 2.0 ** -11, 1 + 3 * 2.0 ** -11, -(1 + 2.0 ** -10 + 2.0 ** -12)],
+                        np.float32)).tolist() == [1.0, 1 + 2.0 ** -9, -(1 + 2.0 ** -10)]
