@@ -97,7 +97,8 @@ MODULES = {
         files=("src/opus/targets/base.py", "src/opus/targets/limits.py",
                "src/opus/targets/matrix.py"),
         tests=("tests/targets", "tests/bad_input/test_cache_and_targets.py",
-               "tests/bad_input/test_mma_sync.py", "tests/bad_input/test_mfma.py"),
+               "tests/bad_input/test_mma_sync.py", "tests/bad_input/test_mfma.py",
+               "tests/lang/test_mma_layouts.py"),   # OperandLayout.transposed (swap_ab)
         why="target tables, availability, launch limits and matrix-atom rows: the ISA lane "
             "tables, availability and contract tests, and the bad-input cases they refuse",
         env={"OPUS_INTERPRET_COMPILE": "0"},
@@ -346,6 +347,12 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         (39, "A[w, ar[None], ac[None]] = np.asarray(a).astype(exact).reshape(W, self.warp, -2)"),
         (50, "B[w, br[None], bc[None]] = np.asarray(b).astype(exact).reshape(W, self.warp, -2)"),
         (61, "C[w, cr[None], cc[None]] = np.asarray(c).astype(exact).reshape(W, self.warp, -2)"))},
+    **{f"opus.targets.base.xǁTargetǁrequire_cp_async__mutmut_{n}": (
+        f'def require_cp_async(self, nbytes, cache="{text}"):',
+        "the default cache operator spelled otherwise: it is only compared with 'cg', so any "
+        "other default means .ca as 'ca' does") for n, text in ((1, "XXcaXX"), (2, "CA"))},
+    "opus.targets.matrix.x_round_mantissa__mutmut_52": ("return out.astype(None)",
+                                                       "astype(None) is numpy's default, float64"),
     "opus.targets.matrix.xǁMatrixAtomǁemulate__mutmut_89": (
         "return [D[w, cr[None], cc[None]].reshape(T, -2)]", _RESHAPE_NEG),
     **{f"opus.targets.base.xǁTargetǁ_instruction_tables__mutmut_{n}": (text, _TABLES_AGAIN)
