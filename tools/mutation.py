@@ -351,6 +351,10 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         f'def require_cp_async(self, nbytes, cache="{text}"):',
         "the default cache operator spelled otherwise: it is only compared with 'cg', so any "
         "other default means .ca as 'ca' does") for n, text in ((1, "XXcaXX"), (2, "CA"))},
+    "opus.targets.matrix.xǁMatrixAtomǁ__post_init____mutmut_29": (
+        'getattr(fn, "check", lambda atom: 0)(self)',
+        "a lowering without a check gets a no-op returning 0 instead of None: the value is "
+        "discarded"),
     "opus.targets.matrix.x_round_mantissa__mutmut_52": ("return out.astype(None)",
                                                        "astype(None) is numpy's default, float64"),
     "opus.targets.matrix.xǁMatrixAtomǁemulate__mutmut_89": (
