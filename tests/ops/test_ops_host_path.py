@@ -10,7 +10,7 @@ import opus
 import opus.ops
 from opus.frontend.kernel import Kernel
 from opus.frontend import launch
-from opus.ops import norm_quant, rowsoftmax, rowtopk
+from opus.ops import gemm_hopper, norm_quant, rowsoftmax, rowtopk
 
 
 @pytest.fixture(params=["sm_90a", "gfx942"])
@@ -36,7 +36,7 @@ def general_path(monkeypatch):
     counted(launch._Launch, "_call")
     counted(launch, "_entry_for")
     counted(Kernel, "launch_arguments")
-    for mod in (rowtopk, rowsoftmax, norm_quant):
+    for mod in (rowtopk, rowsoftmax, norm_quant, gemm_hopper):
         monkeypatch.setattr(mod, "_PLANS", {})
     return calls
 
@@ -117,3 +117,19 @@ def test_quant_repeated_call_takes_the_fast_path(target, general_path, op, group
     norm_quant._PLANS.clear()   # (the call above planned for its own outputs' alignment)
     _twice(general_path, x, lambda: x.__setitem__(..., _rand((3, 384), 11, np.float16)),
            lambda: getattr(opus.ops, op)(x, out=out, scales=scales), check)
+
+
+def test_gemm_repeated_call_takes_the_fast_path(general_path):
+    """opus.ops.gemm's plan is bound once too (its constexprs were keywords per call)."""
+    import ml_dtypes
+    bf16 = ml_dtypes.bfloat16
+    a, b = _rand((64, 64), 5).astype(bf16), _rand((64, 128), 6).astype(bf16)
+    out = np.empty((64, 128), bf16)
+
+    def check(got):
+        want = a.astype(np.float64) @ b.astype(np.float64)
+        assert np.allclose(got.astype(np.float64), want, rtol=2e-2,
+                           atol=2e-2 * np.abs(want).max())
+    with opus.set_target("sm_90a", interpret=True):
+        _twice(general_path, a, lambda: a.__setitem__(..., _rand((64, 64), 7).astype(bf16)),
+               lambda: opus.ops.gemm(a, b, out=out), check)
