@@ -24,6 +24,18 @@ def register_hungry(**hints):
     return hungry
 
 
+def amd_resources(k, target):
+    """k.resources(target=target) for an AMD chip; the test is skipped where no AMD compiler is
+    installed (the 'amd' extra), as on the GPU machine, instead of failing."""
+    from opus.errors import OpusRuntimeError
+    from opus.runtime.amd_build import hip_compiler
+    try:
+        hip_compiler()
+    except OpusRuntimeError as e:
+        pytest.skip(str(e))
+    return k.resources(target=target)
+
+
 def signature(k, target):
     return next(line for line in k.source(target=target).splitlines() if "hungry_opus(" in line)
 
@@ -57,7 +69,7 @@ def test_uncapped_kernel_needs_many_registers():
     k = register_hungry(block=256)
     assert k.resources(target="sm_90a")["registers"] > 64
     for t in AMD:
-        assert k.resources(target=t)["vgprs"] > 64
+        assert amd_resources(k, t)["vgprs"] > 64
 
 
 def test_min_blocks_caps_registers_sm90a():
@@ -73,7 +85,7 @@ def test_min_blocks_caps_registers_sm90a():
 def test_min_blocks_caps_vgprs_amd(target):
     # 8 waves per SIMD share its 512 VGPRs per lane: 64 each
     k = register_hungry(block=256, min_blocks=8)
-    assert k.resources(target=target)["vgprs"] <= 64
+    assert amd_resources(k, target)["vgprs"] <= 64
     assert "; Occupancy: 8" in k.asm(target=target)
 
 
@@ -81,7 +93,8 @@ def test_min_blocks_caps_vgprs_amd(target):
                                           ("gfx950", "vgprs")])
 @pytest.mark.parametrize("maxnreg", [32, 40, 96])
 def test_maxnreg_caps_registers(target, field, maxnreg):
-    r = register_hungry(block=256, maxnreg=maxnreg).resources(target=target)
+    k = register_hungry(block=256, maxnreg=maxnreg)
+    r = k.resources(target=target) if field == "registers" else amd_resources(k, target)
     assert r[field] <= maxnreg
     assert r[field] >= min(maxnreg, 64) - 8  # a cap, not a collapse: it uses what it is given
 
@@ -90,7 +103,7 @@ def test_maxnreg_without_block_compiles_everywhere():
     k = register_hungry(maxnreg=48)
     assert k.resources(target="sm_90a")["registers"] <= 48
     for t in AMD:
-        assert k.resources(target=t)["vgprs"] <= 48
+        assert amd_resources(k, t)["vgprs"] <= 48
 
 
 def test_hints_do_not_change_results_in_the_interpreter():
