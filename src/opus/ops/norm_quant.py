@@ -157,9 +157,9 @@ def _rows_of(p, stride, rows, H, TR, FULL):
     """p's _Row for the calling thread. One row per block (TR >= BLOCK): the row's own view,
     bounded by H (vectors may straddle its end), or unbounded where the launch covers the row
     exactly (FULL: no bound to check, so no per-access branch). Several rows per block: one
-    view over the
-    block's rows, so its address and bound are the same in every lane (AMD: a wave-uniform
-    buffer resource), and a per-vector test (H is then a multiple of V: no straddling)."""
+    view over the block's rows, so its address and bound are the same in every lane (AMD: a
+    wave-uniform buffer resource), and a per-vector test (H is then a multiple of V: no
+    straddling)."""
     if TR >= BLOCK:
         start = p + opus.i64(opus.block_id_x()) * stride
         return _Row(opus.make_gmem(start) if FULL else opus.make_gmem(start, H), 0, None)
