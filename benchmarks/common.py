@@ -433,6 +433,16 @@ def kernel_rows(section):
     return lines
 
 
+def rewrite_report(path, markdown, note="", date=""):
+    """(Re)write STEM.md from the results JSON at ``path`` (STEM.json): ``markdown(results,
+    note)``, with ``date`` as the results' date where given."""
+    with open(path) as f:
+        res = json.load(f)
+    res["date"] = date or res.get("date", "")
+    with open(path[:-5] + ".md", "w") as f:
+        f.write(markdown(res, note))
+
+
 def report_main(doc, key, run, markdown, width=40):
     """The command line of a bandwidth script: ``--out`` JSON of ``{environment, key: run(gib,
     reps)}``, ``--report JSON`` (re)writes its markdown (with ``--note``, ``--date``); prints the
@@ -447,11 +457,7 @@ def report_main(doc, key, run, markdown, width=40):
     ap.add_argument("--date", default="")
     a = ap.parse_args()
     if a.report:
-        with open(a.report) as f:
-            res = json.load(f)
-        res["date"] = a.date
-        with open(a.report[:-5] + ".md", "w") as f:
-            f.write(markdown(res, a.note))
+        rewrite_report(a.report, markdown, a.note, a.date)
         return
     res = {"environment": environment(), key: run(a.gib, a.reps)}
     if a.out:

@@ -291,12 +291,7 @@ def main():
     ap.add_argument("--date", default="")
     a = ap.parse_args()
     if a.report:
-        import json
-        with open(a.report) as f:
-            res = json.load(f)
-        res["date"] = a.date or res.get("date", "")
-        with open(a.report[:-5] + ".md", "w") as f:
-            f.write(markdown(res, a.note))
+        common.rewrite_report(a.report, markdown, a.note, a.date)
         return
     import torch
     res = {"environment": common.environment()}
