@@ -152,6 +152,12 @@ def _access_lanes(view, V):
     return min(V, max(1, VEC_BYTES * 8 // view.dtype.bits))
 
 
+def _view(p, H, FULL):
+    """The global view at p: bounded by H, or unbounded where the launch keeps every access
+    in range (FULL: no per-access bound check)."""
+    return opus.make_gmem(p) if FULL else opus.make_gmem(p, H)
+
+
 @opus.func
 def _rows_of(p, stride, rows, H, TR, FULL):
     """p's _Row for the calling thread. One row per block (TR >= BLOCK): the row's own view,
@@ -161,8 +167,7 @@ def _rows_of(p, stride, rows, H, TR, FULL):
     wave-uniform buffer resource), and a per-vector test (H is then a multiple of V: no
     straddling)."""
     if TR >= BLOCK:
-        start = p + opus.i64(opus.block_id_x()) * stride
-        return _Row(opus.make_gmem(start) if FULL else opus.make_gmem(start, H), 0, None)
+        return _Row(_view(p + opus.i64(opus.block_id_x()) * stride, H, FULL), 0, None)
     RPB = BLOCK // TR
     first = opus.block_id_x() * RPB
     r = opus.thread_id_x() // TR
@@ -233,7 +238,7 @@ def _row_kernel(DT, OUT, block=None):
         gx = _rows_of(x, sx, rows, H, TR, FULL)
         gr = _rows_of(res, sr, rows, H, TR, FULL)
         go = _rows_of(out, so, rows, H, TR, FULL)
-        gw = _Row(opus.make_gmem(w) if FULL else opus.make_gmem(w, H), 0, None)
+        gw = _Row(_view(w, H, FULL), 0, None)
         ssq, pm = None, None
         kept = []
         if CACHED:
@@ -302,8 +307,8 @@ def _group_kernel(DT, OUT):
         g = (opus.block_id_x() - row * per_row) * GPB + opus.thread_id_x() // GROUP_LANES
         lane = opus.thread_id_x() % GROUP_LANES
         r64 = opus.i64(row)
-        gx = opus.make_gmem(x + r64 * sx) if FULL else opus.make_gmem(x + r64 * sx, H)
-        go = opus.make_gmem(out + r64 * so) if FULL else opus.make_gmem(out + r64 * so, H)
+        gx = _view(x + r64 * sx, H, FULL)
+        go = _view(out + r64 * so, H, FULL)
         col = g * GROUP + lane * EPL
         parts = [gx.load(col + j, vec=V) for j in range(0, EPL, V)]
         h = parts[0] if len(parts) == 1 else opus.concat(*parts)
