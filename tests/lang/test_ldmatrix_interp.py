@@ -228,7 +228,7 @@ def run_tr_mfma(seed=0):
 
 @pytest.fixture
 def sm90():
-    with opus.set_target("sm_90a"):
+    with opus.set_target("sm_90a", interpret=True):
         yield
 
 
@@ -248,7 +248,7 @@ def test_stmatrix(sm90, num, trans):
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90a"])
 def test_ldmatrix_feeds_mma_sync(arch):
-    with opus.set_target(arch):
+    with opus.set_target(arch, interpret=True):
         c, ref = run_ldsm_mma()
     np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-5)
 
@@ -270,13 +270,13 @@ def test_ldmatrix_x4_is_the_mma_a_fragment(sm90):
 
 @pytest.mark.parametrize("bits", [16, 8])
 def test_ds_read_tr(bits):
-    with opus.set_target("gfx950"):
+    with opus.set_target("gfx950", interpret=True):
         got, want = run_tr(bits, seed=bits)
     np.testing.assert_array_equal(got, want)
 
 
 def test_ds_read_tr_feeds_mfma():
-    with opus.set_target("gfx950"):
+    with opus.set_target("gfx950", interpret=True):
         c, ref = run_tr_mfma()
     np.testing.assert_allclose(c, ref, rtol=1e-5, atol=1e-5)
 
