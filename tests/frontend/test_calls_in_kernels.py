@@ -60,8 +60,6 @@ def test_opus_func_marks_a_helper_in_an_installed_package(tmp_path):
 def test_opus_func_keeps_the_source_it_read_when_decorated(tmp_path):
     """The helper's file edited afterwards (+ 1.0 to + 10.0): the kernel traces the text read
     at decoration, which is the code Python runs for it too."""
-    # (its own name: the rewrite is memoized per code object, and code objects of the same
-    # text compare equal whatever their file)
     text = HELPER.replace("bump", "bump_edited")
     mod, path = _module(tmp_path, "opus_mark_edit", text)
     old = mod.bump_edited
@@ -199,3 +197,56 @@ def test_specialize_for_a_target_object_or_the_current_one():
         assert _three.specialize(get_target("sm_80"), A=1).target.name == "sm_80"
         assert _three.specialize("gfx942", A=1).target.name == "gfx942"
         assert _three.specialize(A=1).target.name == "sm_90a"
+
+
+# The same helper text in two files: the code objects compare equal (CPython's code equality
+# leaves out the file name), but each is its own function, with its own file and globals.
+TWIN = '''SCALE = {scale}
+
+
+def twin(v, big):
+    if big:
+        v = v * SCALE
+    if v > 0.0:
+        v = v + 1.0
+    return v
+'''
+_TWIN_SCALE_LINE = 6   # `v = v * SCALE` in TWIN
+
+
+def _twins(tmp_path, tag, scale_a, scale_b, folder_a="a"):
+    a, path_a = _module(tmp_path / folder_a, f"opus_twin_{tag}_a", TWIN.format(scale=scale_a))
+    b, path_b = _module(tmp_path / "b", f"opus_twin_{tag}_b", TWIN.format(scale=scale_b))
+    assert a.twin.__code__ == b.twin.__code__   # what made them share one rewrite
+    return a, path_a, b, path_b
+
+
+def _apply_big(helper, x):
+    @opus.kernel
+    def k(a: Ptr[f32], out: Ptr[f32]):
+        t = opus.thread_id_x()
+        out[t] = helper(a[t], True)
+    out = np.zeros(len(x), np.float32)
+    k[1, len(x)](x, out)
+    return out
+
+
+def test_twin_helpers_in_two_files_each_read_their_globals_and_name_their_file(tmp_path):
+    a, _, b, path_b = _twins(tmp_path, "files", "2.0", "3.0")
+    _, _, c, path_c = _twins(tmp_path, "list", "2.0", "[3.0]")
+    x = np.array([-1.0, 2.0], np.float32)
+    np.testing.assert_array_equal(_apply_big(a.twin, x), [-2.0, 5.0])   # v * 2 (+ 1 if > 0)
+    np.testing.assert_array_equal(_apply_big(b.twin, x), [-3.0, 7.0])   # v * 3 (+ 1 if > 0)
+    with pytest.raises(opus.TraceError) as e:   # c's SCALE is a list: refused at c's line
+        _apply_big(c.twin, x)
+    assert str(e.value).startswith(f"{path_c}:{_TWIN_SCALE_LINE} (kernel 'k'): kernel code "
+                                   "reads the global 'SCALE', a mutable list")
+
+
+def test_a_user_helper_is_rewritten_after_its_library_twin_was_called_as_it_is(tmp_path):
+    lib, _, user, _ = _twins(tmp_path, "lib", "2.0", "2.0", folder_a="site-packages")
+    x = np.array([-1.0, 2.0], np.float32)
+    with pytest.raises(opus.TraceError, match="no compile-time truth value"):
+        _apply_big(lib.twin, x)   # library code runs as it is: its run-time `if` cannot
+    np.testing.assert_array_equal(_apply_big(user.twin, x), [-2.0, 5.0])
+

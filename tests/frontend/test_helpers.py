@@ -229,9 +229,9 @@ def test_helper_rewrite_follows_its_code_object():
     out = np.zeros(2, np.float32)
     k[1, 2](x, out, 1)
     np.testing.assert_array_equal(out, [2.0, -1.0])
-    conv = calls._CONVERSIONS[scale_a.__code__]
+    conv = calls._known(scale_a.__code__)
     k[1, 2](x, out, 2)  # another specialization: the cached rewrite of that code object
-    assert calls._CONVERSIONS[scale_a.__code__] is conv
+    assert calls._known(scale_a.__code__) is conv
     g.__code__ = scale_b.__code__  # new code: rewritten anew
     k[1, 2](x, out, 3)
     np.testing.assert_array_equal(out, [5.0, -1.0])

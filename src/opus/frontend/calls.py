@@ -213,7 +213,11 @@ def guards_hold(guards) -> bool:
 
 _UNSEEN = object()
 _ALREADY = "already rewritten"  # a function defined inside rewritten code
-_CONVERSIONS = {}  # code object -> Rewritten, _ALREADY, or None (call it as it is)
+# id(code object) -> (that code object, kept alive so that its id stays its own; Rewritten,
+# _ALREADY or None: call it as it is). Keyed by identity: code objects of the same text in two
+# files compare equal (CPython's code equality leaves out the file name), but each has its own
+# file, source and user/library status (and an id is cheaper to hash than a code object)
+_CONVERSIONS = {}
 _FUNC_ATTR = "__opus_func__"
 _NOT_REWRITTEN = (inspect.CO_GENERATOR | inspect.CO_COROUTINE | inspect.CO_ITERABLE_COROUTINE
                   | inspect.CO_ASYNC_GENERATOR)
@@ -223,7 +227,7 @@ def register_rewritten(rewritten: Rewritten):
     """Functions defined inside ``rewritten`` are rewritten already: calls run them as helpers."""
     for code, info in rewritten.infos.items():
         if info.top:
-            _CONVERSIONS[code] = _ALREADY
+            _CONVERSIONS[id(code)] = (code, _ALREADY)
 
 
 # Library code: opus itself, the standard library, and installed packages (found by the folder
@@ -252,7 +256,7 @@ def plain_code_info(code):
 
 
 def _conversion(fn):
-    """How a call of the function ``fn`` runs (cached per code object)."""
+    """How a call of the function ``fn`` runs (cached per code object: ``_known``)."""
     code = fn.__code__
     explicit = getattr(fn, _FUNC_ATTR, None)
     if explicit is None and (code.co_name == "<lambda>" or not _is_user_file(code.co_filename)):
@@ -266,22 +270,28 @@ def _conversion(fn):
         else:
             conv = rewrite_function(fn, source, "helper")
             register_rewritten(conv)
-    _CONVERSIONS[code] = conv
+    _CONVERSIONS[id(code)] = (code, conv)
     return conv
+
+
+def _known(code):
+    """The cached conversion of ``code``, or _UNSEEN."""
+    entry = _CONVERSIONS.get(id(code))
+    return _UNSEEN if entry is None else entry[1]
 
 
 def call(f, /, *args, **kw):
     """``f(*args, **kw)`` in kernel code."""
     t = type(f)
     if t is types.FunctionType:
-        conv = _CONVERSIONS.get(f.__code__, _UNSEEN)
+        conv = _known(f.__code__)
         if conv is _UNSEEN:
             conv = _conversion(f)
         if conv is not None:
             return _call_helper(f, conv, args, kw)
     elif t is types.MethodType and type(f.__func__) is types.FunctionType:
         fn = f.__func__
-        conv = _CONVERSIONS.get(fn.__code__, _UNSEEN)
+        conv = _known(fn.__code__)
         if conv is _UNSEEN:
             conv = _conversion(fn)
         if conv is not None:
