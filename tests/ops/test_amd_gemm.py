@@ -83,7 +83,8 @@ def test_hip_executed_on_the_host(arch, tmp_path):
             VC=gemm_amd._widest(n, 4), B_KMAJOR=kmajor)
         c = np.full((m, n), np.nan, BF16)
         runs.append((c, a, b, Launch(program.add(spec), (-(-n // bn), -(-m // bm)), 256,
-                                     [a, bt, c, m, n, k])))
+                                     [a, bt, c, m, n, k, np.ones(1, BF16),
+                                      np.ones(1, BF16)])))   # no bias, no residual
     program.build(tmp_path)
     program.run([launch for *_, launch in runs])
     for c, a, b, _ in runs:

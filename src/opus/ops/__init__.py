@@ -19,11 +19,11 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
     :param a: M x K, bf16 or f16, row-major
     :param b: K x N of a's dtype: row-major, or the transpose of a row-major N x K tensor
     :param out: M x N of a's dtype, row-major (made when None)
-    :param bias: sm_90a: N values of the output's type added to every row
-    :param activation: sm_90a: a Python function of one f32 value (``opus.ops.relu``,
-        ``gelu_tanh``, ``silu`` or your own, written with opus operations), applied after the
-        bias in the kernel
-    :param residual: sm_90a: M x N of the output's type added last
+    :param bias: N values of the output's type added to every row
+    :param activation: a Python function of one f32 value (``opus.ops.relu``, ``gelu_tanh``,
+        ``silu`` or your own, written with opus operations), applied after the bias in the
+        kernel (the same function on both vendors)
+    :param residual: M x N of the output's type added last
     :param blocks: sm_90a: persistent blocks to launch
     :param block_n: the block tile's width (each kernel lists its choices)
     :param stages: sm_90a: shared-memory stages in flight
@@ -33,13 +33,14 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
     """
     from ..frontend.targeting import current_target
     if current_target().target.vendor == "amd":
-        for name, value in (("blocks", blocks), ("stages", stages), ("bias", bias),
-                            ("activation", activation), ("residual", residual)):
+        for name, value in (("blocks", blocks), ("stages", stages)):
             if value is not None:
-                gemm_hopper._err(f"{name}= is an sm_90a option (the AMD kernel has no fused "
-                                 f"epilogue yet); the AMD kernel takes block_m and block_n")
+                gemm_hopper._err(f"{name}= is an sm_90a option (the AMD kernel is not "
+                                 f"persistent and keeps two LDS stages); the AMD kernel takes "
+                                 f"block_m and block_n")
         from .gemm_amd import gemm as gemm_amd
-        return gemm_amd(a, b, out, block_m=block_m, block_n=block_n)
+        return gemm_amd(a, b, out, bias=bias, activation=activation, residual=residual,
+                        block_m=block_m, block_n=block_n)
     if block_m is not None:
         gemm_hopper._err("block_m= is an AMD option; the sm_90a kernel's tile is 128 rows")
     return gemm_hopper.gemm(a, b, out, bias=bias, activation=activation, residual=residual,

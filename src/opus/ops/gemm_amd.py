@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import opus
 from opus import dtypes as dt
+from . import gemm_hopper as _hopper   # its epilogue-operand checks and dummy operands
 from ._gemm_args import (err as _err, operands as _operands, strides as _strides,
                          b_major as _b_major, dtype_name as _dtype_name, torch_of as _torch_of,
                          new_out as _new_out)
@@ -79,16 +80,21 @@ def _kmajor_loads(rows, ld, V, r0):
     return goff, loff, kc
 
 
-def _gemm_for(DT):
+def _gemm_for(DT, OUT):
+    """The GEMM kernel reading ``DT`` operands and writing ``OUT`` (bias, residual: ``OUT``)."""
     @opus.kernel(block=_THREADS, min_blocks=1)
-    def gemm_amd(a: opus.Ptr[DT], b: opus.Ptr[DT], c: opus.Ptr[DT], M: opus.i32, N: opus.i32,
-                 K: opus.i32, BM: opus.constexpr = 256, BN: opus.constexpr = 128,
+    def gemm_amd(a: opus.Ptr[DT], b: opus.Ptr[DT], c: opus.Ptr[OUT], M: opus.i32, N: opus.i32,
+                 K: opus.i32, bias: opus.Ptr[OUT], residual: opus.Ptr[OUT],
+                 BM: opus.constexpr = 256, BN: opus.constexpr = 128,
                  ATOM_K: opus.constexpr = 16, VA: opus.constexpr = 8, VB: opus.constexpr = 8,
                  VC: opus.constexpr = 4, B_KMAJOR: opus.constexpr = True,
-                 SCHED: opus.constexpr = True):
+                 SCHED: opus.constexpr = True, EPILOGUE: opus.constexpr = (False, None, False)):
         """C (M x N) = A (M x K, row-major) @ B: B is K x N row-major, or with B_KMAJOR the
         N x K row-major tensor whose transpose is B. Grid: (ceil(N / BN), ceil(M / BM)).
-        VA divides K; VB divides K (B_KMAJOR) or N; VC divides N."""
+        VA divides K; VB divides K (B_KMAJOR) or N; VC divides N.
+        EPILOGUE (has bias, activation or None, has residual): C = activation(C + bias[n]) +
+        residual[m, n] in f32 before the one rounding to OUT (the pointers of absent pieces
+        are not read)."""
         EM, EN = BM // 32, BN // 32
         tmma = opus.make_tiled_mma(opus.make_mma(DT, DT, opus.f32, (16, 16, ATOM_K),
                                                  swap_ab=True),
@@ -194,16 +200,48 @@ def _gemm_for(DT):
             acc, regs = step(0, acc, regs, (tiles - 2) * BK, "plain")
         if tiles >= 2:      # the tile before the last loads the last one, masked
             acc, regs = step((tiles - 2) % 2, acc, regs, (tiles - 1) * BK, "masked")
-        acc, regs = step((tiles - 1) % 2, acc, regs, 0, None)
+        # (tiles + 1) % 2: the last tile's stage, and a valid one when K = 0 (no tiles: the
+        # masked loads read zeros and the epilogue still runs)
+        acc, regs = step((tiles + 1) % 2, acc, regs, 0, None)
 
-        gc = opus.make_gmem(c, M * N)
-        d = opus.cast(acc, DT)
-        uc = tmma.layout_c((N, 1)) + (m0 * N + n0)
-        if (m0 + BM <= M) & (n0 + BN <= N):
-            gc.store(d, uc, vec=VC)
-        else:
-            gc.store_if(tmma.inside_c(M - m0, N - n0), d, uc, vec=1)
+        # one MFMA row repeat of the wave tile: 32 rows of the block (2 waves x 16), EN atoms
+        strip = opus.make_tiled_mma(tmma.atom, (1, EN, 32 // ATOM_K), (2, 2, 1))
+        whole = (m0 + BM <= M) & (n0 + BN <= N)
+        _write_c(acc, c, bias, residual, strip, EM, whole, m0, n0, M, N, VC, EPILOGUE, OUT)
     return gemm_amd
+
+
+@opus.func     # a helper with a run-time `if` (opus's own functions are otherwise called as is)
+def _write_c(acc, c, bias, residual, strip, strips, whole, m0, n0, M, N, VC, epilogue, out):
+    """C = the epilogue of the accumulators rounded to ``out``, one strip (``strip``'s 32 rows,
+    acc's next strip.elem_c values) at a time, from registers (no LDS round trip): a strip's
+    residual loads and activation temporaries are all the epilogue adds to the accumulators'
+    registers. EPILOGUE (bias, activation, residual) is applied in f32: bias gathered per
+    column (once: every strip has the same columns) and the residual per element through the
+    accumulator's layout, VC at a time (VC divides N: a vector lies wholly inside or outside
+    a row), from bounded views that read zeros past N and M x N. A ``whole`` tile is stored VC
+    columns at a time, a tile at C's ragged edge element by element (masked)."""
+    has_bias, act, has_res = epilogue
+    row = N // VC * VC      # = N, written so the renderer knows no vector straddles a bound
+    gc, gr = opus.make_gmem(c, M * row), opus.make_gmem(residual, M * row)
+    uc = strip.layout_c((N, 1)) + (m0 * N + n0)
+    if has_bias:
+        cols = strip.layout_c((0, 1)) + n0
+        bv = opus.cast(opus.make_gmem(bias, row).load(cols, vec=VC), opus.f32)
+    per = strip.elem_c
+    for i in range(strips):
+        d, off = acc[i * per:(i + 1) * per], uc + 32 * i * N
+        if has_bias:
+            d = d + bv
+        if act is not None:
+            d = opus.make_vector(*[act(d[e]) for e in range(per)])
+        if has_res:
+            d = d + opus.cast(gr.load(off, vec=VC), opus.f32)
+        d = opus.cast(d, out)
+        if whole:
+            gc.store(d, off, vec=VC)
+        else:
+            gc.store_if(strip.inside_c(M - m0 - 32 * i, N - n0), d, off, vec=1)
 
 
 def _order(loads, reads):
@@ -215,7 +253,7 @@ def _order(loads, reads):
     opus.sched_group_barrier(0x100, reads, 0)
 
 
-GEMM_AMD = {d: _gemm_for(d) for d in (dt.bf16, dt.f16)}
+GEMM_AMD = {d: _gemm_for(d, d) for d in (dt.bf16, dt.f16)}
 
 
 # -- host side ---------------------------------------------------------------------------------
@@ -252,7 +290,8 @@ def _choose(m, n, kmajor, block_m, block_n):
     return block_m, block_n
 
 
-def gemm(a, b, out=None, *, block_m=None, block_n=None):
+def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, block_m=None,
+         block_n=None):
     """``a @ b`` on gfx942/gfx950: torch tensors on the GPU (through the HIP runtime, on the
     current stream), numpy arrays in the interpreter. ``opus.ops.gemm`` calls it when the
     current target is an AMD chip (ops/__init__.py).
@@ -260,10 +299,15 @@ def gemm(a, b, out=None, *, block_m=None, block_n=None):
     :param a: M x K, bf16 or f16, row-major
     :param b: K x N of a's dtype: row-major, or the transpose of a row-major N x K tensor
     :param out: M x N of a's dtype, row-major (made when None)
+    :param bias: N values of the output's type, added to every row
+    :param activation: applied after the bias, before the residual: a Python function of one
+        f32 value written with opus operations (``opus.ops.relu``, ``gelu_tanh``, ``silu``, or
+        your own), traced into the kernel
+    :param residual: M x N of the output's type, row-major, added last
     :param block_m: block tile rows, 128 or 256 (default: 256 where M > 128)
     :param block_n: block tile columns: 64, 128, 192 or 256 with a K-major B, 64, 128 or 256
         with a row-major one (default: 192 / 128 where N > 128)
-    :returns: out
+    :returns: out (the epilogue in f32, rounded once)
     :targets: gfx942, gfx950
     """
     from ..frontend.targeting import current_target
@@ -272,15 +316,22 @@ def gemm(a, b, out=None, *, block_m=None, block_n=None):
         _err(f"the AMD GEMM kernel needs gfx942 or gfx950; the current target is "
              f"{sel.target.name}")
     m, k, n, da = _operands(a, b, ("bf16", "f16"))
-    _torch_of(a)
+    torch = _torch_of(a)
     if not _contiguous_rows(a, k):
         _err(f"a must be row-major with contiguous rows; its strides are {_strides(a)}")
+    od = dt.dtype_from_name(da)
     if out is None:
-        out = _new_out(a, b, dt.dtype_from_name(da))
+        out = _new_out(a, b, od)
     if tuple(out.shape) != (m, n) or _dtype_name(out) != da or not _contiguous_rows(out, n):
         _err(f"out must be a row-major {m} x {n} {da} matrix with contiguous rows, got shape "
              f"{tuple(out.shape)} and dtype {_dtype_name(out)}")
-    if m == 0 or n == 0 or k == 0:
+    _hopper._check_operand(bias, "bias", (n,), od, torch)
+    _hopper._check_operand(residual, "residual", (m, n), od, torch)
+    if activation is not None and not callable(activation):
+        _err(f"activation must be a function of one value (e.g. opus.ops.relu), got "
+             f"{activation!r}")
+    epilogue = (bias is not None, activation, residual is not None)
+    if m == 0 or n == 0 or (k == 0 and epilogue == (False, None, False)):
         _choose(m, n, True, block_m, block_n)   # the options are still checked
         out[...] = 0
         return out
@@ -291,11 +342,14 @@ def gemm(a, b, out=None, *, block_m=None, block_n=None):
              f"{_strides(b)}")
     bm, bn = _choose(m, n, kmajor, block_m, block_n)
     arch = sel.target.name
-    kernel = GEMM_AMD[dt.dtype_from_name(da)]
+    kernel = GEMM_AMD[od]
     grid = (-(-n // bn), -(-m // bm))
-    kernel[grid, _THREADS](a, bt, out, m, n, k, BM=bm, BN=bn,
+    dummy = _hopper._ones(torch, a, od)     # the pointer of an absent bias or residual
+    kernel[grid, _THREADS](a, bt, out, m, n, k, dummy if bias is None else bias,
+                           dummy if residual is None else residual, BM=bm, BN=bn,
                            ATOM_K=32 if arch == "gfx950" else 16, VA=_widest(k),
-                           VB=_widest(k if kmajor else n), VC=_widest(n, 4), B_KMAJOR=kmajor)
+                           VB=_widest(k if kmajor else n), VC=_widest(n, 4), B_KMAJOR=kmajor,
+                           EPILOGUE=epilogue)
     return out
 
 
