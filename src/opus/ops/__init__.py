@@ -11,7 +11,7 @@ __all__ = ["gemm", "scaled_gemm", "relu", "gelu_tanh", "silu", "rmsnorm", "rmsno
 
 
 def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=None,
-         block_n=None, stages=None, block_m=None):
+         block_n=None, stages=None, block_m=None, split_k=None):
     """``a @ b`` for bf16/f16 matrices with the current target's kernel: NVIDIA sm_90a
     (ops/gemm_hopper.py: TMA, warp-specialized wgmma) or AMD gfx942/gfx950 (ops/gemm_amd.py:
     tiled MFMA). Torch tensors run on the GPU, numpy arrays in the interpreter.
@@ -27,12 +27,15 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
     :param blocks: sm_90a: persistent blocks to launch
     :param block_n: the block tile's width (each kernel lists its choices)
     :param stages: sm_90a: shared-memory stages in flight
+    :param split_k: sm_90a: K splits per output tile (split-K; default: the plan's rule)
     :param block_m: AMD: the block tile's height, 128 or 256
     :returns: out
     :targets: sm_90a, gfx942, gfx950
     """
     from ..frontend.targeting import current_target
     if current_target().target.vendor == "amd":
+        if split_k is not None:
+            gemm_hopper._err("split_k= is an sm_90a option (the AMD kernel does not split K)")
         for name, value in (("blocks", blocks), ("stages", stages)):
             if value is not None:
                 gemm_hopper._err(f"{name}= is an sm_90a option (the AMD kernel is not "
@@ -44,7 +47,7 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
     if block_m is not None:
         gemm_hopper._err("block_m= is an AMD option; the sm_90a kernel's tile is 128 rows")
     return gemm_hopper.gemm(a, b, out, bias=bias, activation=activation, residual=residual,
-                            blocks=blocks, block_n=block_n, stages=stages)
+                            blocks=blocks, block_n=block_n, stages=stages, split_k=split_k)
 
 
 def _define_torch_ops():

@@ -49,6 +49,85 @@ def _tile_coords(tile, m_tiles, n_tiles, group):
     return first + r % rows, r // rows
 
 
+# -- split-K: the work units of a tile and the deterministic reduction of their partials -------
+
+def _work_units(num_tiles, k_tiles, split):
+    """(work units, splits per tile): ``split`` (SPLIT) ways per tile, but never more than the
+    tile's K stages, so that no unit is empty (a direct launch may pass any K)."""
+    if split == 1:
+        return num_tiles, 1
+    splits = opus.min(k_tiles, split)
+    return num_tiles * splits, splits
+
+
+def _split_of(unit, splits, k_tiles, split):
+    """(tile, split index, first K stage, K stages) of work unit ``unit``: a tile's ``splits``
+    units are consecutive, and split s takes stages k_tiles * s // splits up to
+    k_tiles * (s + 1) // splits (sizes differ by one at most; none is empty)."""
+    if split == 1:
+        return unit, 0, 0, k_tiles
+    tile = unit // splits
+    s = unit - tile * splits
+    k0 = k_tiles * s // splits
+    return tile, s, k0, k_tiles * (s + 1) // splits - k0
+
+
+def _partial_layout(n):
+    """Where a consumer thread's ``n`` accumulators go in its warp's part of a partial slot:
+    runs of 4 (one 16-byte store), run r of the warp's 32 lanes together (each store of the
+    warp writes 512 contiguous bytes), offset by the lane's 4 * lane (``_partial_at``)."""
+    return opus.make_layout((n // 4, 4), stride=(128, 1))
+
+
+def _partial_at(split, tile, s):
+    """The element where this thread's accumulators start in ``tile``'s partial slot ``s``:
+    slots of BM x BN, SPLIT per tile; in a slot, the 8 consumer warps' 16 x BN parts."""
+    warp, lane, slot_elems, slots = split
+    return (tile * slots + s) * slot_elems + warp * (slot_elems // 8) + lane * 4
+
+
+@opus.func
+def _publish_partial(d, split, partials, counts, tile, s, splits):
+    """Store this warp's partial ``d`` (each lane's f32 accumulators: the warp's 16 rows of the
+    tile) in slot ``s`` and count it in the tile's count for this warp; True for the last of
+    the tile's units to arrive, which also sets the count back to zero. Each warp counts alone
+    (its epilogue needs only its own rows). Memory order: the lanes' stores, ``sync_warp``
+    (orders them before lane 0's next access), lane 0's acq_rel add at device scope (releases
+    them; acquires the earlier units' stores), ``sync_warp`` again before the lanes read."""
+    warp, lane, _, _ = split
+    mine = opus.make_gmem(partials) + _partial_at(split, tile, s)    # constant offsets below
+    mine.store(d, _partial_layout(len(d)), vec=4)
+    opus.sync_warp()
+    old = 0
+    at = tile * 8 + warp
+    if lane == 0:
+        old = opus.atomic_add(counts, 1, at, order="acq_rel", scope="device")
+        if old == splits - 1:
+            counts[at] = 0      # no other unit of this tile is left in this launch
+    opus.sync_warp()
+    return opus.shfl(old, 0) == splits - 1
+
+
+@opus.func
+def _sum_partials(split, partials, tile, splits, n):
+    """The tile's sum for the last unit's warp (its ``n`` values per lane): slot 0 + slot 1 +
+    ... in this order (its own slot re-read too), so the result is the same whichever unit is
+    last. In pieces of 64 values (32 where n is not a multiple of 64), each a run-time loop
+    over the slots: one slot's piece is in flight at a time (unrolled, ptxas hoisted every
+    slot's loads and spilled)."""
+    first = opus.make_gmem(partials) + _partial_at(split, tile, 0)     # constant offsets below
+    step = 64 if n % 64 == 0 else 32
+    piece = _partial_layout(step)
+    sums = []
+    for p in range(0, n, step):
+        at = piece + 32 * p         # runs p / 4 ..: 128 elements apart
+        total = first.load(at, vec=4)
+        for j in opus.range(1, splits):
+            total = total + (first + j * split[2]).load(at, vec=4)
+        sums.append(total)
+    return opus.concat(*sums)
+
+
 def _make_kernel(out_dtype, min_blocks=None):
     """The GEMM kernel writing ``out_dtype`` (the bias and residual pointers have that type)."""
 
@@ -56,11 +135,13 @@ def _make_kernel(out_dtype, min_blocks=None):
     def gemm_kernel(a: opus.TensorMap, b: opus.TensorMap, c: opus.TensorMap, M: opus.i32,
                     N: opus.i32, K: opus.i32, scale_a: opus.Ptr[opus.f32],
                     scale_b: opus.Ptr[opus.f32], bias: opus.Ptr[out_dtype],
-                    residual: opus.Ptr[out_dtype], DT: opus.constexpr = dt.bf16,
+                    residual: opus.Ptr[out_dtype], partials: opus.Ptr[opus.f32],
+                    counts: opus.Ptr[opus.i32], DT: opus.constexpr = dt.bf16,
                     OUT: opus.constexpr = out_dtype, BN: opus.constexpr = 256,
                     STAGES: opus.constexpr = 3, GROUP: opus.constexpr = 8,
                     B_KMAJOR: opus.constexpr = False, SCALES: opus.constexpr = (0, 0),
-                    PROMOTE: opus.constexpr = 0, EPILOGUE: opus.constexpr = (False, None, False)):
+                    PROMOTE: opus.constexpr = 0, EPILOGUE: opus.constexpr = (False, None, False),
+                    SPLIT: opus.constexpr = 1):
         """C (M x N) = A (M x K) @ B: B is K x N row-major, or with B_KMAJOR the N x K row-major
         tensor whose transpose is B (fp8 inputs: B_KMAJOR only, as wgmma reads them). SCALES
         (a, b): 0 none, 1 one f32 (scale_a[0] / scale_b[0]), 2 one per row of C (scale_a[m]) / per
@@ -71,7 +152,14 @@ def _make_kernel(out_dtype, min_blocks=None):
         tile's columns are cut into PROMOTE pieces of BN / PROMOTE, one wgmma group each.
         EPILOGUE (bias, activation, residual): C = activation(C + bias[n]) + residual[m, n] in
         f32 before the one rounding (activation: a Python function of one f32 value, traced
-        here; None for none). Persistent: launch one block per SM (or fewer)."""
+        here; None for none). Persistent: launch one block per SM (or fewer).
+        SPLIT > 1 (split-K): each tile's K stages are cut into min(SPLIT, stages) consecutive
+        ranges, one work unit each; each consumer warp of a unit writes its f32 partial (its 16
+        rows) to the unit's slot of ``partials`` (SPLIT slots of BM x BN per tile) and counts it
+        in ``counts[8 * tile + warp]`` (int32, zero before the launch); the warp of the tile's
+        last unit to arrive adds the partials in split order (the result does not depend on
+        which unit is last), runs the epilogue on its rows and sets the count back to zero (so
+        the next launch, or a CUDA graph's replay, finds it zero). Unused with SPLIT = 1."""
         isz = DT.itemsize
         BKE = 128 // isz                      # K elements per 128-byte (swizzle-wide) row
         KW = 32 // isz                        # K of one wgmma (16 for 2-byte types, 32 for fp8)
@@ -100,14 +188,16 @@ def _make_kernel(out_dtype, min_blocks=None):
         m_tiles = (M + BM - 1) // BM
         n_tiles = (N + BN - 1) // BN
         num_tiles = m_tiles * n_tiles
+        units, splits = _work_units(num_tiles, k_tiles, SPLIT)
         wg = t // 128
         if wg == 0:                                             # the producer
             opus.setmaxnreg_dec(40)
             if t == 0:
                 it = 0
-                for tile in opus.range(opus.block_id_x(), num_tiles, opus.num_blocks_x()):
+                for unit in opus.range(opus.block_id_x(), units, opus.num_blocks_x()):
+                    tile, _, k0, kn = _split_of(unit, splits, k_tiles, SPLIT)
                     mt, nt = _tile_coords(tile, m_tiles, n_tiles, GROUP)
-                    for k in opus.range(k_tiles):
+                    for k in opus.range(k0, k0 + kn):
                         s = it % STAGES
                         empty[s].wait(((it // STAGES) & 1) ^ 1)
                         full[s].arrive_expect_tx((a_elems + b_elems) * isz)
@@ -138,39 +228,48 @@ def _make_kernel(out_dtype, min_blocks=None):
                     STAGES, t % 128 == 0)
             if PROMOTE:     # wgmmas of BN / PROMOTE columns into two alternating partials
                 part = opus.make_wgmma(DT, DT, opus.f32, (64, BN // PROMOTE, KW))
+            if SPLIT > 1:   # (consumer warp, lane, slot size, slots per tile)
+                split = (4 * (wg - 1) + w, lane, BM * BN, SPLIT)
             it = 0
-            for tile in opus.range(opus.block_id_x(), num_tiles, opus.num_blocks_x()):
+            for unit in opus.range(opus.block_id_x(), units, opus.num_blocks_x()):
+                tile, ks, _, kn = _split_of(unit, splits, k_tiles, SPLIT)
                 mt, nt = _tile_coords(tile, m_tiles, n_tiles, GROUP)
                 if PROMOTE:
-                    d = _promoted_sum(part, PROMOTE, ring, it, k_tiles)
+                    d = _promoted_sum(part, PROMOTE, ring, it, kn)
                 else:
                     acc = opus.wgmma_fence(mma.zeros_c())
-                    for k in opus.range(k_tiles):
+                    for k in opus.range(kn):
                         _wait_stage(ring, it + k)
                         acc = _stage_mma(mma, ring, it + k, 0, acc, True)
                         opus.wgmma_wait(1)                      # the previous stage's wgmmas done
                         if k > 0:
                             _release_stage(ring, it + k - 1)
                     d = opus.wgmma_wait(0, acc)
-                    _release_stage(ring, it + k_tiles - 1)
-                it += k_tiles
-                row0 = mt * BM + 64 * (wg - 1)
-                if lane == 0:
-                    opus.tma_wait(0, read=True)                 # the last tile's panels were read
-                opus.sync_warp()
-                for j in range(NB):     # a 64-column panel at a time: fewer registers live
-                    col = nt * BN + 64 * j
-                    dj = _scaled(d[32 * j:32 * j + 32], SCALES, scale_a, scale_b, panel, row0,
-                                 col, M, N)
-                    dj = _epilogue(dj, EPILOGUE, bias, residual, panel, row0, col, M, N)
-                    stage_c.store(opus.cast(dj, OUT), lc + j * 4096, vec=2)
-                opus.fence_proxy_async()
-                opus.sync_warp()
-                if lane == 0:
-                    for j in range(NB):
-                        opus.tma_store(c, stage_c + (j * 4096 + w * 1024),
-                                       (row0 + 16 * w, nt * BN + 64 * j))
-                    opus.tma_commit()
+                    _release_stage(ring, it + kn - 1)
+                it += kn
+                last = True
+                if SPLIT > 1:
+                    last = _publish_partial(d, split, partials, counts, tile, ks, splits)
+                if last:
+                    if SPLIT > 1:
+                        d = _sum_partials(split, partials, tile, splits, len(d))
+                    row0 = mt * BM + 64 * (wg - 1)
+                    if lane == 0:
+                        opus.tma_wait(0, read=True)             # the last tile's panels were read
+                    opus.sync_warp()
+                    for j in range(NB):     # a 64-column panel at a time: fewer registers live
+                        col = nt * BN + 64 * j
+                        dj = _scaled(d[32 * j:32 * j + 32], SCALES, scale_a, scale_b, panel,
+                                     row0, col, M, N)
+                        dj = _epilogue(dj, EPILOGUE, bias, residual, panel, row0, col, M, N)
+                        stage_c.store(opus.cast(dj, OUT), lc + j * 4096, vec=2)
+                    opus.fence_proxy_async()
+                    opus.sync_warp()
+                    if lane == 0:
+                        for j in range(NB):
+                            opus.tma_store(c, stage_c + (j * 4096 + w * 1024),
+                                           (row0 + 16 * w, nt * BN + 64 * j))
+                        opus.tma_commit()
             if lane == 0:
                 opus.tma_wait(0)
     return gemm_kernel
@@ -359,7 +458,7 @@ _FP8 = ("fp8_e4m3", "fp8_e5m2")
 
 
 def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=None,
-         block_n=None, stages=None):
+         block_n=None, stages=None, split_k=None):
     """``a @ b`` on the GPU (torch tensors, on the current stream; usable inside CUDA graphs) or
     in the interpreter (numpy arrays, with ``opus.set_target(..., interpret=True)``).
 
@@ -375,18 +474,22 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
     :param blocks: persistent blocks to launch (default: one per SM on the GPU, 4 in the
         interpreter)
     :param block_n: the block tile's width, 64, 128 or 256 (default: 256 where that gives
-        every SM a tile, else narrower)
+        every SM a tile or K is split, else narrower)
     :param stages: shared-memory stages in flight (default: as many as fit)
+    :param split_k: K splits per output tile (split-K: each split's f32 partial tile goes to
+        a workspace, the last split to finish adds them in a fixed order and runs the
+        epilogue: deterministic, one launch); 1 for none, at most K's 64-deep stages. Default:
+        split where the 256-wide tiles would leave half the SMs idle (docs/ops.md: the rule)
     :returns: out
     :targets: sm_90a
     """
     return _run(a, b, out, None, None, None, blocks, block_n, stages,
-                epilogue=(bias, activation, residual))
+                epilogue=(bias, activation, residual), split_k=split_k)
 
 
 def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=False,
                 bias=None, activation=None, residual=None, blocks=None, block_n=None,
-                stages=None):
+                stages=None, split_k=None):
     """``(a @ b) * scale_a * scale_b`` for fp8 (e4m3 or e5m2, any pairing of one type) ``a``
     and ``b`` (as ``torch._scaled_mm``): f32 accumulation, scaled once in f32, rounded to
     ``out_dtype``. fp8 wgmma reads both operands K-major: ``b`` must be the transpose of a
@@ -407,22 +510,26 @@ def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=
     :param block_n: the block tile's width: promoted 64, 128 (default; 64 where fewer tiles
         than SMs), 192 or 256 (the last two in 96 / 64 wide pieces per wgmma group); fast
         accumulation 64, 128 or 256 (as ``opus.ops.gemm``)
+    :param split_k: K splits per output tile, as in ``opus.ops.gemm`` (K stages of 128 here;
+        split tiles are 192 wide when promoted, else 256, unless ``block_n`` says)
     :returns: out
     :targets: sm_90a
     """
     return _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages,
-                promote=not fast_accum, epilogue=(bias, activation, residual))
+                promote=not fast_accum, epilogue=(bias, activation, residual), split_k=split_k)
 
 
 def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promote=False,
-         epilogue=(None, None, None)):
+         epilogue=(None, None, None), split_k=None):
     bias, act, res = epilogue
+    if split_k is not None and type(split_k) is not int:
+        _check_split_k(split_k)     # refused before it reaches the plan key (a list: unhashable)
     from ..frontend.targeting import current_target
     sel = current_target()
     key = (sel.target.name, sel.mode, _key(a), _key(b), None if out is None else _key(out),
            None if scale_a is None else _key(scale_a), None if scale_b is None else _key(scale_b),
            str(out_dtype), blocks, block_n, stages, promote,
-           None if bias is None else _key(bias), act, None if res is None else _key(res))
+           None if bias is None else _key(bias), act, None if res is None else _key(res), split_k)
     plan = _PLANS.get(key)
     if plan is None:
         scaled = scale_a is not None or scale_b is not None
@@ -430,7 +537,7 @@ def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promot
             out = _new_out(a, b, _out_dtype(a, out_dtype, scaled))
             key = key[:4] + (_key(out),) + key[5:]
         plan = _plan(a, b, out, sel, blocks, block_n, stages, scaled, scale_a, scale_b,
-                     out_dtype, promote, epilogue)
+                     out_dtype, promote, epilogue, split_k)
         if len(_PLANS) >= 256:
             _PLANS.clear()
         _PLANS[key] = plan
@@ -523,8 +630,56 @@ def _choose(m, n, sms, block_n, stages, isz, widths=(64, 128, 256)):
     return block_n, stages
 
 
+# split-K: the fewest K stages a split gets from the rule, so that its f32 partial (BM x BN x 4
+# bytes, written once and read once) stays at most a third of the operand bytes it streams:
+# 8 stages of a 128 x 256 bf16 tile load 384 KiB against a 128 KiB partial
+_MIN_SPLIT_STAGES = 8
+
+
+def _check_split_k(split_k):
+    if isinstance(split_k, bool) or not isinstance(split_k, int):
+        _err(f"split_k must be an int (K splits per output tile), got {split_k!r}")
+    if split_k < 1:
+        _err(f"split_k must be at least 1 (1: no split), got {split_k}")
+
+
+def _choose_split(m, n, k, bke, sms, block_n, split_k, widest):
+    """(block_n, split): ``split_k`` where given (1: no split; the tile ``widest`` columns wide
+    unless ``block_n`` says), else the rule: where the tiles of that width number at most half
+    the SMs, as many splits as keep tiles x splits <= SMs, each of _MIN_SPLIT_STAGES K stages
+    or more (none below 2: no split, and ``block_n`` left to _choose's widths). K is read
+    in stages of ``bke``."""
+    k_stages = -(-k // bke)
+    if split_k is not None:
+        if split_k > k_stages:
+            _err(f"split_k={split_k} is too large: K = {k} is {k_stages} stages of {bke} and "
+                 f"each split needs one")
+        return (block_n or widest) if split_k > 1 else block_n, split_k
+    width = block_n or widest
+    tiles = -(-m // BM) * -(-n // width)
+    split = min(sms // tiles, k_stages // _MIN_SPLIT_STAGES)
+    return (width, split) if split >= 2 else (block_n, 1)
+
+
+def _split_workspace(torch, a, tiles, split, bn):
+    """(partials, counts) of a split-K plan, allocated once with it: ``split`` f32 slots of
+    BM x bn per tile, and an int32 arrival count per tile and consumer warp (8), zero (each
+    launch leaves them zero)."""
+    if split == 1:      # unused: the kernel's pointers need something
+        return _ones(torch, a, dt.f32), _ones(torch, a, dt.i32)
+    size = tiles * split * BM * bn
+    if size >= 2 ** 31:
+        _err(f"split_k={split}: the partial tiles ({size} f32 values) need 32-bit offsets; "
+             f"split less")
+    if torch is not None:
+        return (torch.empty(size, dtype=torch.float32, device=a.device),
+                torch.zeros(tiles * 8, dtype=torch.int32, device=a.device))
+    np = _np()
+    return np.zeros(size, np.float32), np.zeros(tiles * 8, np.int32)
+
+
 def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, scale_b=None,
-          out_dtype=None, promote=False, epilogue=(None, None, None)):
+          out_dtype=None, promote=False, epilogue=(None, None, None), split_k=None):
     if sel.target.name != "sm_90a":
         _err(f"the GEMM kernel needs sm_90a (wgmma and TMA); the current target is "
              f"{sel.target.name}")
@@ -553,6 +708,8 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     _check_operand(res, "residual", (m, n), od, torch)
     if act is not None and not callable(act):
         _err(f"activation must be a function of one value (e.g. opus.ops.relu), got {act!r}")
+    if split_k is not None:
+        _check_split_k(split_k)
     if m == 0 or n == 0 or k == 0:
         return None
     kmajor = _b_major(b, k, n)
@@ -561,12 +718,14 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
              "(w.t())")
     if blocks is None:
         blocks = _sm_count(torch, a) if sel.mode == "gpu" else 4
+    bke = 128 // d.itemsize
+    block_n, split = _choose_split(m, n, k, bke, blocks, block_n, split_k,
+                                   192 if promote else 256)
     if promote and block_n is None:   # H100, 8192^3 tensor scales: 192 0.89x cuBLAS, 256
         # 0.86x, 128 0.82x (2026-11-24); narrower where the wide tiles leave SMs idle
         block_n = next((w for w in (192, 128) if -(-m // BM) * -(-n // w) >= blocks), 64)
     bn, st = _choose(m, n, blocks, block_n, stages, od.itemsize,
                      tuple(_PROMOTE_PIECES) if promote else (64, 128, 256))
-    bke = 128 // d.itemsize
     bt = (b.t() if torch is not None else b.T) if kmajor else b
     ta = opus.TensorMap(a, (BM, bke), swizzle=128)
     tb = (opus.TensorMap(bt, (bn, bke), swizzle=128) if kmajor
@@ -578,15 +737,17 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     dummy = _ones(torch, a, od)
     smem = st * (BM + bn) * 128 + 2 * 64 * bn * od.itemsize
     tiles = -(-m // BM) * -(-n // bn)
-    launch = gemm_kernel_for(od, promote)[max(1, min(blocks, tiles)), _THREADS]
+    launch = gemm_kernel_for(od, promote)[max(1, min(blocks, tiles * split)), _THREADS]
     args = (ta, tb, tc, m, n, k, ones if sa is None else sa, ones if sb is None else sb,
-            dummy if bias is None else bias, dummy if res is None else res)
+            dummy if bias is None else bias, dummy if res is None else res,
+            *_split_workspace(torch, a, tiles, split, bn))
     # bound once: a repeated call runs the entry (no keyword binding or entry key per call,
     # which cost the eager call tens of microseconds on the H100's host)
     run, full = launch.bind_entry(*args, DT=d, OUT=od, BN=bn, STAGES=st, B_KMAJOR=kmajor,
                                   SCALES=(mode_a, mode_b),
                                   PROMOTE=_PROMOTE_PIECES[bn] if promote else 0,
-                                  EPILOGUE=(bias is not None, act, res is not None))
+                                  EPILOGUE=(bias is not None, act, res is not None),
+                                  SPLIT=split)
     return lambda: run(launch, full, smem, None)
 
 
