@@ -39,6 +39,19 @@ def requires_gpu():
         pytest.skip("needs an NVIDIA GPU and driver (libcuda.so.1)")
 
 
+@pytest.fixture
+def requires_amd_compiler():
+    """For tests that run the AMD compiler (clang for gfx9): skipped, with the reason, where none
+    is installed (CI has the ziglang wheel's clang, the 'amd' extra; a GPU machine may have
+    none), instead of erroring."""
+    from opus.errors import OpusRuntimeError
+    from opus.runtime.amd_build import hip_compiler
+    try:
+        return hip_compiler()
+    except OpusRuntimeError as e:
+        pytest.skip(str(e))
+
+
 def _kernels_in(namespace):
     from opus.frontend.kernel import Kernel
     for v in list(namespace.values()):

@@ -78,12 +78,12 @@ def test_nvrtc_itself_names_the_python_line_of_a_marked_line():
     assert not ok and f'{HERE}({_line("fma")}): error' in log, log
 
 
-def test_clang_itself_names_the_python_line_of_a_marked_line(tmp_path):
+def test_clang_itself_names_the_python_line_of_a_marked_line(tmp_path, requires_amd_compiler):
     marked = shared_line.specialize(target="gfx942").source
     bad = _with_undeclared_after(marked, _last_lane_of_fma(marked))
     (tmp_path / "k.hip").write_text(bad)
-    cmd = amd_build.hip_compiler().command(*amd_build.FLAGS, "--offload-arch=gfx942",
-                                           "-fsyntax-only", "k.hip")
+    cmd = requires_amd_compiler.command(*amd_build.FLAGS, "--offload-arch=gfx942",
+                                        "-fsyntax-only", "k.hip")
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode != 0 and f'{HERE}:{_line("fma")}:' in r.stderr, r.stderr
 

@@ -107,7 +107,7 @@ def test_cuda_render_is_one_ffma_and_the_plain_form_is_not_fused():
     assert sorted(ops) == ["FADD", "FFMA", "FMUL"], sass
 
 
-def test_hip_render_is_one_fma_and_the_plain_form_is_not_fused():
+def test_hip_render_is_one_fma_and_the_plain_form_is_not_fused(requires_amd_compiler):
     asm = GK.fma_and_mul_add.asm(target="gfx942")
     ops = re.findall(r"\bv_(fmac?|mul|add)_f32", asm)
     assert sorted(o.rstrip("c") for o in ops) == ["add", "fma", "mul"], asm
