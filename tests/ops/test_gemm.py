@@ -27,7 +27,7 @@ def _check(c, a, b):
     ref = a.astype(np.float32) @ b.astype(np.float32)
     half_ulp = 2.0 ** -8 if c.dtype == BF16 else 2.0 ** -11
     tol = half_ulp * np.abs(ref) + 1e-5 * np.abs(ref).max()
-    bad = np.abs(c.astype(np.float32) - ref) > tol
+    bad = ~(np.abs(c.astype(np.float32) - ref) <= tol)      # NaN (never written) is bad too
     assert not bad.any(), f"{bad.sum()} elements off, e.g. at {np.argwhere(bad)[0]}"
 
 
@@ -360,3 +360,157 @@ def test_a_plan_is_per_target():
     with opus.set_target("sm_80", interpret=True):
         with pytest.raises(opus.ArgumentError, match="needs sm_90a"):
             opus.ops.gemm(a, b, out=out)
+
+
+# -- split-K ----------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("m,n,k,split,b_kmajor,block_n,blocks", [
+    (200, 296, 1000, 3, False, None, 4),   # ragged M, N, K: splits of 5, 5, 6 stages, the last 40 deep
+    (70, 136, 200, 4, True, 128, 4),       # as many splits as stages: one each, the last 8 deep
+    (33, 264, 520, 3, False, 64, 2),       # 15 units on 2 blocks: a block's units span tiles
+    (129, 64, 640, 2, True, 64, 3),        # 2 row tiles, 10 stages in halves
+])
+def test_split_k_in_the_interpreter(sm90, m, n, k, split, b_kmajor, block_n, blocks):
+    a, b = _inputs(m, n, k, BF16, b_kmajor, seed=k)
+    _check(opus.ops.gemm(a, b, split_k=split, block_n=block_n, blocks=blocks), a, b)
+
+
+@pytest.mark.parametrize("blocks", [1, 2, 4])
+def test_split_k_sums_in_split_order_whichever_split_is_last(sm90, blocks):
+    """Three one-stage splits whose f32 partials are 2^26, -2^26 and j (column j): summed in
+    split order, (2^26 - 2^26) + j = j exactly; any other order rounds j + 2^26 to a multiple
+    of 8 first. The interpreter runs blocks one after another, so the last split of a tile to
+    arrive is split 2 (1 block), split 1 of tile 0 (2 blocks: units 0 and 2 run on block 0
+    first) or split 0 of tile 1 (4 blocks: unit 3 runs on block 3, after units 4 and 5)."""
+    m, n = 70, 200                          # 2 tiles 128 wide, ragged
+    a = np.ones((m, 192), BF16)
+    b = np.empty((192, n), np.float32)
+    b[:64], b[64:128] = 2.0 ** 20, -2.0 ** 20
+    b[128:] = np.arange(n, dtype=np.float32) / 64
+    out = opus.ops.gemm(a, b.astype(BF16), split_k=3, block_n=128, blocks=blocks)
+    assert (out.astype(np.float32) == np.arange(n, dtype=np.float32)).all()
+
+
+def test_split_k_repeated_calls_reset_the_counts(sm90):
+    """One plan called three times: each call's last splits set the tile counts back to zero,
+    else the next call's arrivals never see the last count and nothing is stored (the NaNs
+    stay)."""
+    a, b = _inputs(130, 136, 448, BF16, False, seed=7)
+    out = np.empty((130, 136), BF16)
+    for _ in range(3):
+        out[...] = np.nan
+        opus.ops.gemm(a, b, out=out, split_k=3, block_n=64)
+        _check(out, a, b)
+
+
+def test_split_k_with_bias_activation_residual(sm90):
+    a, b = _inputs(130, 200, 456, BF16, True, seed=8)
+    rng = np.random.default_rng(9)
+    bias = rng.standard_normal(200).astype(BF16)
+    res = rng.standard_normal((130, 200)).astype(BF16)
+    c = opus.ops.gemm(a, b, bias=bias, activation=opus.ops.gelu_tanh, residual=res, split_k=3)
+    ref = _np_act("gelu_tanh", a.astype(np.float64) @ b.astype(np.float64)
+                  + bias.astype(np.float64)) + res.astype(np.float64)
+    tol = 2.0 ** -8 * np.abs(ref) + 1e-4 * np.abs(ref).max()
+    assert (np.abs(c.astype(np.float64) - ref) <= tol).all()
+
+
+@pytest.mark.parametrize("m,n,k,split,block_n,fast_accum", [
+    (136, 200, 640, 2, 128, False),    # promoted, 5 stages of 128: splits of 2 and 3
+    (70, 264, 400, 4, 192, False),     # promoted in 96-wide pieces, 4 one-stage splits, ragged K
+    (130, 136, 528, 3, None, True),    # fast accumulation, the split's default width (256)
+])
+def test_split_k_scaled_fp8(sm90, m, n, k, split, block_n, fast_accum):
+    a, b, sa, sb = _scaled_inputs(m, n, k, "row", "column", seed=k)
+    c = opus.ops.scaled_gemm(a, b, sa, sb, block_n=block_n, fast_accum=fast_accum,
+                             split_k=split)
+    _check_scaled(c, a, b, sa, sb)
+
+
+def test_split_k_more_than_the_stages_is_clamped_by_the_kernel(sm90, monkeypatch):
+    """A launch whose SPLIT exceeds K's stages (the host refuses it, a direct launch may not):
+    the kernel splits K only as many ways as it has stages, so no unit is empty (an empty one
+    would release a ring stage it never used)."""
+    from opus.ops import gemm_hopper as G
+    monkeypatch.setattr(G, "_choose_split", lambda *args: (128, 4))
+    a, b = _inputs(130, 200, 128, BF16, False, seed=10)         # 2 stages, SPLIT = 4
+    _check(opus.ops.gemm(a, b), a, b)
+    a, b, sa, sb = _scaled_inputs(130, 200, 256, "row", "column", seed=10)   # promoted too
+    _check_scaled(opus.ops.scaled_gemm(a, b, sa, sb), a, b, sa, sb)
+
+
+@pytest.mark.parametrize("m,n,k,block_n,expect", [
+    (128, 8192, 8192, None, (256, 4)),    # decode: 32 tiles, 4 splits of 32 stages: 128 units
+    (128, 8192, 8192, 128, (128, 2)),     # 64 tiles of the width asked for: 2 splits
+    (256, 8192, 8192, None, (256, 2)),    # 64 tiles
+    (128, 8192, 1024, None, (256, 2)),    # 16 stages: 2 splits of 8 (the fewest a split gets)
+    (128, 8192, 960, None, (None, 1)),    # 15 stages: no split
+    (1024, 8192, 8192, None, (None, 1)),  # 256 tiles: more than half the SMs have one
+    (8192, 8192, 1024, None, (None, 1)),  # 2048 tiles
+])
+def test_split_rule(m, n, k, block_n, expect):
+    """The plan's rule on an H100 (132 SMs), bf16 (K stages of 64)."""
+    from opus.ops import gemm_hopper as G
+    assert G._choose_split(m, n, k, 64, 132, block_n, None, 256) == expect
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,split", [(128, 8192, 8192, None),    # the rule: 4 splits
+                                         (200, 4104, 3000, 3)])      # ragged, splits of 15/16
+def test_gpu_split_k_in_a_cuda_graph_replayed_twice(m, n, k, split):
+    """Split-K on the GPU against torch, inside a CUDA graph replayed twice (each replay needs
+    the tile counts its predecessor left at zero), and bitwise equal across calls (the sum's
+    order does not depend on which split finishes last)."""
+    torch = _torch_sm90()
+    from opus.ops import gemm_hopper as G
+    sms = G._sm_count(torch, torch.empty(1, device="cuda"))
+    assert G._choose_split(m, n, k, 64, sms, None, split, 256)[1] > 1     # 4 on an H100
+    g = torch.Generator(device="cuda").manual_seed(m + k)
+    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16)
+    out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    opus.ops.gemm(a, b, out=out, split_k=split)               # compiles and plans outside
+    first = out.clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        opus.ops.gemm(a, b, out=out, split_k=split)
+    for _ in range(2):
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        _check_torch(torch, out, a, b)
+        assert torch.equal(out, first)
+    for _ in range(3):
+        assert torch.equal(opus.ops.gemm(a, b, split_k=split), first)
+
+
+@pytest.mark.gpu
+def test_gpu_split_k_sums_in_split_order():
+    """The interpreter's cancellation case (test_split_k_sums_in_split_order_whichever_split_is_last)
+    on the GPU, where the splits race: 64 tiles of 3 one-stage splits, every column exact."""
+    torch = _torch_sm90()
+    m, n = 130, 4096
+    a = torch.ones(m, 192, device="cuda", dtype=torch.bfloat16)
+    b = torch.empty(192, n, device="cuda")
+    b[:64], b[64:128] = 2.0 ** 20, -2.0 ** 20
+    b[128:] = (torch.arange(n, device="cuda") % 256) / 64
+    for _ in range(5):
+        out = opus.ops.gemm(a, b.bfloat16(), split_k=3, block_n=128)
+        assert torch.equal(out.float(), ((torch.arange(n, device="cuda") % 256).float())
+                           .expand(m, n))
+
+
+@pytest.mark.gpu
+def test_gpu_split_k_scaled_fp8_with_epilogue():
+    torch = _torch_sm90()
+    a, b, sa, sb = _scaled_inputs(256, 2048, 4096, "row", "column")
+    ta = torch.from_numpy(a.view(np.uint8)).cuda().view(torch.float8_e4m3fn)
+    tw = torch.from_numpy(np.ascontiguousarray(b.T).view(np.uint8)).cuda().view(torch.float8_e4m3fn)
+    bias = torch.randn(2048, device="cuda").bfloat16()
+    c = opus.ops.scaled_gemm(ta, tw.t(), torch.from_numpy(sa).cuda(), torch.from_numpy(sb).cuda(),
+                             bias=bias, activation=opus.ops.relu, split_k=4)
+    ref = ((a.astype(np.float64) @ b.astype(np.float64)) * sa[:, None] * sb[None, :]
+           + bias.double().cpu().numpy())
+    ref = np.where(ref < 0, 0.0, ref)
+    got = c.double().cpu().numpy()
+    assert (np.abs(got - ref) <= 2.0 ** -8 * np.abs(ref) + 2.0 ** -10 * np.abs(ref).max()).all()
