@@ -169,14 +169,42 @@ def test_topk_shapes(target, rows, n, k, dtype):
 
 
 def test_topk_split_rows(target):
-    """Few long rows: slices (whole 512-element groups) each write their lists, a second
-    launch merges them; the largest value last in the last slice, the smallest first."""
-    assert rowtopk.plan(2, 20000, 64, 8, 32) == ("rows", 1, 4)
+    """Few long rows: slices (whole 512-element groups) each write their lists and the last
+    block of each row merges them in the same launch; the largest value last in the last
+    slice, the smallest first."""
+    assert rowtopk.plan(2, 40000, 64, 8, 32) == ("rows", 4, 2)
     x = _data((2, 20000), np.float32, seed=7)
     x[1, 19999] = 100.0                # the last element of the last slice
     x[0, 0] = -100.0
-    _check_topk(opus.ops.topk(x, 64), x, 64)
-    _check_topk(opus.ops.topk(x, 64, largest=False), x, 64, largest=False)
+    _check_topk(rowtopk.launch(x, 64, True, ("rows", 1, 4)), x, 64)
+    _check_topk(rowtopk.launch(x, 64, False, ("rows", 2, 3)), x, 64, largest=False)
+
+
+@pytest.mark.parametrize("shape,n,k,largest", [
+    (("rows", 2, 3), 2600, 64, True),      # ragged n (the last slice 552 long, not a multiple of 4)
+    (("rows", 1, 4), 1000, 1, True),       # k = 1; slices 3 and 4 start past n (empty lists)
+    (("rows", 2, 2), 100, 100, False),     # k = n, one slice empty
+    (("rows", 4, 2), 5000, 128, False),    # k = 128 (R = 4 on NVIDIA), 4 warps per slice
+])
+def test_topk_split_one_launch_repeated(target, shape, n, k, largest):
+    """The split path's one launch, called three times on new data with one plan: the
+    workspace and per-row counters are reused, so each call is right only if the previous
+    one's last blocks set the counters back to 0 (values and indices vs the numpy order)."""
+    for seed in range(3):
+        x = _data((3, n), np.float32, seed=100 * seed + n)
+        _check_topk(rowtopk.launch(x, k, largest, shape), x, k, largest)
+
+
+def test_topk_split_workspaces_kept():
+    """The split path's workspace and counters: made once (zeroed counters) and handed out
+    again on the next call (numpy: the interpreter's single stream)."""
+    x = np.zeros((3, 100), np.float32)
+    spaces = rowtopk._Workspaces(x, 3 * 2 * 32, 3)
+    work, counts = spaces.get()
+    assert work.shape == (192,) and work.dtype == np.uint64
+    assert counts.dtype == np.int32 and counts.shape == (3,) and not counts.any()
+    again = spaces.get()
+    assert again[0] is work and again[1] is counts
 
 
 def test_topk_split_rows_of_warps(target):
@@ -218,8 +246,9 @@ def _special_rows(n, seed):
     (("short", 32, 16), 300, (1, 5, 32)),       # 16 lanes per row, 2 rows per 32-lane warp
     (("short", 16, 32), 300, (1, 5, 32)),       # a whole 32-lane warp per row
     (("rows", 1, 1), 300, (1, 5, 128)),         # the streaming kernel, one warp per row
-    (("rows", 1, 3), 1500, (1, 5, 128)),        # 3 slices of 512 (the last ragged) + merge
+    (("rows", 1, 3), 1500, (1, 5, 128)),        # 3 slices of 512 (the last ragged), one launch
     (("rows", 2, 2), 1500, (1, 5, 64)),         # slices of 2 warps merged in shared memory
+    (("rows", 4, 3), 2100, (1, 5, 64)),         # 4 warps a slice, the last block's merge
 ])
 def test_topk_every_shape_special_values(target, shape, n, ks):
     """Ties, NaN, +-inf, +-0.0 through every kernel and launch shape, largest and smallest."""
@@ -291,10 +320,13 @@ def test_topk_launch_rule():
     # long rows: one warp each where rows fill the SMs (16 warps per SM)
     assert rowtopk.plan(4096, 32768, 8, 132, 32) == ("rows", 1, 1)
     assert rowtopk.plan(2112, 8192, 8, 132, 32) == ("rows", 1, 1)
-    # few long rows: >= 2 blocks per SM (64 rows x 5 slices), >= 4096 elements per warp
-    assert rowtopk.plan(64, 131072, 64, 132, 32) == ("rows", 4, 5)
+    # few long rows: about 16 warps per SM (64 rows x 8 slices x 4 warps), >= 4096 elements
+    # per warp, at most 4 warps a slice
+    assert rowtopk.plan(64, 131072, 64, 132, 32) == ("rows", 4, 8)
     assert rowtopk.plan(2048, 32768, 8, 132, 32) == ("rows", 2, 1)
-    assert rowtopk.plan(1, 131072, 8, 132, 32) == ("rows", 1, 32)
+    assert rowtopk.plan(1, 131072, 8, 132, 32) == ("rows", 4, 8)
+    assert rowtopk.plan(300, 32768, 64, 132, 32) == ("rows", 4, 2)
+    assert rowtopk.plan(7, 12288, 8, 132, 32) == ("rows", 2, 1)      # 3 warps: 2 of them
     assert rowtopk.list_size(8, 32) == 32 and rowtopk.list_size(65, 32) == 128
     assert rowtopk.list_size(8, 64) == 64
 
@@ -303,13 +335,14 @@ def test_topk_launch_rule():
 @pytest.mark.parametrize("n", [5000, 32768, 131072, 1 << 20])
 @pytest.mark.parametrize("sms,ws", [(132, 32), (304, 64)])
 def test_topk_split_rule_fills_the_chip(rows, n, sms, ws):
-    """Split rows: every SM gets >= 2 blocks where the rows allow it (each warp >= 4096
-    elements), slices of at most 8 warps, and every warp at least 4096 elements."""
+    """Split rows: the warps give every SM more than 8 (of the 16 aimed at) where the rows
+    allow it (each warp >= 4096 elements), slices of at most 4 warps, and every warp at
+    least 4096 elements."""
     kind, wpr, slices = rowtopk.plan(rows, n, 64, sms, ws)
-    assert kind == "rows" and 1 <= wpr <= 8 and wpr & (wpr - 1) == 0
+    assert kind == "rows" and 1 <= wpr <= 4 and wpr & (wpr - 1) == 0
     if slices > 1 or wpr > 1:
         assert n // (wpr * slices) >= 4096
-        assert rows * slices >= min(2 * sms, rows * (n // 4096) // wpr)
+        assert rows * wpr * slices > min(8 * sms, rows * (n // 4096) // 2)
     elif n > 4096 and rows < 16 * sms:
         assert n < 2 * 4096                            # too short to split
 
@@ -348,10 +381,30 @@ def test_amdgcn_topk_streaming_queue_in_lds(arch):
     assert re.search(r"v_bcnt_u32_b32|s_bcnt1", asm), "the queue's ranks: no bit count"
 
 
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_amdgcn_topk_split_counts_release_acquire(arch):
+    """The one-launch split: the lists are written back from L2 before the count (buffer_wbl2:
+    release), the count is one global atomic add, and the last block invalidates its cache
+    before reading the other slices' lists (buffer_inv: acquire)."""
+    asm = rowtopk.TOPK[dt.f32].asm(target=arch, K=64, KOUT=64, WPR=4, BLOCK=256, VEC=4,
+                                   SPLIT=True)
+    assert re.search(r"(global|buffer)_atomic_add\b", asm), "no atomic count"
+    assert "buffer_wbl2" in asm and "buffer_inv" in asm
+
+
+def test_sass_topk_split_counts_release_acquire():
+    """sm_90a: a GPU-scope fence after the lists are written, the count an ATOMG.ADD between
+    fences, the L1 invalidated (CCTL.IVALL) before the last block reads the lists."""
+    sass = rowtopk.TOPK[dt.f32].sass(target="sm_90a", K=64, KOUT=64, WPR=4, BLOCK=128, VEC=4,
+                                     SPLIT=True)
+    assert re.search(r"ATOMG\.E\.ADD\.S32\.STRONG\.GPU", sass), "no device-scope atomic count"
+    assert len(re.findall(r"MEMBAR\.\w+\.GPU", sass)) >= 2 and "CCTL.IVALL" in sass
+
+
 _LARGEST_LISTS = [   # the most registers each kernel holds: 32 lists of 32, and K = 128
     (rowtopk.TOPK_SHORT, dict(KOUT=32, P=32, G=32, VEC=4)),
-    (rowtopk.TOPK, dict(K=128, KOUT=128, WPR=8, BLOCK=256, VEC=4, PARTIAL=True)),
-    (rowtopk.TOPK, dict(K=128, KOUT=128, WPR=1, BLOCK=128, VEC=2, COMPOSITES=True)),
+    (rowtopk.TOPK, dict(K=128, KOUT=128, WPR=4, BLOCK=128, VEC=4, SPLIT=True)),
+    (rowtopk.TOPK, dict(K=128, KOUT=128, WPR=1, BLOCK=128, VEC=4)),
 ]
 
 
@@ -436,7 +489,8 @@ def test_gpu_topk_vs_torch(rows, n, k, largest):
     (("short", 32, 8), 100, 256, 8), (("short", 8, 32), 100, 256, 8),
     (("short", 32, 32), 9, 1000, 32), (("rows", 1, 1), 9, 4000, 64),
     (("rows", 4, 5), 3, 131072, 64), (("rows", 8, 2), 2, 70001, 128),
-    (("rows", 1, 7), 2, 50000, 1)])
+    (("rows", 1, 7), 2, 50000, 1), (("rows", 4, 8), 64, 131072, 64),
+    (("rows", 1, 32), 5, 131072, 64), (("rows", 2, 16), 3, 131073, 8)])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
 def test_gpu_topk_launch_shapes(shape, rows, n, k, dtype):
     """Every kernel and launch shape against torch.topk (values bit for bit, NaN included;
@@ -469,3 +523,34 @@ def test_gpu_topk_graph_and_compile():
     rv, ri = torch.topk(x + 1, 8)
     torch.testing.assert_close(v, rv, rtol=0, atol=0)
     assert torch.equal(i, ri)
+
+
+@pytest.mark.gpu
+def test_gpu_topk_split_graph_replays_and_streams():
+    """The one-launch split path (64 x 131072, k = 64): a CUDA graph replayed twice on new
+    data (right only if each replay's last blocks set the counters back to 0), then eager
+    calls on a second stream (its own workspace) beside the current stream's."""
+    torch = _torch()
+    x = torch.randn(64, 131072, device="cuda")
+    sms = torch.cuda.get_device_properties(x.device).multi_processor_count
+    assert rowtopk.plan(64, 131072, 64, sms, 32)[2] > 1
+    opus.ops.topk(x, 64)                            # plan and compile outside the capture
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        v, i = opus.ops.topk(x, 64)
+    for seed in range(2):
+        x.copy_(torch.randn(x.shape, device="cuda", generator=torch.Generator(
+            device="cuda").manual_seed(seed)))
+        g.replay()
+        rv, ri = torch.topk(x, 64)
+        assert torch.equal(v, rv) and torch.equal(i, ri)
+    y = torch.randn_like(x)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        vy, iy = opus.ops.topk(y, 64)
+    vx, ix = opus.ops.topk(x, 64)
+    torch.cuda.synchronize()
+    for (got_v, got_i), t in (((vy, iy), y), ((vx, ix), x)):
+        rv, ri = torch.topk(t, 64)
+        assert torch.equal(got_v, rv) and torch.equal(got_i, ri)

@@ -21,30 +21,43 @@ row's list; lane i writes positions i, i + G, ...
 
 Long rows (the streaming kernel, ``TOPK``): a warp keeps a sorted list of its best K =
 max(k rounded up to a power of two, W) composites across its W lanes (R = K / W per lane,
-position lane * R + i) and streams its elements in groups of 512 (16 per lane, 16-byte loads).
-An element costs one compare: its value (as f32) against the list's k-th composite turned back
-into an f32 threshold (``!(x < t)``: NaN and ties pass; the composite order decides later).
-Passing elements (rare once the list fills: the threshold rises as about k / elements seen)
-are appended to the warp's queue in shared memory (in a group where some lane passes, one vote
-per 4 elements of each lane, then one ballot per element, the slot from ``opus.popc`` of the
-lanes below). The first group, before the list has a k-th, is filtered by a bound: each lane's
-c-th best (c = k / W rounded up to a power of two), the least over the warp. Every whole K of
-the queue is merged into the list: sorted by a bitonic network of ``opus.shfl_xor`` steps
-(within a lane for strides below R), reversed against the list (lane ^ (W - 1)), the
-elementwise max taken (a bitonic sequence holding the K best of both) and that merged by
-log2 K more steps; the k-th is broadcast as the new threshold. The warps of a block merge their lists pairwise through shared
-memory, and the first k positions are written: indices from the composites, values gathered
-from x (NaN payloads and -0.0 kept). Shuffles and votes name the whole warp as members (every
-lane takes part), so NVIDIA reads no active mask per shuffle.
+position lane * R + i) and streams its elements in groups of 512 (16 per lane, 16-byte loads;
+the next group's loads are issued before the current one is filtered, so a warp has two in
+flight). An element costs one compare: its value (as f32) against the list's k-th composite
+turned back into an f32 threshold (``!(x < t)``: NaN and ties pass; the composite order
+decides later). Passing elements (rare once the list fills: the threshold rises as about k /
+elements seen) are appended to the warp's queue in shared memory (in a group where some lane
+passes, one vote per 4 elements of each lane, then one ballot per element, the slot from
+``opus.popc`` of the lanes below). The first group, before the list has a k-th, is filtered by
+a bound: each lane's c-th best (c = k / W rounded up to a power of two), the least over the
+warp. Every whole K of the queue is merged into the list: sorted by a bitonic network of
+``opus.shfl_xor`` steps (within a lane for strides below R), reversed against the list (lane ^
+(W - 1)), the elementwise max taken (a bitonic sequence holding the K best of both) and that
+merged by log2 K more steps; the k-th is broadcast as the new threshold. The warps of a block
+merge their lists pairwise through shared memory, and the first k positions are written:
+indices from the composites, values gathered from x (NaN payloads and -0.0 kept). Shuffles
+and votes name the whole warp as members (every lane takes part), so NVIDIA reads no active
+mask per shuffle.
+
+Split rows, one launch: a row cut into S slices (blocks of WPR warps, grid y) has each block
+write its sorted K composites to a workspace (rows x S x K), fence (release at device scope)
+and count itself in a per-row counter (``atomic_add`` acq_rel by one thread); the block that
+counts last (it sees every other slice's list) merges the S - 1 other lists into its own
+(its warps take every WPR-th list; a list whose best is not above the warp's k-th is skipped,
+the others merged sorted against sorted: one max and log2 K steps, no sort), then through
+shared memory, writes the row and sets the counter back to 0, so the next launch (and every
+CUDA-graph replay) starts from zero without a reset. The workspace and counters are made
+once per launch plan and stream (``_Workspaces``): no allocation or host sync per call.
 
 Launch shapes (``plan``, the rule; ``launch`` runs any shape): the short-row kernel where it
 applies. Otherwise one warp per row (4 per block) for rows of up to 4096 elements or where the
 rows give every SM 16 warps. Otherwise (few long rows) each row gets w = min(16 * SMs / rows,
-n / 4096) warps, cut into S slices (blocks) of up to 8 warps with S >= 2 * SMs / rows (every
-SM at least two blocks: 64 x 131072 on 132 SMs is 5 slices of 4 warps, 6554 elements per
-warp); each slice writes its sorted K composites to a workspace, and a second launch of the
-streaming kernel merges each row's S * K composites with one warp per row (64 rows x 320
-composites: about one group per warp).
+n / 4096) warps (every SM about 16 warps, each warp at least 4096 elements: 8 groups), in S =
+w / WPR blocks of WPR = min(4, w rounded down to a power of two) warps: 64 x 131072 on 132 SMs
+is 8 slices of 4 warps (2048 warps, 4096 elements each). Four warps per block keep the last
+block's merge short (each of its warps merges S / 4 lists, then two steps in shared memory)
+while the slices stay many; the merge being in the same launch, more slices cost no second
+launch any more (the earlier two-launch split favoured few).
 """
 
 import opus
@@ -57,11 +70,10 @@ __all__ = ["topk", "plan", "launch", "short_shape", "TOPK", "TOPK_SHORT"]
 _DTYPES = ("f32", "bf16", "f16")
 _MAX_K = 128
 _WARP_ROW_MAX = 4096          # rows up to this many elements get one warp each
-_SLICE_WARPS = 8              # warps cooperating on one slice of a long row
+_SLICE_WARPS = 4              # warps per block (one slice) of a split long row
 _MIN_PER_WARP = 4096          # elements each warp of a split row keeps at least
 _WARPS_PER_SM = 16            # warps a split of few long rows aims to give every SM
 _ROW_WARPS_PER_SM = 16        # rows per SM from which long rows get one warp each
-_BLOCKS_PER_SM = 2            # slices: at least this many blocks per SM
 _SHORT_MAX_K = 32             # the short-row kernel: k up to 32,
 _SHORT_P = 32                 # ... at most 32 values per lane,
 _SHORT_P_FIRST = 16           # ... 16 where n allows (H100, 16384 x 256 k = 8: P = 16 0.055 ms,
@@ -238,10 +250,8 @@ def _threshold_f32(thr, LARGEST):
 
 
 @opus.func
-def _may_enter(e, thr, thr_f, COMPOSITES, LARGEST):
-    """Whether element e (a composite, or a value) can be above the list's k-th: one compare."""
-    if COMPOSITES:
-        return e > thr
+def _may_enter(e, thr_f, LARGEST):
+    """Whether value e can be above the list's k-th (thr_f, its f32): one compare."""
     f = opus.cast(e, opus.f32)
     if LARGEST:
         return ~(f < thr_f)
@@ -307,31 +317,30 @@ def _short_for(DT):
 
 def _topk_for(DT):
     @opus.kernel
-    def topk_rows(x: opus.Ptr[DT], cand: opus.Ptr[opus.u64], vals: opus.Ptr[DT],
-                  inds: opus.Ptr[opus.i64], part: opus.Ptr[opus.u64], rows: opus.i32,
+    def topk_rows(x: opus.Ptr[DT], vals: opus.Ptr[DT], inds: opus.Ptr[opus.i64],
+                  work: opus.Ptr[opus.u64], counts: opus.Ptr[opus.i32], rows: opus.i32,
                   n: opus.i32, x_stride: opus.i64, slice_len: opus.i32,
                   K: opus.constexpr = 32, KOUT: opus.constexpr = 8,
                   WPR: opus.constexpr = 1, BLOCK: opus.constexpr = 128,
-                  VEC: opus.constexpr = 4,
-                  COMPOSITES: opus.constexpr = False, PARTIAL: opus.constexpr = False,
+                  VEC: opus.constexpr = 4, SPLIT: opus.constexpr = False,
                   LARGEST: opus.constexpr = True):
-        """The KOUT best of each row (or slice). Input: x's rows (row r at r * x_stride), or
-        with COMPOSITES the rows of n u64 composites in ``cand`` (a first pass's slices).
-        Output: values and int64 indices (k-major rows of KOUT), or with PARTIAL each slice's
-        K composites into ``part``. WPR warps per row slice (1: BLOCK / warp size rows per
-        block); grid x: row blocks, grid y: slices of slice_len elements.
+        """The KOUT best of each row: values and int64 indices (rows of KOUT). WPR warps
+        per block (1: BLOCK / warp size rows per block, grid x the row blocks; else one row
+        per block, grid x the rows). With SPLIT, grid y cuts each row into slices of
+        slice_len elements, one block each: each block writes its list to ``work`` (rows x
+        slices x K composites), counts itself in ``counts[row]`` (release / acquire), and
+        the row's last block merges the slices' lists, writes the row and sets the count back
+        to 0 (for the next launch: CUDA-graph replays need no reset).
 
-        Each warp streams its elements in groups of _GROUP; an element costs one compare with
-        the list's k-th (thr); those that pass are appended to the warp's queue in shared
-        memory (ballot, rank = popc of the lanes below), and every full K of the queue is
-        merged into the list (the distributed bitonic network), which raises thr."""
+        Each warp streams its elements in groups of _GROUP (the next group's loads in flight
+        while one is filtered); an element costs one compare with the list's k-th (thr);
+        those that pass are appended to the warp's queue in shared memory (ballot, rank =
+        popc of the lanes below), and every full K of the queue is merged into the list (the
+        distributed bitonic network), which raises thr."""
         ws = opus.warp_size()
         R = K // ws
-        L = _GROUP // ws                      # elements per lane per group
-        V = min(VEC, L)
-        NL = L // V
         QN = K + _GROUP                       # queue slots per warp: < K left + one group
-        wid, lane = opus.warp_id(), opus.lane_id()
+        wid = opus.warp_id()
         if WPR == 1:
             row = opus.block_id_x() * (BLOCK // ws) + wid
             w = 0
@@ -341,102 +350,184 @@ def _topk_for(DT):
         start = opus.block_id_y() * slice_len
         end = opus.min(start + slice_len, n)
         r64 = opus.cast(opus.min(row, rows - 1), opus.i64)
-        if COMPOSITES:
-            g = opus.make_gmem(cand + r64 * n, n)
-        else:
-            g = opus.make_gmem(x + r64 * x_stride, n)
+        g = opus.make_gmem(x + r64 * x_stride, n)
         q = opus.alloc_smem(opus.u64, (BLOCK // ws) * QN)
-        qb = wid * QN
-        below = opus.lanemask_lt()
-        best = [opus.u64(0)] * R
-        thr = opus.u64(0)
-        thr_f = _threshold_f32(thr, LARGEST)
-        cnt = opus.i32(0)                     # the queue's length (the same in every lane)
         live = row < rows
         first = opus.select(live, start + w * _GROUP, end)
-        for base in opus.range(first, end, WPR * _GROUP):
-            es, ids = [], []
-            for ld in range(NL):
-                off = base + (ld * ws + lane) * V
-                v = g.load(off, vec=V)
-                for el in range(V):
-                    es.append(v[el] if V > 1 else v)
-                    ids.append(off + el)
-            if base == first:                 # the empty list's threshold: a bound instead
-                t = _first_bound(es, ids, end, KOUT, COMPOSITES, LARGEST)
-                if COMPOSITES:
-                    thr = opus.select(t == opus.u64(0), t, t - opus.u64(1))
-                else:
-                    thr_f = _threshold_f32(opus.cast(t, opus.u64) << 32, LARGEST)
-            ps = [_may_enter(e, thr, thr_f, COMPOSITES, LARGEST) for e in es]
-            some = ps[0]
-            for p in ps[1:]:
-                some = some | p
-            if opus.any_lanes(some, mask=_full()):
-                for sub in range(0, L, _SUB):     # a vote per _SUB elements, then one each
-                    some = ps[sub]
-                    for p in ps[sub + 1:sub + _SUB]:
-                        some = some | p
-                    if opus.any_lanes(some, mask=_full()):
-                        for i in range(sub, sub + _SUB):
-                            cnt = _enqueue(q, qb + cnt, cnt, ps[i] & (ids[i] < end), es[i],
-                                           ids[i], below, COMPOSITES, LARGEST)
-                if cnt >= K:
-                    best, thr, cnt = _drain(q, qb, cnt, best, thr, K, KOUT, R, L, QN)
-                    if not COMPOSITES:
-                        thr_f = _threshold_f32(thr, LARGEST)
-        if cnt > 0:
-            opus.sync_warp()
-            chunk = []
-            for i in range(R):
-                s = lane * R + i
-                chunk.append(opus.select(s < cnt, q[qb + opus.min(s, QN - 1)], opus.u64(0)))
-            best = _insert_chunk(best, chunk, K, R)
-        if WPR > 1:                           # the warps' lists, merged pairwise in q
-            opus.sync_threads()
-            for i in range(R):
-                q[qb + lane * R + i] = best[i]
-            opus.sync_threads()
-            h = 1
-            while h < WPR:
-                if wid % (2 * h) == 0:
-                    other = []
-                    for i in range(R):
-                        other.append(q[(wid + h) * QN + K - 1 - (lane * R + i)])
-                    best = _merge_sorted(best, other, K, R)
-                    for i in range(R):
-                        q[qb + lane * R + i] = best[i]
-                opus.sync_threads()
-                h *= 2
-        if live and w == 0:
+        best = _stream(g, q, wid * QN, first, end, n, WPR * _GROUP, K, KOUT, VEC, LARGEST)
+        if WPR > 1:
+            best = _merge_warps(q, best, QN, K, WPR)
+        if SPLIT:
+            flag = opus.alloc_smem(opus.u32, 1)
+            last = _publish(work, counts, flag, best, row, K)
+            if last:
+                best = _merge_slices(work, best, row, w, K, KOUT, WPR)
+                if WPR > 1:
+                    best = _merge_warps(q, best, QN, K, WPR)
+        else:
+            last = live
+        if last and w == 0:
+            lane = opus.lane_id()
             for i in range(R):
                 p = lane * R + i
-                if PARTIAL:
-                    slot = (r64 * opus.num_blocks_y() + opus.block_id_y()) * K + p
-                    part[slot] = best[i]
-                else:
-                    if p < KOUT:
-                        j = _index_of(best[i])
-                        xi = opus.cast(j, opus.i64)
-                        vals[r64 * KOUT + p] = x[r64 * x_stride + xi]
-                        inds[r64 * KOUT + p] = xi
+                if p < KOUT:
+                    xi = opus.cast(_index_of(best[i]), opus.i64)
+                    vals[r64 * KOUT + p] = x[r64 * x_stride + xi]
+                    inds[r64 * KOUT + p] = xi
     return topk_rows
 
 
 @opus.func
-def _first_bound(es, ids, end, KOUT, COMPOSITES, LARGEST):
-    """A lower bound on the k-th best of the warp's first group, so that it does not queue
-    every element: each lane's c-th best of its elements (c = k / W rounded up to a power of
-    two), the least of those over the warp: W * c >= k elements are at least it. Composites,
-    or order keys of values (as u32; the caller turns it into a threshold); 0 (every element
-    passes) where a lane has fewer than c elements."""
+def _load_group(g, base, end, n, VEC):
+    """A warp's group of _GROUP values from ``base`` (VEC-wide loads, lane-interleaved):
+    none read where base is at or past end (the prefetch after a warp's last group)."""
+    ws = opus.warp_size()
+    lane = opus.lane_id()
+    L = _GROUP // ws
+    V = min(VEC, L)
+    at = opus.select(base < end, base, n)     # past the row's bound: no memory read
+    es = []
+    for ld in range(L // V):
+        v = g.load(at + (ld * ws + lane) * V, vec=V)
+        for el in range(V):
+            es.append(v[el] if V > 1 else v)
+    return es
+
+
+@opus.func
+def _stream(g, q, qb, first, end, n, step, K, KOUT, VEC, LARGEST):
+    """The list (R composites per lane, descending) of the K best of the warp's groups
+    first, first + step, ... below end; q[qb:qb + K + _GROUP] is the warp's queue."""
+    ws = opus.warp_size()
+    lane = opus.lane_id()
+    R = K // ws
+    L = _GROUP // ws
+    V = min(VEC, L)
+    QN = K + _GROUP
+    below = opus.lanemask_lt()
+    best = [opus.u64(0)] * R
+    thr = opus.u64(0)
+    thr_f = _threshold_f32(thr, LARGEST)
+    cnt = opus.i32(0)                     # the queue's length (the same in every lane)
+    nxt = _load_group(g, first, end, n, VEC)
+    for base in opus.range(first, end, step):
+        es = nxt
+        nxt = _load_group(g, base + step, end, n, VEC)
+        ids = [base + ((j // V) * ws + lane) * V + j % V for j in range(L)]
+        if base == first:                 # the empty list's threshold: a bound instead
+            thr_f = _threshold_f32(opus.cast(_first_bound(es, ids, end, KOUT, LARGEST),
+                                             opus.u64) << 32, LARGEST)
+        ps = [_may_enter(e, thr_f, LARGEST) for e in es]
+        some = ps[0]
+        for p in ps[1:]:
+            some = some | p
+        if opus.any_lanes(some, mask=_full()):
+            for sub in range(0, L, _SUB):     # a vote per _SUB elements, then one each
+                some = ps[sub]
+                for p in ps[sub + 1:sub + _SUB]:
+                    some = some | p
+                if opus.any_lanes(some, mask=_full()):
+                    for i in range(sub, sub + _SUB):
+                        cnt = _enqueue(q, qb + cnt, cnt, ps[i] & (ids[i] < end), es[i],
+                                       ids[i], below, LARGEST)
+            if cnt >= K:
+                best, thr, cnt = _drain(q, qb, cnt, best, thr, K, KOUT, R, L, QN)
+                thr_f = _threshold_f32(thr, LARGEST)
+    if cnt > 0:
+        opus.sync_warp()
+        chunk = []
+        for i in range(R):
+            s = lane * R + i
+            chunk.append(opus.select(s < cnt, q[qb + opus.min(s, QN - 1)], opus.u64(0)))
+        best = _insert_chunk(best, chunk, K, R)
+    return best
+
+
+@opus.func
+def _merge_warps(q, best, QN, K, WPR):
+    """The block's WPR warps' lists merged pairwise through q: warp 0's list is the block's
+    (the other warps' are partial)."""
+    ws = opus.warp_size()
+    R = K // ws
+    wid, lane = opus.warp_id(), opus.lane_id()
+    qb = wid * QN
+    opus.sync_threads()
+    for i in range(R):
+        q[qb + lane * R + i] = best[i]
+    opus.sync_threads()
+    h = 1
+    while h < WPR:
+        if wid % (2 * h) == 0:
+            other = []
+            for i in range(R):
+                other.append(q[(wid + h) * QN + K - 1 - (lane * R + i)])
+            best = _merge_sorted(best, other, K, R)
+            for i in range(R):
+                q[qb + lane * R + i] = best[i]
+        opus.sync_threads()
+        h *= 2
+    return best
+
+
+@opus.func
+def _publish(work, counts, flag, best, row, K):
+    """Warp 0 writes the block's list to its slot of ``work`` and releases it; thread 0 counts
+    the block in counts[row] (acq_rel: the last to count sees every slice's list) and, when it
+    is the row's last, sets the count back to 0. Returns whether this block is the last (the
+    same in every thread)."""
+    ws = opus.warp_size()
+    R = K // ws
+    lane = opus.lane_id()
+    slices = opus.num_blocks_y()
+    if opus.warp_id() == 0:
+        slot = (opus.cast(row, opus.i64) * slices + opus.block_id_y()) * K + lane * R
+        for i in range(R):
+            work[slot + i] = best[i]
+        opus.fence("device", "acq_rel")
+    opus.sync_threads()
+    if opus.thread_id_x() == 0:
+        old = opus.atomic_add(counts, opus.i32(1), off=row, order="acq_rel", scope="device")
+        is_last = old == opus.cast(slices - 1, opus.i32)
+        if is_last:
+            opus.atomic_store(counts, opus.i32(0), off=row)
+        flag[0] = opus.select(is_last, opus.u32(1), opus.u32(0))
+    opus.sync_threads()
+    return flag[0] != opus.u32(0)
+
+
+@opus.func
+def _merge_slices(work, best, row, w, K, KOUT, WPR):
+    """In the row's last block: warp w merges the slices' lists w, w + WPR, ... (skipping
+    its own block's, which warp 0's list holds already, and every list whose best is not
+    above the warp's k-th) into its list (empty but for warp 0's)."""
+    ws = opus.warp_size()
+    R = K // ws
+    lane = opus.lane_id()
+    slices = opus.num_blocks_y()
+    own = opus.block_id_y()
+    rbase = opus.cast(row, opus.i64) * slices * K + (K - 1 - lane * R)
+    if WPR > 1:
+        best = [opus.select(w == 0, b, opus.u64(0)) for b in best]
+    thr = _kth(best, KOUT, R)
+    for j in opus.range(w, slices, WPR):
+        at = rbase + opus.cast(j, opus.i64) * K
+        other = [work[at - i] for i in range(R)]          # reversed: ascending
+        if opus.any_lanes((other[R - 1] > thr) & (j != own), mask=_full()):
+            best = _merge_sorted(best, other, K, R)
+            thr = _kth(best, KOUT, R)
+    return best
+
+
+@opus.func
+def _first_bound(es, ids, end, KOUT, LARGEST):
+    """A lower bound (an order key) on the k-th best of the warp's first group, so that it
+    does not queue every element: each lane's c-th best of its elements (c = k / W rounded up
+    to a power of two), the least of those over the warp: W * c >= k elements are at least
+    it; 0 (every element passes) where a lane has fewer than c elements."""
     ws = opus.warp_size()
     c = _pow2_at_least(-(-KOUT // ws))
-    if COMPOSITES:
-        keys = [opus.select(ids[i] < end, es[i], opus.u64(0)) for i in range(len(es))]
-    else:
-        keys = [opus.select(ids[i] < end, _order_key(opus.cast(es[i], opus.f32), LARGEST),
-                            opus.u32(0)) for i in range(len(es))]
+    keys = [opus.select(ids[i] < end, _order_key(opus.cast(es[i], opus.f32), LARGEST),
+                        opus.u32(0)) for i in range(len(es))]
     t = _lane_top(keys, c)[c - 1]
     m = 1
     while m < ws:
@@ -446,16 +537,13 @@ def _first_bound(es, ids, end, KOUT, COMPOSITES, LARGEST):
 
 
 @opus.func
-def _enqueue(q, at, cnt, p, e, idx, below, COMPOSITES, LARGEST):
+def _enqueue(q, at, cnt, p, e, idx, below, LARGEST):
     """Append element e (at index idx) to the warp's queue where p holds in this lane: the
     lanes voting p take slots at, at + 1, ... in lane order; returns the new length."""
     voters = opus.ballot(p, mask=_full())
     if voters != 0:
         if p:
-            if COMPOSITES:
-                c = e
-            else:
-                c = _composite(e, opus.cast(idx, opus.u32), LARGEST)
+            c = _composite(e, opus.cast(idx, opus.u32), LARGEST)
             q[at + opus.cast(opus.popc(voters & below), opus.i32)] = c
         cnt = cnt + opus.cast(opus.popc(voters), opus.i32)
     return cnt
@@ -530,9 +618,8 @@ def plan(rows, n, k, sms, warp_size):
     warps = min(-(-sms * _WARPS_PER_SM // rows), n // _MIN_PER_WARP)
     if warps <= 1:
         return "rows", 1, 1
-    slices = min(warps, max(-(-_BLOCKS_PER_SM * sms // rows), -(-warps // _SLICE_WARPS)))
-    wpr = min(_SLICE_WARPS, 1 << ((warps // slices).bit_length() - 1))
-    return "rows", wpr, slices
+    wpr = min(_SLICE_WARPS, 1 << (warps.bit_length() - 1))
+    return "rows", wpr, warps // wpr
 
 
 # -- host side ---------------------------------------------------------------------------------
@@ -632,53 +719,81 @@ def _plan_short(x2, d, k, largest, p, g):
 
 
 def _plan_rows(x, x2, d, k, largest, wpr, slices):
-    """The streaming kernel: one warp per row, or slices of wpr warps and a merging launch
-    (its workspace of partial lists is allocated per call: see run)."""
+    """The streaming kernel: one warp per row (4 rows per block), or blocks of wpr warps per
+    row; with slices > 1 each row is cut into that many blocks, which merge in the same
+    launch through a workspace kept per stream (_Workspaces)."""
     rows, n = x2.shape
     ws = _rows.target().target.warp_size
     stride = _rows.row_stride(x2)
-    vec = _rows.vector_width(x2, 16 // d.itemsize)
-    K = list_size(k, ws)
-    common = dict(K=K, KOUT=k, LARGEST=largest)
-    dummy = _dummy(x)
+    common = dict(K=list_size(k, ws), KOUT=k, LARGEST=largest,
+                  VEC=_rows.vector_width(x2, 16 // d.itemsize))
+    work, counts = _dummy(x, dt.u64), _dummy(x, dt.i32)
     if slices == 1:
         block = 4 * ws if wpr == 1 else wpr * ws
         kern = TOPK[d][-(-rows // 4) if wpr == 1 else rows, block]
-        run, full = kern.bind_entry(x2, dummy, x2, x2, dummy, rows, n, stride, n, WPR=wpr,
-                                    BLOCK=block, VEC=vec, **common)
-        rest = full[5:]
-        return lambda x2, v, i: run(kern, (x2, dummy, v, i, dummy) + rest, 0, None)
+        run, full = kern.bind_entry(x2, x2, x2, work, counts, rows, n, stride, n, WPR=wpr,
+                                    BLOCK=block, **common)
+        rest = full[3:]
+        return lambda x2, v, i: run(kern, (x2, v, i) + rest, 0, None)
     slice_len = -(-n // (slices * _GROUP)) * _GROUP      # whole groups: aligned vectors
-    m = slices * K
-    first = TOPK[d][(rows, slices), wpr * ws]
-    run1, full1 = first.bind_entry(x2, dummy, x2, x2, dummy, rows, n, stride, slice_len,
-                                   WPR=wpr, BLOCK=wpr * ws, VEC=vec, PARTIAL=True, **common)
-    merge = TOPK[d][-(-rows // 4), 4 * ws]
-    run2, full2 = merge.bind_entry(x2, dummy, x2, x2, dummy, rows, m, stride, m, WPR=1,
-                                   BLOCK=4 * ws, VEC=2, COMPOSITES=True, **common)
-    rest1, rest2 = full1[5:], full2[5:]
-    new_part = _rows.allocator(x, dt.u64)
-    part_shape = (rows, m)
+    kern = TOPK[d][(rows, slices), wpr * ws]
+    run, full = kern.bind_entry(x2, x2, x2, work, counts, rows, n, stride, slice_len, WPR=wpr,
+                                BLOCK=wpr * ws, SPLIT=True, **common)
+    rest = full[5:]
+    spaces = _Workspaces(x, rows * slices * common["K"], rows)
 
-    def run(x2, v, i):
-        # A new workspace per call, not one kept per plan: torch's allocator hands it out in
-        # stream order (calls on other streams, and CUDA graphs, which capture the address,
-        # never share one in flight); a kept buffer would race between streams.
-        part = new_part(part_shape)
-        run1(first, (x2, dummy, v, i, part) + rest1, 0, None)
-        run2(merge, (x2, part, v, i, dummy) + rest2, 0, None)
-    return run
+    def launch(x2, v, i):
+        run(kern, (x2, v, i) + spaces.get() + rest, 0, None)
+    return launch
+
+
+class _Workspaces:
+    """A split launch's workspace (each slice's list) and per-row counts (zero between
+    launches: the kernel's last block of a row sets its count back), kept per stream: the
+    calls on one stream run in order, so one pair serves them all, and calls in flight on two
+    streams never share one. A call while its stream is captured into a CUDA graph gets a new
+    pair (allocated and zeroed in the capture: the graph owns it and zeroes the counts at
+    each replay). A graph captured on a stream that has run the plan before uses that
+    stream's pair: replay it on that stream, not beside calls of the same shape on another."""
+
+    __slots__ = ("new", "kept", "stream", "device", "capturing")
+
+    def __init__(self, x, work_len, rows):
+        new_work, new_counts = _rows.allocator(x, dt.u64), _rows.allocator(x, dt.i32)
+
+        def new():
+            counts = new_counts((rows,))
+            counts[...] = 0
+            return new_work((work_len,)), counts
+        self.new, self.kept = new, {}
+        self.stream = self.device = self.capturing = None
+        if _rows.is_torch(x):
+            import torch
+            from opus.runtime import tensor_args
+            self.stream, self.device = tensor_args.torch_raw_stream(), x.device.index
+            self.capturing = torch.cuda.is_current_stream_capturing
+
+    def get(self):
+        """(work, counts) for the current stream."""
+        h = self.stream(self.device) if self.stream is not None else None
+        pair = self.kept.get(h)
+        if pair is None:
+            pair = self.new()
+            if self.capturing is None or not self.capturing():
+                self.kept[h] = pair
+        return pair
 
 
 _DUMMIES = {}
 
 
-def _dummy(x):
-    """A one-element u64 array on x's device: the pointer arguments a launch does not use."""
-    key = str(x.device) if _rows.is_torch(x) else "host"
+def _dummy(x, d):
+    """A two-element array of opus dtype d on x's device: the pointer arguments a launch
+    does not use."""
+    key = (str(x.device) if _rows.is_torch(x) else "host", d)
     a = _DUMMIES.get(key)
     if a is None:
-        a = _DUMMIES[key] = _rows.empty(x, (2,), dt.u64)
+        a = _DUMMIES[key] = _rows.empty(x, (2,), d)
     return a
 
 
