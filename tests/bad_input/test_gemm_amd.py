@@ -70,6 +70,31 @@ CASES = {
                       ["stages= is an sm_90a option"]),
     "block_n string": (lambda: (_m(8, 16), _m(16, 8), None, {"block_n": "128"}),
                        ["block_n must be one of", "'128'"]),
+    # the fused epilogue's operands (bias: N of the output's type; residual: M x N)
+    "bias too short": (lambda: (_m(8, 16), _m(16, 8), None, {"bias": np.ones(7, BF16)}),
+                       ["bias must be 8 of bf16", "(7,)"]),
+    "bias 2-D": (lambda: (_m(8, 16), _m(16, 8), None, {"bias": _m(1, 8)}),
+                 ["bias must be 8 of bf16", "(1, 8)"]),
+    "bias f32": (lambda: (_m(8, 16), _m(16, 8), None, {"bias": np.ones(8, np.float32)}),
+                 ["bias must be 8 of bf16 (the output's type)", "f32"]),
+    "bias strided": (lambda: (_m(8, 16), _m(16, 8), None, {"bias": np.ones(16, BF16)[::2]}),
+                     ["bias must be contiguous"]),
+    "residual shape": (lambda: (_m(8, 16), _m(16, 8), None, {"residual": _m(8, 9)}),
+                       ["residual must be 8 x 8 of bf16", "(8, 9)"]),
+    "residual f16": (lambda: (_m(8, 16), _m(16, 8), None, {"residual": _m(8, 8, np.float16)}),
+                     ["residual must be 8 x 8 of bf16", "f16"]),
+    "residual transposed": (lambda: (_m(8, 16), _m(16, 8), None,
+                                     {"residual": np.ones((8, 8), BF16).T}),
+                            ["residual must be contiguous (row-major)"]),
+    "residual of f16 out": (lambda: (_m(8, 16, np.float16), _m(16, 8, np.float16), None,
+                                     {"residual": _m(8, 8)}),
+                            ["residual must be 8 x 8 of f16", "bf16"]),
+    "activation a string": (lambda: (_m(8, 16), _m(16, 8), None, {"activation": "relu"}),
+                            ["activation must be a function of one value", "'relu'"]),
+    "activation a number": (lambda: (_m(8, 16), _m(16, 8), None, {"activation": 0.5}),
+                            ["activation must be a function", "0.5"]),
+    "bias with K = 0": (lambda: (_m(8, 0), _m(0, 8), None, {"bias": np.ones(9, BF16)}),
+                        ["bias must be 8 of bf16"]),
 }
 
 
@@ -100,3 +125,27 @@ def test_empty_inputs_still_check_the_options(amd):
     out = np.full((0, 8), 7, BF16)
     with raises(opus.ArgumentError, "block_m must be 128 or 256"):
         opus.ops.gemm(_m(0, 16), _m(16, 8), out, block_m=64)
+
+
+# activations that cannot be fused: each a TraceError naming the function and its line
+def _vector_activation(x):  # ERR: act-vector
+    return opus.make_vector(x, x)
+
+
+def _mask_activation(x):  # ERR: act-bool
+    return x < 0.0
+
+
+def _failing_activation(x):
+    return opus.shfl(x, "lane")  # ERR: act-inside
+
+
+@pytest.mark.parametrize("act,tag,needles", [
+    (_vector_activation, "act-vector", ["activation '_vector_activation'", "one number", "f32x2"]),
+    (_mask_activation, "act-bool", ["activation '_mask_activation'", "one number", "got bool"]),
+    (_failing_activation, "act-inside", ["opus.shfl", "lane must be an integer"]),
+])
+def test_activation_that_cannot_be_fused(amd, act, tag, needles):
+    out = np.full((8, 8), 7, BF16)
+    with no_new_cache_files(amd), unchanged(out), raises(opus.TraceError, *needles, at=tag):
+        opus.ops.gemm(_m(8, 16), _m(16, 8), out, activation=act)

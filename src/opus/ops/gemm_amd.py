@@ -40,6 +40,7 @@ from __future__ import annotations
 
 import opus
 from opus import dtypes as dt
+from opus.ir import Value, type_str
 from . import gemm_hopper as _hopper   # its epilogue-operand checks and dummy operands
 from ._gemm_args import (err as _err, operands as _operands, strides as _strides,
                          b_major as _b_major, dtype_name as _dtype_name, torch_of as _torch_of,
@@ -234,7 +235,7 @@ def _write_c(acc, c, bias, residual, strip, strips, whole, m0, n0, M, N, VC, epi
         if has_bias:
             d = d + bv
         if act is not None:
-            d = opus.make_vector(*[act(d[e]) for e in range(per)])
+            d = opus.make_vector(*[_activated(act, d[e]) for e in range(per)])
         if has_res:
             d = d + opus.cast(gr.load(off, vec=VC), opus.f32)
         d = opus.cast(d, out)
@@ -242,6 +243,23 @@ def _write_c(acc, c, bias, residual, strip, strips, whole, m0, n0, M, N, VC, epi
             gc.store(d, off, vec=VC)
         else:
             gc.store_if(strip.inside_c(M - m0 - 32 * i, N - n0), d, off, vec=1)
+
+
+@opus.func     # a helper, so that the activation is traced as one (run-time `if`s in it work)
+def _activated(act, x):
+    """act(x) as one f32 value; a function returning anything else (a vector, a bool, a
+    pointer) is refused, naming it and the line defining it."""
+    y = act(x)
+    number = isinstance(y, (int, float)) and not isinstance(y, bool)
+    scalar = isinstance(y, Value) and isinstance(y.type, dt.DType) and (
+        y.type.is_float or y.type.is_int)
+    if not (number or scalar):
+        code = getattr(act, "__code__", None)
+        where = f" ({code.co_filename}:{code.co_firstlineno})" if code is not None else ""
+        got = type_str(y.type) if isinstance(y, Value) else type(y).__name__
+        raise opus.TraceError(f"activation {getattr(act, '__name__', act)!r}{where} must "
+                              f"return one number (an f32) for its one f32 value, got {got}")
+    return opus.cast(y, opus.f32) if scalar else opus.f32(y)
 
 
 def _order(loads, reads):
@@ -335,7 +353,7 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, block_m=N
         _choose(m, n, True, block_m, block_n)   # the options are still checked
         out[...] = 0
         return out
-    kmajor = _b_major(b, k, n)
+    kmajor = k > 0 and _b_major(b, k, n)   # K = 0 (an epilogue alone): b is never read
     bt = (b.t() if hasattr(b, "t") and callable(b.t) else b.T) if kmajor else b
     if not _contiguous_rows(bt, n if not kmajor else k):
         _err(f"b's rows must be contiguous (no padding between them); its strides are "
