@@ -365,7 +365,8 @@ def test_a_plan_is_per_target():
 # -- split-K ----------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("m,n,k,split,b_kmajor,block_n,blocks", [
-    (200, 296, 1000, 3, False, None, 4),   # ragged M, N, K: splits of 5, 5, 6 stages, the last 40 deep
+    (200, 296, 1000, np.int64(3), False, None, 4),  # ragged M, N, K: splits of 5, 5, 6 stages
+    #                                                   (the last 40 deep); a numpy int
     (70, 136, 200, 4, True, 128, 4),       # as many splits as stages: one each, the last 8 deep
     (33, 264, 520, 3, False, 64, 2),       # 15 units on 2 blocks: a block's units span tiles
     (129, 64, 640, 2, True, 64, 3),        # 2 row tiles, 10 stages in halves
@@ -514,3 +515,25 @@ def test_gpu_split_k_scaled_fp8_with_epilogue():
     ref = np.where(ref < 0, 0.0, ref)
     got = c.double().cpu().numpy()
     assert (np.abs(got - ref) <= 2.0 ** -8 * np.abs(ref) + 2.0 ** -10 * np.abs(ref).max()).all()
+
+
+@pytest.mark.parametrize("promoted,cv", [
+    (False, dict(BN=256, STAGES=3, SPLIT=4)),
+    (True, dict(DT=opus.fp8_e4m3, BN=192, STAGES=4, B_KMAJOR=True, SCALES=(2, 2), PROMOTE=2,
+                SPLIT=3)),
+])
+def test_split_k_sass(promoted, cv):
+    """NVRTC for sm_90a, no GPU: the split-K kernels keep their wgmmas (HGMMA / QGMMA), spill
+    nothing (the partial sums load one slot's piece at a time), and count arrivals with a
+    release fence before the device-scope add and an L1 invalidation after it (acq_rel)."""
+    from opus.ops import gemm_hopper as G
+    k = G.gemm_kernel_for(opus.bf16, promoted=promoted)
+    sass = k.sass(target="sm_90a", **cv)
+    assert ("QGMMA.64x96x32" if promoted else "HGMMA.64x256x16") in sass
+    res = k.resources(target="sm_90a", **cv)
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
+    lines = [ln.split(";")[0].split("*/")[-1].strip() for ln in sass.splitlines()]
+    lines = [ln for ln in lines if ln]
+    add = next(i for i, ln in enumerate(lines) if ln.startswith("ATOMG.E.ADD.S32.STRONG.GPU"))
+    assert "MEMBAR.ALL.GPU" in lines[add - 4:add] and lines[add + 1] == "CCTL.IVALL", \
+        lines[add - 4:add + 2]

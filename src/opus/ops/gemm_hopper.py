@@ -637,7 +637,9 @@ _MIN_SPLIT_STAGES = 8
 
 
 def _check_split_k(split_k):
-    if isinstance(split_k, bool) or not isinstance(split_k, int):
+    """split_k is an integer (numpy's too; bool is not) of at least 1."""
+    import numbers
+    if isinstance(split_k, bool) or not isinstance(split_k, numbers.Integral):
         _err(f"split_k must be an int (K splits per output tile), got {split_k!r}")
     if split_k < 1:
         _err(f"split_k must be at least 1 (1: no split), got {split_k}")
@@ -652,9 +654,9 @@ def _choose_split(m, n, k, bke, sms, block_n, split_k, widest):
     k_stages = -(-k // bke)
     if split_k is not None:
         if split_k > k_stages:
-            _err(f"split_k={split_k} is too large: K = {k} is {k_stages} stages of {bke} and "
-                 f"each split needs one")
-        return (block_n or widest) if split_k > 1 else block_n, split_k
+            _err(f"split_k={split_k} is too large: K = {k} is {k_stages} "
+                 f"stage{'s' if k_stages > 1 else ''} of {bke} and each split needs one")
+        return (block_n or widest) if split_k > 1 else block_n, int(split_k)
     width = block_n or widest
     tiles = -(-m // BM) * -(-n // width)
     split = min(sms // tiles, k_stages // _MIN_SPLIT_STAGES)
