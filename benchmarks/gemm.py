@@ -1,7 +1,9 @@
 """GEMM against cuBLAS (issue 12): ``opus.ops.gemm`` (persistent warp-specialized TMA + wgmma,
 sm_90a) and ``torch.matmul`` in the same run, on the issue's shapes (bf16; B row-major and B
-given as the transpose of a row-major N x K weight); ``opus.ops.scaled_gemm`` (fp8 e4m3, tensor
-and row/column scales, bf16 out) against ``torch._scaled_mm`` at 8192^3.
+given as the transpose of a row-major N x K weight), each with the tile width and K splits the
+plan picks (split-K at the decode shape 128 x 8192 x 8192, and its alternatives timed beside it:
+SPLIT_ROWS); ``opus.ops.scaled_gemm`` (fp8 e4m3, tensor and row/column scales, bf16 out) against
+``torch._scaled_mm`` at 8192^3.
 
     PYTHONPATH=src python benchmarks/gemm.py [--out gemm.json] [--reps 30] [--only fp8] [--compile-only]
 
@@ -27,6 +29,14 @@ from opus.ops import gemm_hopper as G  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (128, 8192, 8192), (8192, 8192, 1024)]
 
+# split-K at the decode shape (docs/ops.md): the plan's choice is timed in SHAPES; these time
+# its alternatives in the same run, so that the rule follows the measurement (split_k=1: the
+# kernel without split-K, 64-wide tiles)
+SPLIT_ROWS = [(128, 8192, 8192, {"split_k": 1}),
+              (128, 8192, 8192, {"block_n": 128, "split_k": 2}),
+              (128, 8192, 8192, {"block_n": 256, "split_k": 2}),
+              (128, 8192, 8192, {"block_n": 256, "split_k": 8})]
+
 
 def _compare(torch, f_ours, f_torch, ours, reps, flops, row):
     """``row`` completed with the error of ours (written to ``ours``) against torch's result
@@ -50,7 +60,18 @@ def _compare(torch, f_ours, f_torch, ours, reps, flops, row):
     return row
 
 
-def _one(torch, m, n, k, b_kmajor, reps):
+def _plan_choice(torch, m, n, k, options):
+    """The tile width and K splits the plan picks for a bf16 GEMM (the rule, or ``options``)."""
+    sms = G._sm_count(torch, torch.empty(1, device="cuda"))
+    bn, split = G._choose_split(m, n, k, 64, sms, options.get("block_n"),
+                                options.get("split_k"), 256)
+    bn, _ = G._choose(m, n, sms, bn, None, 2)
+    return f"block_n={bn}, split_k={split}"
+
+
+def _one(torch, m, n, k, b_kmajor, reps, options=None):
+    """bf16 against torch.matmul; ``options``: opus.ops.gemm's keywords (None: the plan's)."""
+    options = options or {}
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     if b_kmajor:
         b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t()
@@ -58,9 +79,12 @@ def _one(torch, m, n, k, b_kmajor, reps):
         b = torch.randn(k, n, device="cuda", dtype=torch.bfloat16)
     ours = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     ref = torch.empty_like(ours)
-    return _compare(torch, lambda: opus.ops.gemm(a, b, out=ours),
+    label = ("N x K transposed" if b_kmajor else "K x N") + (
+        ", " + ", ".join(f"{key}={v}" for key, v in options.items()) if options else "")
+    return _compare(torch, lambda: opus.ops.gemm(a, b, out=ours, **options),
                     lambda: torch.matmul(a, b, out=ref), ours, reps, 2.0 * m * n * k,
-                    {"m": m, "n": n, "k": k, "b": "N x K transposed" if b_kmajor else "K x N"})
+                    {"m": m, "n": n, "k": k, "b": label,
+                     "plan": _plan_choice(torch, m, n, k, options)})
 
 
 def _one_fp8(torch, m, n, k, rowwise, reps, fast=False, block_n=None):
@@ -94,13 +118,14 @@ FP8_ROWS = [(False, False, None), (True, False, None), (False, False, 192), (Fal
 
 
 def _kernel_facts():
+    """The bf16 kernel at 3 stages (256 wide), and split in 4 as the decode shape runs it."""
     from opus import bf16
     k = G.gemm_kernel
     out = {}
-    for kmajor in (False, True):
-        cv = dict(DT=bf16, STAGES=3, B_KMAJOR=kmajor)
+    for kmajor, split in ((False, 1), (True, 1), (False, 4), (True, 4)):
+        cv = dict(DT=bf16, STAGES=3, B_KMAJOR=kmajor, SPLIT=split)
         sass = k.sass(target="sm_90a", **cv)
-        out[f"b_kmajor={kmajor}"] = {
+        out[f"b_kmajor={kmajor}" + (f", split_k={split}" if split > 1 else "")] = {
             "resources": k.resources(target="sm_90a", **cv),
             "hgmma_in_sass": sum(1 for l in sass.splitlines() if "HGMMA" in l)}
     return out
@@ -170,12 +195,14 @@ def run(reps, only=None):
     import torch
     torch.manual_seed(0)
     rows = []
-    for m, n, k in SHAPES if only != "fp8" else ():
+    bf16 = [(m, n, k, None) for m, n, k in SHAPES] + SPLIT_ROWS
+    for m, n, k, options in bf16 if only != "fp8" else ():
         for kmajor in (False, True):
-            r = _one(torch, m, n, k, kmajor, reps)
-            print(f"{m}x{n}x{k} B {r['b']:16s} opus {r['opus']['tflops']:6.0f} TF/s  torch "
-                  f"{r['torch']['tflops']:6.0f} TF/s  ratio {r['ratio_opus_vs_torch']:.3f}  "
-                  f"err {r['max_rel_err_vs_torch']:.2g}", flush=True)
+            r = _one(torch, m, n, k, kmajor, reps, options)
+            print(f"{m}x{n}x{k} B {r['b']:44s} ({r['plan']}) opus {r['opus']['tflops']:6.0f} "
+                  f"TF/s  torch {r['torch']['tflops']:6.0f} TF/s  ratio "
+                  f"{r['ratio_opus_vs_torch']:.3f}  err {r['max_rel_err_vs_torch']:.2g}",
+                  flush=True)
             rows.append(r)
     for rowwise, fast, block_n in FP8_ROWS if only != "bf16" else ():
         r = _one_fp8(torch, 8192, 8192, 8192, rowwise, reps, fast, block_n)
@@ -202,14 +229,14 @@ def markdown(res):
              f"{env.get('nvrtc')}, driver {env.get('driver')}; bf16 in and out, f32 "
              f"accumulation. Best of two passes (alternating order), each the median of "
              f"{res['reps']} CUDA-event timings. benchmarks/gemm.py says how.", "",
-             "| M x N x K | B | opus TFLOP/s | torch TFLOP/s (matmul; fp8: _scaled_mm) | opus / torch "
-             "| max rel. err |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| M x N x K | B | opus plan | opus TFLOP/s | torch TFLOP/s (matmul; fp8: _scaled_mm) "
+             "| opus / torch | max rel. err |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in res["gemm"]["shapes"]:
-        lines.append(f"| {r['m']} x {r['n']} x {r['k']} | {r['b']} | {r['opus']['tflops']:.0f} | "
-                     f"{r['torch']['tflops']:.0f} | {r['ratio_opus_vs_torch']:.3f} | "
-                     f"{r['max_rel_err_vs_torch']:.2g} |")
-    lines += ["", "Kernel (sm_90a, bf16, 3 stages):", ""]
+        lines.append(f"| {r['m']} x {r['n']} x {r['k']} | {r['b']} | {r.get('plan', '')} | "
+                     f"{r['opus']['tflops']:.0f} | {r['torch']['tflops']:.0f} | "
+                     f"{r['ratio_opus_vs_torch']:.3f} | {r['max_rel_err_vs_torch']:.2g} |")
+    lines += ["", "Kernel (sm_90a, bf16, 256 wide, 3 stages):", ""]
     lines += _facts_lines(res["gemm"]["kernel"], lambda v: f"{v['hgmma_in_sass']} HGMMA in SASS")
     if "kernel_fp8" in res["gemm"]:
         lines += ["", "fp8 kernel with promoted accumulation (sm_90a, tensor scales):", ""]
