@@ -39,6 +39,10 @@ CASES = [
     ("gfx950 bf16 256x192, B K-major", "gfx950", "bf16", dict(BM=256, BN=192, ATOM_K=32)),
     ("gfx950 bf16 256x128, B row-major", "gfx950", "bf16",
      dict(BM=256, BN=128, B_KMAJOR=False, ATOM_K=32)),
+    ("gfx942 bf16 256x192, B K-major, bias + gelu_tanh + residual", "gfx942", "bf16",
+     dict(BM=256, BN=192, EPILOGUE=(True, "gelu_tanh", True))),
+    ("gfx950 bf16 256x192, B K-major, bias + gelu_tanh + residual", "gfx950", "bf16",
+     dict(BM=256, BN=192, ATOM_K=32, EPILOGUE=(True, "gelu_tanh", True))),
 ]
 
 
@@ -48,7 +52,7 @@ def measure_case(target, dtype, constexprs):
     from opus.ops.gemm_amd import GEMM_AMD
     kernel = GEMM_AMD[dt.dtype_from_name(dtype)]
     t0 = time.perf_counter()
-    spec = kernel.specialize(target, **constexprs)
+    spec = kernel.specialize(target, **_with_activation(constexprs))
     asm, res = spec.asm, spec.resources
     seconds = time.perf_counter() - t0
     lines, found = ac.loops(asm)
@@ -67,6 +71,16 @@ def measure_case(target, dtype, constexprs):
             "vgprs": res["vgprs"] - agprs, "agprs": agprs, "sgprs": res["sgprs"],
             "lds_bytes": res["smem_bytes"], "scratch_bytes": res["scratch_bytes"],
             "compile_s": round(seconds, 2), "ops": dict(ops.most_common())}
+
+
+def _with_activation(constexprs):
+    """The constexprs with EPILOGUE's activation named in CASES (a string, for the JSON) made
+    the opus.ops function."""
+    if "EPILOGUE" not in constexprs:
+        return constexprs
+    import opus.ops
+    bias, act, res = constexprs["EPILOGUE"]
+    return dict(constexprs, EPILOGUE=(bias, act and getattr(opus.ops, act), res))
 
 
 def report(rows, meta):
@@ -102,6 +116,10 @@ NOTES = [
     "- Row-major B is transposed on its way into LDS with 2-byte stores (ds_write_b16): its "
     "loop is longer. gfx950's ds_read_b64_tr_b16 (opus.ds_read_tr) would read it transposed "
     "instead; not done yet.",
+    "- The epilogue rows fuse bias, gelu_tanh and residual (opus.ops.gemm(..., bias=, "
+    "activation=, residual=)): the same main loop, no scratch; the epilogue works from the "
+    "accumulators one 32-row strip at a time (no LDS) and adds 6 bias and 48 residual "
+    "8-byte loads per tile.",
     "- The register figures are the whole kernel's (its peeled last tiles and epilogue "
     "included), with @opus.kernel(min_blocks=1) letting the compiler use a wave's 512: one "
     "wave per SIMD (one 256-thread block per CU), where the anchor's 82 VGPRs leave room for "

@@ -30,8 +30,13 @@ public language (issue 12).
 * B row-major (K x N, N contiguous) is transposed on its way into LDS (element stores), so the
   MFMA reads are the same; columns past N are moved out of the buffer's range once, before the
   loop.
-* Epilogue: accumulators cast to the output type, stored 4 columns at a time where the tile is
-  inside C, element by element (masked) at its ragged edge.
+* Epilogue, from the accumulators' registers (no LDS round trip), one 32-row strip of the wave
+  tile (an MFMA row repeat) at a time, so that its loads and temporaries add a strip's
+  registers, not the whole tile's: optional bias (gathered per column once per tile),
+  activation (a Python function of one f32, traced per element) and residual (gathered per
+  element through the accumulators' layout), in f32, then one rounding to the output type;
+  bias and residual are read through bounded views (zeros past N and M x N). Stored 4 columns
+  at a time where the tile is inside C, element by element (masked) at its ragged edge.
 
 Vector widths: A and K-major B are loaded 8 elements (16 bytes) at a time when K is a multiple
 of 8 (else 4, 2, 1), row-major B likewise by N; C is stored 4 at a time when N allows.
