@@ -19,6 +19,10 @@ NVIDIA sm_90a: a persistent, warp-specialized kernel.
   64-column panel at a time, converts them to the output type, writes them into a swizzled
   shared panel, and one lane stores the panels by TMA (which clips at the tensor's edges: M,
   N and K need not be multiples of the tile; K's tail is read as zeros).
+* Split-K (SPLIT > 1, where tiles are too few for the SMs: ``_choose_split``): a tile's K
+  stages are cut into SPLIT ranges, one work unit each; each consumer warp writes its f32
+  partial to a workspace slot and counts it (acq_rel, per tile and warp); the last to arrive
+  adds the slots in split order, resets the count and runs the epilogue (docs/ops.md).
 
 TMA needs each row of A, B and C to start 16-byte aligned (K and N multiples of 8 for 2-byte
 types, of 16 for fp8); other shapes are refused with that reason.
