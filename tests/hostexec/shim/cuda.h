@@ -23,6 +23,9 @@
 static inline unsigned __float_as_uint(float f) { return opus_host_float::bits(f); }
 static inline float __uint_as_float(unsigned u) { return opus_host_float::from_bits(u); }
 static inline double __longlong_as_double(long long i) { double d; memcpy(&d, &i, 8); return d; }
+// __popc / __popcll (POPC): the set bits of a 32 / 64-bit word
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __popcll(unsigned long long x) { return __builtin_popcountll(x); }
 // __byte_perm(x, y, s) (PRMT): result byte n is byte (s >> 4n) & 7 of the 8 bytes y:x (x low)
 static inline unsigned __byte_perm(unsigned x, unsigned y, unsigned s) {
   unsigned long long v = (unsigned long long)y << 32 | x;
@@ -95,3 +98,6 @@ static inline void cvt_rn_f16x2_e4m3x2(unsigned& d, unsigned short a) { d = fp8x
 static inline void cvt_rn_f16x2_e5m2x2(unsigned& d, unsigned short a) { d = fp8x2_to_f16x2(a, F::E5M2); }
 
 }  // namespace opus_ptx
+
+// warp intrinsics (readfirstlane's shuffle): an extension header, its kernels run as fibers
+#include "warp_cuda.h"

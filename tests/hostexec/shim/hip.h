@@ -26,6 +26,7 @@
 // clang's elementwise min (codegen/hip.py clamps scalar buffer offsets with it: s_min_u32)
 #if !defined(__clang__)
 #define __builtin_elementwise_min(a, b) ((a) < (b) ? (a) : (b))
+#define __builtin_elementwise_max(a, b) ((a) > (b) ? (a) : (b))  // the integer med3 helpers (v_med3_i32/u32)
 #endif
 // the implicit kernel arguments (code object v5) begin with hidden_block_count_{x,y,z}: the
 // grid in blocks, three u32 (the shim's gdim has that layout)

@@ -1,0 +1,156 @@
+"""Parts of codegen/cemit.py no host-executed test can reach: the async copies' commit and wait
+lines (cp.async has no host shim; on AMD the wait is a no-op there), the base CEmitter's
+defaults that both dialects override, and the renderers' internal refusals word for word
+(issue 17.4: the mutants of cemit.py that no test reached)."""
+import pytest
+
+import opus
+from opus import f16, f32, i32
+from opus.codegen.cemit import CEmitter, CodegenError
+from opus.codegen.cuda import CudaEmitter
+from opus.codegen.hip import HipEmitter
+
+
+def _body_lines(source):
+    """The kernel's lines without the #line markers and Python-line comments."""
+    return [l for l in source.splitlines() if not l.lstrip().startswith(("#line", "//"))]
+
+
+@opus.kernel
+def double_buffered(x: opus.Ptr[f32], y: opus.Ptr[f32], n: i32):
+    t = opus.thread_id_x()
+    tile = opus.alloc_smem(f32, 64)
+    src = opus.make_gmem(x, 64 * n)
+    opus.copy_async(tile, t, src, t)
+    opus.commit_async()
+    for k in opus.range(n):
+        opus.copy_async(tile, 32 + t, src, 32 * k + t)
+        opus.commit_async()
+        opus.wait_async(1)
+        y[t] = tile.load(t)
+
+
+def test_cp_async_commit_and_wait_lines_where_written():
+    lines = _body_lines(double_buffered.source(target="sm_80"))
+    commit = 'asm volatile("cp.async.commit_group;" ::: "memory");'
+    wait = 'asm volatile("cp.async.wait_group 1;" ::: "memory");'
+    assert lines.count("  " + commit) == 1 and lines.count("    " + commit) == 1   # top, loop
+    assert lines.count("    " + wait) == 1
+    assert lines.index("    " + commit) + 1 == lines.index("    " + wait)
+
+
+@opus.kernel
+def lds_double_buffered(x: opus.Ptr[f32], y: opus.Ptr[f32], n: i32):
+    t = opus.thread_id_x()
+    tile = opus.alloc_smem(f32, 128)
+    src = opus.make_gmem(x, 64 * n)
+    for k in opus.range(n):
+        opus.copy_async_lds(tile, 0, src, 64 * k + t)
+        opus.commit_async()
+        opus.wait_async(0)
+        y[t] = tile.load(t)
+
+
+def test_amd_async_wait_is_a_waitcnt_and_a_compiler_barrier():
+    """gfx942: vmcnt(0) in s_waitcnt's encoding (vmcnt in bits 3:0 and 15:14, expcnt 6:4 and
+    lgkmcnt 11:8 left at their maxima 7 and 15: 0x0F70); commits are nothing (groups are
+    counted by the wait)."""
+    lines = _body_lines(lds_double_buffered.source(target="gfx942"))
+    at = lines.index("    __builtin_amdgcn_s_waitcnt(0xf70);")
+    assert lines[at + 1] == '    __asm__ volatile("" ::: "memory");'
+
+
+# -- the base emitter's defaults (each dialect overrides them) ----------------------------------
+
+@opus.kernel
+def casts(x: opus.Ptr[f32], y: opus.Ptr[i32]):
+    t = opus.thread_id_x()
+    y[t] = opus.cast(x[t], i32)
+
+
+def _base(kernel, target, **constexprs):
+    spec = kernel.specialize(target=target, **constexprs)
+    return CEmitter(spec.function, spec.target)
+
+
+def test_base_emitter_signature_and_float_to_int():
+    src = _base(casts, "sm_80").render()
+    assert "\nvoid casts_opus(float* p_x_1, int* p_y_2) {\n" in src   # no launch attributes
+    assert "(int)(" in src and "__float2int" not in src and "cvt.rzi" not in src
+
+
+@opus.kernel
+def to_fp8(x: opus.Ptr[f32], y: opus.Ptr[opus.fp8_e4m3]):
+    t = opus.thread_id_x()
+    y[t] = opus.cast(x[t], opus.fp8_e4m3)
+
+
+@opus.kernel
+def stochastic_bf16(x: opus.Ptr[f32], r: opus.Ptr[opus.u32], y: opus.Ptr[opus.bf16]):
+    t = opus.thread_id_x()
+    y[t] = opus.cast(x[t], opus.bf16, rounding="sr", rbits=r[t])
+
+
+@pytest.mark.parametrize("kernel,words", [
+    (to_fp8, "internal: the c renderer has no storage conversions"),
+    (stochastic_bf16, "internal: the c renderer has no stochastic rounding"),
+])
+def test_base_emitter_refuses_what_only_dialects_render(kernel, words):
+    with pytest.raises(CodegenError) as info:
+        _base(kernel, "sm_90a").render()
+    assert info.value.raw_message == words
+
+
+def test_base_emitter_renders_target_ops_through_structs():
+    assert CEmitter.lanewise_target_op(None, "nv.wgmma.m64n8k16.f32.f16.f16") is False
+    assert CudaEmitter.lanewise_target_op(None, "nv.wgmma.m64n8k16.f32.f16.f16") is True
+
+
+# -- internal refusals, word for word --------------------------------------------------------
+
+@opus.kernel
+def exp_of(x: opus.Ptr[f32]):
+    x[0] = opus.exp(x[0])
+
+
+def test_math_function_without_a_name_for_the_backend(monkeypatch):
+    table = {k: dict(v) for k, v in HipEmitter.code_for_math.items()}
+    del table["f32"]["exp"]
+    monkeypatch.setattr(HipEmitter, "code_for_math", table)
+    with pytest.raises(CodegenError) as info:
+        exp_of.source(target="gfx942")
+    assert info.value.raw_message == ("internal: f32 exp reached the hip renderer for gfx942 "
+                                      "(Target.math_f64 refuses it while tracing)")
+
+
+@opus.kernel
+def halves(x: opus.Ptr[f16]):
+    x[0] = x[0] + x[1]
+
+
+def test_helper_missing_from_the_dialects_table(monkeypatch):
+    helpers = dict(CudaEmitter.helper_sources)
+    del helpers["opus_h2f"]
+    monkeypatch.setattr(CudaEmitter, "helper_sources", helpers)
+    with pytest.raises(CodegenError) as info:
+        halves.source(target="sm_80")
+    assert info.value.raw_message == "internal: the cuda renderer has no helper opus_h2f"
+
+
+@opus.kernel
+def loads_matrices(x: opus.Ptr[f16]):
+    tile = opus.alloc_smem(f16, 256)
+    v = opus.ldmatrix(tile, opus.lane_id() * 8, num=4)
+    x[opus.lane_id()] = v[0]
+
+
+def test_target_op_without_a_lowering_for_the_backend(monkeypatch):
+    from opus.targets import get_target
+    t = get_target("sm_80")
+    [name] = {op.attrs["name"] for op in loads_matrices.specialize(target="sm_80").function.walk()
+              if op.kind == "target_op"}
+    monkeypatch.delitem(t.instruction(name).lower, "cuda")
+    loads_matrices._specs.clear()
+    with pytest.raises(CodegenError) as info:
+        loads_matrices.source(target="sm_80")
+    assert info.value.raw_message == f"{name} has no cuda lowering"
