@@ -186,13 +186,25 @@ def test_topk_split_rows(target):
     (("rows", 2, 2), 100, 100, False),     # k = n, one slice empty
     (("rows", 4, 2), 5000, 128, False),    # k = 128 (R = 4 on NVIDIA), 4 warps per slice
 ])
-def test_topk_split_one_launch_repeated(target, shape, n, k, largest):
-    """The split path's one launch, called three times on new data with one plan: the
-    workspace and per-row counters are reused, so each call is right only if the previous
-    one's last blocks set the counters back to 0 (values and indices vs the numpy order)."""
+def test_topk_split_one_launch_repeated(target, monkeypatch, shape, n, k, largest):
+    """The split path is one launch (grid: rows x slices), called three times on new data
+    with one plan: the workspace and per-row counters are reused, so each call is right only
+    if the previous one's last blocks set the counters back to 0 (values and indices vs the
+    numpy order)."""
+    from opus.frontend.interp_launch import InterpEntry
+    grids = []
+    run = InterpEntry.run
+
+    def counted(self, launcher, *a):
+        grids.append(launcher.grid)
+        return run(self, launcher, *a)
+    monkeypatch.setattr(InterpEntry, "run", counted)
+    monkeypatch.setattr(rowtopk, "_PLANS", {})
     for seed in range(3):
         x = _data((3, n), np.float32, seed=100 * seed + n)
+        grids.clear()
         _check_topk(rowtopk.launch(x, k, largest, shape), x, k, largest)
+        assert grids == [(3, shape[2], 1)]
 
 
 def test_topk_split_workspaces_kept():
