@@ -51,7 +51,8 @@ class Instruction:
     lower:     {backend: fn(operand_exprs, result_vars, attrs) -> list of C lines}
     emulate:   fn(operands (numpy arrays: [threads] or [threads, lanes]), attrs, warp_size)
                -> list of result arrays (same convention); the interpreter's semantics
-    Matrix instructions are rows of ``matrix.MatrixAtom``, which has this interface.
+    Matrix instructions are rows of ``matrix.MatrixAtom``, which has this interface less
+    ``result_types`` and ``doc`` (the language checks an mma's operand types: lang/mma.py).
     """
 
     def __init__(self, name, available, result_types, lower, emulate, doc=""):

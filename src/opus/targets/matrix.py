@@ -233,7 +233,6 @@ class MatrixAtom(ShapeMNK, Instruction):
             getattr(fn, "check", lambda atom: None)(self)
         # the Instruction interface: lower[backend](operands, results, attrs)
         object.__setattr__(self, "lower", {b: _bound(fn, self) for b, fn in self.lowering.items()})
-        object.__setattr__(self, "doc", self.isa)
         object.__setattr__(self, "_maps", None)
 
     def _check_fields(self):
@@ -300,17 +299,8 @@ class MatrixAtom(ShapeMNK, Instruction):
     def coords_c(self, lane, i):
         return self.layout.coords_c(lane, i)
 
-    # -- the Instruction interface -----------------------------------------------------------
-    def result_types(self, operand_types, attrs):
-        """[D's type]; a TypeError naming what the operands should have been otherwise."""
-        want = [operand_type(self.reg_a, self.elem_a), operand_type(self.reg_b, self.elem_b),
-                operand_type(self.c, self.elem_c)]
-        if list(operand_types) != want:
-            got = ", ".join(map(repr, operand_types))
-            raise TypeError(f"mma {self.m}x{self.n}x{self.k} takes ({', '.join(map(repr, want))}), "
-                            f"got ({got})")
-        return [want[2]]
-
+    # -- the Instruction interface (lower, emulate; the language checks the operand types:
+    # lang/mma.py) ------------------------------------------------------------------------------
     def index_maps(self):
         """numpy (rows, cols) arrays of shape [warp, elems] for A, B and C, built on first use:
         kernels that are only compiled never need them (nor numpy)."""
