@@ -509,13 +509,22 @@ def _merge_slices(work, best, row, w, K, KOUT, WPR):
     if WPR > 1:
         best = [opus.select(w == 0, b, opus.u64(0)) for b in best]
     thr = _kth(best, KOUT, R)
+    nxt = _load_list(work, rbase, w, slices, K, R)
     for j in opus.range(w, slices, WPR):
-        at = rbase + opus.cast(j, opus.i64) * K
-        other = [work[at - i] for i in range(R)]          # reversed: ascending
+        other = nxt                                       # reversed: ascending
+        nxt = _load_list(work, rbase, j + WPR, slices, K, R)
         if opus.any_lanes((other[R - 1] > thr) & (j != own), mask=_full()):
             best = _merge_sorted(best, other, K, R)
             thr = _kth(best, KOUT, R)
     return best
+
+
+@opus.func
+def _load_list(work, rbase, j, slices, K, R):
+    """Slice j's list from the workspace (this lane's R, reversed: ascending), loaded before
+    the previous list is merged; j past the last slice reads the last one (unused)."""
+    at = rbase + opus.cast(opus.min(j, slices - 1), opus.i64) * K
+    return [work[at - i] for i in range(R)]
 
 
 @opus.func
