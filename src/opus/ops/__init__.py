@@ -1,7 +1,7 @@
 """The kernel library: torch-facing operations written with opus's public language (each module
 says its design; docs/ops.md lists them). Import it as ``opus.ops``."""
 from . import gemm_hopper
-from .gemm_hopper import scaled_gemm, relu, gelu_tanh, silu
+from .gemm_hopper import relu, gelu_tanh, silu
 from .norm_quant import rmsnorm, rmsnorm_quant, per_token_quant, per_group_quant
 from .rowsoftmax import softmax
 from .rowtopk import topk
@@ -48,6 +48,37 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
         gemm_hopper._err("block_m= is an AMD option; the sm_90a kernel's tile is 128 rows")
     return gemm_hopper.gemm(a, b, out, bias=bias, activation=activation, residual=residual,
                             blocks=blocks, block_n=block_n, stages=stages, split_k=split_k)
+
+
+def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=False,
+                bias=None, activation=None, residual=None, blocks=None, block_n=None,
+                stages=None, split_k=None, block_m=None):
+    """``(a @ b) * scale_a * scale_b`` for fp8 matrices (as ``torch._scaled_mm``), then the
+    epilogue, with the current target's kernel: NVIDIA sm_90a (``gemm_hopper.scaled_gemm``:
+    e4m3/e5m2, its options ``fast_accum``, ``blocks``, ``stages``, ``split_k``) or AMD
+    gfx942/gfx950 (``gemm_amd.scaled_gemm``: the chip's fp8, FNUZ on gfx942 and OCP on gfx950,
+    ``block_m``). Arguments as ``gemm``'s, plus f32 scales (one value, or one per row of a /
+    column of b) and ``out_dtype`` (bf16 by default, f16, f32); b is the transpose of a
+    row-major N x K tensor.
+
+    :targets: sm_90a, gfx942, gfx950
+    """
+    from ..frontend.targeting import current_target
+    if current_target().target.vendor == "amd":
+        for name, value in (("blocks", blocks), ("stages", stages), ("split_k", split_k)):
+            if value is not None:
+                gemm_hopper._err(f"{name}= is an sm_90a option; the AMD kernel takes block_m "
+                                 f"and block_n")
+        from .gemm_amd import scaled_gemm as scaled_gemm_amd
+        return scaled_gemm_amd(a, b, scale_a, scale_b, out, out_dtype=out_dtype,
+                               fast_accum=fast_accum, bias=bias, activation=activation,
+                               residual=residual, block_m=block_m, block_n=block_n)
+    if block_m is not None:
+        gemm_hopper._err("block_m= is an AMD option; the sm_90a kernel's tile is 128 rows")
+    return gemm_hopper.scaled_gemm(a, b, scale_a, scale_b, out, out_dtype=out_dtype,
+                                   fast_accum=fast_accum, bias=bias, activation=activation,
+                                   residual=residual, blocks=blocks, block_n=block_n,
+                                   stages=stages, split_k=split_k)
 
 
 def _define_torch_ops():
