@@ -253,6 +253,72 @@ def swizzle_bytes(mode: int, dtype) -> Swizzle:
     return Swizzle(bits, base, 3)
 
 
+class SwizzledSum:
+    """``swizzle(sum(terms) + c)`` for run-time integer ``terms`` and any static ``c``, with the
+    run-time part's swizzle computed once however many constants ``c`` it is called with
+    (docs/layouts.md, "Swizzled offsets"). Each rule is exact for every value the terms can
+    take (the bits they may have are proved from the ops that made them: ``known_bits``):
+
+    * A multiple of the swizzle's period commutes with it: the static part's multiple of the
+      period, and the terms proved to be multiples of it (a stage or tile shift), are added
+      after the swizzle.
+    * The low rest ``c_lo`` of ``c``: where no bit of it can be set in the other terms' sum
+      ``base``, ``base + c_lo`` is ``base | c_lo``, and the swizzle, being XOR-linear, gives
+      ``swizzle(base) ^ swizzle(c_lo)``. Of that constant, the bits ``swizzle(base)`` cannot
+      have are added (an address's immediate offset); the others are XORed, once per value.
+    * Where a carry may reach the swizzle's bits the offset is ``swizzle(base + c_lo)``.
+    """
+    __slots__ = ("sw", "base", "outer", "_base_bits", "_swizzled", "_done")
+
+    def __init__(self, sw, terms):
+        from .known_bits import may_bits, lowest_bit
+        period_bit = sw.base + sw.shift + sw.bits
+        inner, outer = [], []
+        for t in terms:
+            (outer if lowest_bit(may_bits(t)) >= period_bit else inner).append(t)
+        self.sw, self.base, self.outer = sw, _sum_or_none(inner), _sum_or_none(outer)
+        self._base_bits = 0 if self.base is None else may_bits(self.base)
+        self._swizzled = None       # swizzle(base), made at first use
+        self._done = {}             # c_lo -> (run-time value or None, static int)
+
+    def __call__(self, c: int):
+        low = c % self.sw.period
+        if low not in self._done:
+            self._done[low] = self._low(low)
+        value, static = self._done[low]
+        static += c - low
+        return static if value is None else _add(value, static)
+
+    def _low(self, low):
+        """swizzle(sum(terms) + low) as (run-time value or None, static int to add)."""
+        if self.base is None:
+            return self.outer, self.sw(low)
+        if low & self._base_bits:   # a carry may reach the swizzle's bits: the general form
+            return self._plus_outer(self.sw(_add(self.base, low))), 0
+        k = self.sw(low)
+        maybe = self._swizzled_bits()
+        if self._swizzled is None:
+            self._swizzled = self._plus_outer(self.sw(self.base))
+        # XORs below the period commute with adding the outer multiples of it
+        return (self._swizzled ^ (k & maybe) if k & maybe else self._swizzled), k & ~maybe
+
+    def _plus_outer(self, value):
+        return value if self.outer is None else value + self.outer
+
+    def _swizzled_bits(self):
+        """The bits ``swizzle(base)`` may have: base's, and those its XOR moves them to."""
+        mask = ((1 << self.sw.bits) - 1) << (self.sw.base + self.sw.shift)
+        return self._base_bits | ((self._base_bits & mask) >> self.sw.shift)
+
+
+def _sum_or_none(values):
+    """The sum of run-time ``values`` in order, or None for none."""
+    out = None
+    for v in values:
+        out = v if out is None else out + v
+    return out
+
+
 class Layout:
     """Coordinates -> element offset. Build with ``opus.make_layout``; see the module docstring.
 
@@ -367,9 +433,17 @@ class Layout:
     def __call__(self, *coords):
         if len(coords) == 1 and isinstance(coords[0], tuple):
             coords = coords[0]
+        terms, static = self._parts(coords)
+        if self._swizzle is None:
+            base = _sum_or_none(terms)
+            return static if base is None else _add(base, static)
+        return SwizzledSum(self._swizzle, terms)(static)
+
+    def _parts(self, coords):
+        """The unswizzled offset at ``coords`` as ([run-time terms], static int part)."""
         full = self._full_coords(coords)
-        offset = _sum([self._linear] + [_mul(c, s) for c, s in zip(full, self._strides)])
-        return offset if self._swizzle is None else self._swizzle(offset)
+        terms = [self._linear] + [_mul(c, s) for c, s in zip(full, self._strides)]
+        return [t for t in terms if type(t) is not int], sum(t for t in terms if type(t) is int)
 
     def _full_coords(self, coords):
         """One coordinate per leaf, from the call's arguments."""
@@ -519,20 +593,28 @@ def issue_starts(layout, vec):
 
 
 def issue_offsets(layout, vec):
-    """The element offset of each issue (``issue_starts``) of ``layout``. Without a swizzle the
-    thread's part (p-coordinates and shift) is computed once and each issue adds its y-part, a
-    Python int when the y strides are static (the access's immediate offset); a swizzle is not
-    linear, so each swizzled offset is computed whole (runs of 2**base elements stay put)."""
+    """The element offset of each issue (``issue_starts``) of ``layout``. The thread's part
+    (p-coordinates and shift) is computed once and each issue adds its y-part, a Python int
+    when the y strides are static (the access's immediate offset). Swizzled, the thread's part
+    is swizzled once and each issue's constant applied after it (``SwizzledSum``: exact, and
+    where a carry may reach the swizzle's bits that issue's offset is swizzled whole); runs of
+    2**base elements stay put."""
     starts = issue_starts(layout, vec)
     sw = layout.swizzle
-    if sw is not None:
-        if vec > 1 << sw.base:
-            _err(f"vec={vec} crosses the swizzle's runs of {1 << sw.base} contiguous elements "
-                 f"({sw!r}): use vec <= {1 << sw.base}")
-        return [layout(*ys) for ys in starts]
     ystrides = layout.y_strides()
-    base = layout(*([0] * len(ystrides)))
-    return [_add(base, _sum([_mul(y, st) for y, st in zip(ys, ystrides)])) for ys in starts]
+    if sw is not None and vec > 1 << sw.base:
+        _err(f"vec={vec} crosses the swizzle's runs of {1 << sw.base} contiguous elements "
+             f"({sw!r}): use vec <= {1 << sw.base}")
+    if sw is not None and not all(type(st) is int for st in ystrides):
+        return [layout(*ys) for ys in starts]     # a run-time y-stride: each issue's own base
+    terms, static = layout._parts((0,) * len(ystrides))
+    ys_part = [_sum([_mul(y, st) for y, st in zip(ys, ystrides)]) for ys in starts]
+    if sw is not None:      # the thread's part swizzled once, each issue's constant after it
+        at = SwizzledSum(sw, terms)
+        return [at(static + y) for y in ys_part]
+    base = _sum_or_none(terms)
+    base = static if base is None else _add(base, static)
+    return [_add(base, y) for y in ys_part]
 
 
 class CachedLayout:
