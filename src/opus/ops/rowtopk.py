@@ -29,8 +29,8 @@ decides later). Passing elements (rare once the list fills: the threshold rises 
 elements seen) are appended to the warp's queue in shared memory (in a group where some lane
 passes, one vote per 4 elements of each lane, then one ballot per element, the slot from
 ``opus.popc`` of the lanes below). The first group, before the list has a k-th, is filtered by
-a bound: each lane's c-th best (c = k / W rounded up to a power of two), the least over the
-warp. Every whole K of the queue is merged into the list: sorted by a bitonic network of
+a bound from it and the next group (both loaded): each lane's c-th best (c = k / W rounded up
+to a power of two), the least over the warp (W * c >= k elements are at least it). Every whole K of the queue is merged into the list: sorted by a bitonic network of
 ``opus.shfl_xor`` steps (within a lane for strides below R), reversed against the list (lane ^
 (W - 1)), the elementwise max taken (a bitonic sequence holding the K best of both) and that
 merged by log2 K more steps; the k-th is broadcast as the new threshold. The warps of a block
@@ -414,9 +414,10 @@ def _stream(g, q, qb, first, end, n, step, K, KOUT, VEC, LARGEST):
         es = nxt
         nxt = _load_group(g, base + step, end, n, VEC)
         ids = [base + ((j // V) * ws + lane) * V + j % V for j in range(L)]
-        if base == first:                 # the empty list's threshold: a bound instead
-            thr_f = _threshold_f32(opus.cast(_first_bound(es, ids, end, KOUT, LARGEST),
-                                             opus.u64) << 32, LARGEST)
+        if base == first:                 # the empty list's threshold: a bound from this
+            nids = [i + step for i in ids]    # group and the next (already loaded)
+            t = _first_bound(es + nxt, ids + nids, end, KOUT, LARGEST)
+            thr_f = _threshold_f32(opus.cast(t, opus.u64) << 32, LARGEST)
         ps = [_may_enter(e, thr_f, LARGEST) for e in es]
         some = ps[0]
         for p in ps[1:]:
@@ -529,10 +530,13 @@ def _load_list(work, rbase, j, slices, K, R):
 
 @opus.func
 def _first_bound(es, ids, end, KOUT, LARGEST):
-    """A lower bound (an order key) on the k-th best of the warp's first group, so that it
-    does not queue every element: each lane's c-th best of its elements (c = k / W rounded up
-    to a power of two), the least of those over the warp: W * c >= k elements are at least
-    it; 0 (every element passes) where a lane has fewer than c elements."""
+    """A lower bound (an order key) on the k-th best of the warp's first two groups, so that
+    the first does not queue every element: each lane's c-th best of its elements (c = k / W
+    rounded up to a power of two), the least of those over the warp: W * c >= k elements are
+    at least it, so no element below it is among the k best of the warp's elements (the
+    second group's too: it is seen later, but the bound holds for every element from the
+    start); 0 (every element passes) where a lane has fewer than c elements. Two groups: a
+    higher bound (H100 model, 4096 elements a warp: 5.6 list merges a warp, not 6.6)."""
     ws = opus.warp_size()
     c = _pow2_at_least(-(-KOUT // ws))
     keys = [opus.select(ids[i] < end, _order_key(opus.cast(es[i], opus.f32), LARGEST),
