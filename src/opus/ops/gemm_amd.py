@@ -88,7 +88,10 @@ def _kmajor_loads(rows, ld, V, r0, bk):
     t = opus.thread_id_x()
     row, kc = t // ch, (t % ch) * V
     goff = [(r0 + row + rp * p) * ld + kc for p in range(rows // rp)]
-    loff = [_lds(row, kc, bk) + rp * bk * p for p in range(rows // rp)]
+    # the swizzle depends on row % 8: passes of a multiple of 8 rows keep it (a constant
+    # step), fewer (1-byte elements one at a time: 4 rows) change it
+    loff = [_lds(row, kc, bk) + rp * bk * p if rp % 8 == 0 else _lds(row + rp * p, kc, bk)
+            for p in range(rows // rp)]
     return goff, loff, kc
 
 
