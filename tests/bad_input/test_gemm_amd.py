@@ -149,3 +149,80 @@ def test_activation_that_cannot_be_fused(amd, act, tag, needles):
     out = np.full((8, 8), 7, BF16)
     with no_new_cache_files(amd), unchanged(out), raises(opus.TraceError, *needles, at=tag):
         opus.ops.gemm(_m(8, 16), _m(16, 8), out, activation=act)
+
+
+# -- opus.ops.scaled_gemm on AMD -----------------------------------------------------------------
+
+CHIP_F8 = {"gfx942": ml_dtypes.float8_e4m3fnuz, "gfx950": ml_dtypes.float8_e4m3fn}
+OTHER_F8 = {"gfx942": ml_dtypes.float8_e4m3fn, "gfx950": ml_dtypes.float8_e4m3fnuz}
+ONE = np.ones(1, np.float32)
+
+
+def _f8(arch, rows, cols, table=CHIP_F8):
+    return np.zeros((rows, cols), table[arch])
+
+
+def _f8_kmajor(arch, k, n, table=CHIP_F8):
+    return np.zeros((n, k), table[arch]).T
+
+
+# name -> (function of the chip giving (a, b, scale_a, scale_b, options), needles)
+SCALED = {
+    "the other fp8 encoding": (lambda c: (_f8(c, 8, 32, OTHER_F8), _f8_kmajor(c, 32, 8, OTHER_F8),
+                                          ONE, ONE, {}),
+                               ["inputs on gfx", "8-bit float mfmas read"]),
+    "mixed fp8 types": (lambda c: (_f8(c, 8, 32), _f8_kmajor(c, 32, 8, OTHER_F8), ONE, ONE, {}),
+                        ["a and b must both be"]),
+    "bf16 inputs": (lambda c: (_m(8, 32), _kmajor(32, 8), ONE, ONE, {}),
+                    ["bf16 and bf16", "bf16/f16 inputs: opus.ops.gemm"]),
+    "row-major b": (lambda c: (_f8(c, 8, 32), _f8(c, 32, 8), ONE, ONE, {}),
+                    ["reads b k-major", "w.t()"]),
+    "scale_a f16": (lambda c: (_f8(c, 8, 32), _f8_kmajor(c, 32, 8), np.ones(1, np.float16), ONE,
+                               {}), ["scale_a must be f32", "f16"]),
+    "scale_b length": (lambda c: (_f8(c, 8, 32), _f8_kmajor(c, 32, 8), ONE,
+                                  np.ones(5, np.float32), {}),
+                       ["scale_b must hold one value or one per column of b (8)", "(5,)"]),
+    "scale_a 2 columns": (lambda c: (_f8(c, 8, 32), _f8_kmajor(c, 32, 8),
+                                     np.ones((8, 2), np.float32), ONE, {}),
+                          ["scale_a must hold one value or one per row of a (8)", "(8, 2)"]),
+    "out_dtype i32": (lambda c: (_f8(c, 8, 32), _f8_kmajor(c, 32, 8), ONE, ONE,
+                                 {"out_dtype": opus.i32}),
+                      ["out_dtype must be bf16, f16 or f32", "i32"]),
+    "out of another type": (lambda c: (_f8(c, 8, 32), _f8_kmajor(c, 32, 8), ONE, ONE,
+                                       {"out": np.zeros((8, 8), np.float32)}),
+                            ["out must be a row-major 8 x 8 bf16", "f32"]),
+    "bias of bf16 for f32 out": (lambda c: (_f8(c, 8, 32), _f8_kmajor(c, 32, 8), ONE, ONE,
+                                            {"out_dtype": opus.f32, "bias": np.ones(8, BF16)}),
+                                 ["bias must be 8 of f32", "bf16"]),
+    "blocks on AMD": (lambda c: (_f8(c, 8, 32), _f8_kmajor(c, 32, 8), ONE, ONE, {"blocks": 2}),
+                      ["blocks= is an sm_90a option"]),
+    "split_k on AMD": (lambda c: (_f8(c, 8, 32), _f8_kmajor(c, 32, 8), ONE, ONE, {"split_k": 2}),
+                       ["split_k= is an sm_90a option"]),
+    "block_n 96": (lambda c: (_f8(c, 8, 32), _f8_kmajor(c, 32, 8), ONE, ONE, {"block_n": 96}),
+                   ["block_n must be one of 64, 128, 192, 256", "96"]),
+}
+
+
+@pytest.mark.parametrize("case", list(SCALED))
+def test_scaled_gemm_refused(amd, request, case):
+    arch = request.node.callspec.params["amd"]
+    make, needles = SCALED[case]
+    a, b, sa, sb, options = make(arch)
+    out = options.get("out", np.zeros((1, 1), BF16))
+    with no_new_cache_files(amd), unchanged(out), raises(opus.ArgumentError, "opus.ops.gemm",
+                                                         *needles):
+        opus.ops.scaled_gemm(a, b, sa, sb, **options)
+
+
+def test_fp8_to_gemm_names_scaled_gemm(amd, request):
+    arch = request.node.callspec.params["amd"]
+    with no_new_cache_files(amd), raises(opus.ArgumentError, "fp8 inputs: opus.ops.scaled_gemm"):
+        opus.ops.gemm(_f8(arch, 8, 32), _f8_kmajor(arch, 32, 8))
+
+
+def test_scaled_block_m_on_hopper_names_the_vendor(cache_root):
+    f8 = ml_dtypes.float8_e4m3fn
+    with opus.set_target("sm_90a", interpret=True), no_new_cache_files(cache_root), \
+            raises(opus.ArgumentError, "block_m= is an AMD option"):
+        opus.ops.scaled_gemm(np.zeros((8, 32), f8), np.zeros((8, 32), f8).T, ONE, ONE,
+                             block_m=128)
