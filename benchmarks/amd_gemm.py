@@ -43,14 +43,19 @@ CASES = [
      dict(BM=256, BN=192, EPILOGUE=(True, "gelu_tanh", True))),
     ("gfx950 bf16 256x192, B K-major, bias + gelu_tanh + residual", "gfx950", "bf16",
      dict(BM=256, BN=192, ATOM_K=32, EPILOGUE=(True, "gelu_tanh", True))),
+    ("gfx942 fp8 e4m3fnuz 256x192, row/column scales", "gfx942", "fp8_e4m3fnuz",
+     dict(BM=256, BN=192, ATOM_K=32, VA=16, VB=16, SCALES=(2, 2))),
+    ("gfx950 fp8 e4m3 (OCP) 256x192, row/column scales", "gfx950", "fp8_e4m3",
+     dict(BM=256, BN=192, ATOM_K=32, VA=16, VB=16, SCALES=(2, 2))),
 ]
 
 
 def measure_case(target, dtype, constexprs):
     """Figures of one configuration: main loop counts, resources, compile seconds."""
     from opus import dtypes as dt
-    from opus.ops.gemm_amd import GEMM_AMD
-    kernel = GEMM_AMD[dt.dtype_from_name(dtype)]
+    from opus.ops.gemm_amd import kernel_for
+    d = dt.dtype_from_name(dtype)
+    kernel = kernel_for(d, d if d.itemsize == 2 else dt.bf16)   # fp8: bf16 out
     t0 = time.perf_counter()
     spec = kernel.specialize(target, **_with_activation(constexprs))
     asm, res = spec.asm, spec.resources
@@ -60,7 +65,7 @@ def measure_case(target, dtype, constexprs):
     loop = min((ins for ins in loops if any(x.startswith("v_mfma") for x in ins)), key=len)
     ops = collections.Counter(re.match(r"(\S+)", x).group(1) for x in loop)
     mfma = sum(v for k, v in ops.items() if k.startswith("v_mfma"))
-    per = 2 if any("16x16x32" in k for k in ops) else 1   # work in 16x16x16 MFMAs
+    per = 2 if any("16x16x32" in k for k in ops) else 1   # work in 16x16x16 MFMAs (bf16)
     agprs = res.get("agprs", 0)
     return {"target": target, "constexprs": constexprs, "loop": len(loop), "mfma": mfma,
             "density": mfma / len(loop), "density_16x16x16": mfma * per / len(loop),
@@ -120,6 +125,10 @@ NOTES = [
     "activation=, residual=)): the same main loop, no scratch; the epilogue works from the "
     "accumulators one 32-row strip at a time (no LDS) and adds 6 bias and 48 residual "
     "8-byte loads per tile.",
+    "- The fp8 rows (opus.ops.scaled_gemm): 64 k per 64-byte LDS row, two "
+    "v_mfma_f32_16x16x32_fp8_fp8 per 64-deep slice per atom (each twice the K of a bf16 "
+    "16x16x16: the (16x16x16) column counts them as two), the same memory instructions as "
+    "bf16 per tile; no scratch.",
     "- The register figures are the whole kernel's (its peeled last tiles and epilogue "
     "included), with @opus.kernel(min_blocks=1) letting the compiler use a wave's 512: one "
     "wave per SIMD (one 256-thread block per CU), where the anchor's 82 VGPRs leave room for "

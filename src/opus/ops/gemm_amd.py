@@ -1,5 +1,6 @@
-"""GEMM on AMD CDNA3/CDNA4 (gfx942, gfx950): ``opus.ops.gemm(a, b)`` = a @ b, written with the
-public language (issue 12).
+"""GEMM on AMD CDNA3/CDNA4 (gfx942, gfx950): ``opus.ops.gemm(a, b)`` = a @ b and
+``opus.ops.scaled_gemm(a, b, scale_a, scale_b)`` for fp8, written with the public language
+(issue 12).
 
 * Block tile BM x BN x 32 (BM 128 or 256; BN 64 to 256, 256 x 192 by default for a K-major B:
   the densest tile whose accumulators fit beside the operands), 256 threads = 2 x 2 waves: a
@@ -40,6 +41,13 @@ public language (issue 12).
 
 Vector widths: A and K-major B are loaded 8 elements (16 bytes) at a time when K is a multiple
 of 8 (else 4, 2, 1), row-major B likewise by N; C is stored 4 at a time when N allows.
+
+fp8 (``scaled_gemm``: the chip's encoding, FNUZ on gfx942, OCP on gfx950; B K-major): the same
+kernel with 64-byte LDS rows holding 64 k (BK = 64, 16 elements per 16-byte access), two
+v_mfma_f32_16x16x32_fp8_fp8 per slice on both chips fed from one 16-byte LDS read cut into
+two 64-bit words (``_mfma_words``: bit casts, where the tiled MMA's slices of an 8-bit float
+vector would be rendered byte by byte), and f32 scales (one value, per row of A, per column
+of B) applied in the epilogue before the bias.
 """
 from __future__ import annotations
 
