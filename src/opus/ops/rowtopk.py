@@ -26,14 +26,15 @@ the next group's loads are issued before the current one is filtered, so a warp 
 flight). An element costs one compare: its value (as f32) against the list's k-th composite
 turned back into an f32 threshold (``!(x < t)``: NaN and ties pass; the composite order
 decides later). Passing elements (rare once the list fills: the threshold rises as about k /
-elements seen) are appended to the warp's queue in shared memory (in a group where some lane
-passes, one vote per 4 elements of each lane, then one ballot per element, the slot from
-``opus.popc`` of the lanes below). The first group, before the list has a k-th, is filtered by
+elements seen) are appended to the warp's queue in shared memory, a ring (in a group where
+some lane passes, one vote per 4 elements of each lane, then one ballot per element, the slot
+from ``opus.popc`` of the lanes below). The first group, before the list has a k-th, is filtered by
 a bound from it and the next group (both loaded): each lane's c-th best (c = k / W rounded up
 to a power of two), the least over the warp (W * c >= k elements are at least it). Every whole K of the queue is merged into the list: sorted by a bitonic network of
 ``opus.shfl_xor`` steps (within a lane for strides below R), reversed against the list (lane ^
 (W - 1)), the elementwise max taken (a bitonic sequence holding the K best of both) and that
-merged by log2 K more steps; the k-th is broadcast as the new threshold. The warps of a block
+merged by log2 K more steps; the k-th is broadcast as the new threshold. The rest of the queue
+stays where it is (a ring: no copy to its front, which held 16 more registers per lane). The warps of a block
 merge their lists pairwise through shared memory, and the first k positions are written:
 indices from the composites, values gathered from x (NaN payloads and -0.0 kept). Shuffles
 and votes name the whole warp as members (every lane takes part), so NVIDIA reads no active
@@ -397,7 +398,8 @@ def _load_group(g, base, end, n, VEC):
 @opus.func
 def _stream(g, q, qb, first, end, n, step, K, KOUT, VEC, LARGEST):
     """The list (R composites per lane, descending) of the K best of the warp's groups
-    first, first + step, ... below end; q[qb:qb + K + _GROUP] is the warp's queue."""
+    first, first + step, ... below end; q[qb:qb + K + _GROUP] is the warp's queue, a ring
+    (cnt entries from head: a merge takes whole K from the head, nothing is moved)."""
     ws = opus.warp_size()
     lane = opus.lane_id()
     R = K // ws
@@ -409,6 +411,7 @@ def _stream(g, q, qb, first, end, n, step, K, KOUT, VEC, LARGEST):
     thr = opus.u64(0)
     thr_f = _threshold_f32(thr, LARGEST)
     cnt = opus.i32(0)                     # the queue's length (the same in every lane)
+    head = opus.i32(0)                    # its first entry's slot
     nxt = _load_group(g, first, end, n, VEC)
     for base in opus.range(first, end, step):
         es = nxt
@@ -429,19 +432,26 @@ def _stream(g, q, qb, first, end, n, step, K, KOUT, VEC, LARGEST):
                     some = some | p
                 if opus.any_lanes(some, mask=_full()):
                     for i in range(sub, sub + _SUB):
-                        cnt = _enqueue(q, qb + cnt, cnt, ps[i] & (ids[i] < end), es[i],
-                                       ids[i], below, LARGEST)
+                        cnt = _enqueue(q, qb, head, cnt, ps[i] & (ids[i] < end), es[i],
+                                       ids[i], below, QN, LARGEST)
             if cnt >= K:
-                best, thr, cnt = _drain(q, qb, cnt, best, thr, K, KOUT, R, L, QN)
+                best, thr, head, cnt = _drain(q, qb, head, cnt, best, thr, K, KOUT, QN)
                 thr_f = _threshold_f32(thr, LARGEST)
     if cnt > 0:
         opus.sync_warp()
         chunk = []
         for i in range(R):
             s = lane * R + i
-            chunk.append(opus.select(s < cnt, q[qb + opus.min(s, QN - 1)], opus.u64(0)))
+            at = qb + _ring(head + opus.min(s, QN - 1), QN)
+            chunk.append(opus.select(s < cnt, q[at], opus.u64(0)))
         best = _insert_chunk(best, chunk, K, R)
     return best
+
+
+@opus.func
+def _ring(s, QN):
+    """Slot s (below 2 QN) of a ring of QN slots."""
+    return opus.select(s >= QN, s - QN, s)
 
 
 @opus.func
@@ -550,43 +560,39 @@ def _first_bound(es, ids, end, KOUT, LARGEST):
 
 
 @opus.func
-def _enqueue(q, at, cnt, p, e, idx, below, LARGEST):
-    """Append element e (at index idx) to the warp's queue where p holds in this lane: the
-    lanes voting p take slots at, at + 1, ... in lane order; returns the new length."""
+def _enqueue(q, qb, head, cnt, p, e, idx, below, QN, LARGEST):
+    """Append element e (at index idx) to the warp's queue (cnt entries from head in the ring
+    q[qb:qb + QN]) where p holds in this lane: the lanes voting p take the next slots in
+    lane order; returns the new length."""
     voters = opus.ballot(p, mask=_full())
     if voters != 0:
         if p:
             c = _composite(e, opus.cast(idx, opus.u32), LARGEST)
-            q[at + opus.cast(opus.popc(voters & below), opus.i32)] = c
+            rank = opus.cast(opus.popc(voters & below), opus.i32)
+            q[qb + _ring(head + cnt + rank, QN)] = c
         cnt = cnt + opus.cast(opus.popc(voters), opus.i32)
     return cnt
 
 
 @opus.func
-def _drain(q, qb, cnt, best, thr, K, KOUT, R, L, QN):
-    """Merge every whole K of the queue into the list (a chunk none of whose composites is
-    above thr any more is skipped), move the rest (< K) to the queue's front; returns
-    (best, thr, cnt)."""
-    ws = opus.warp_size()
+def _drain(q, qb, head, cnt, best, thr, K, KOUT, QN):
+    """Merge every whole K of the queue (from head in the ring q[qb:qb + QN]) into the list (a
+    chunk none of whose composites is above thr any more is skipped); the rest (< K) stays
+    where it is. Returns (best, thr, head, cnt)."""
+    R = K // opus.warp_size()
     lane = opus.lane_id()
     opus.sync_warp()
     done = (cnt // K) * K
     for h in opus.range(0, done, K):
-        chunk = [q[qb + h + lane * R + i] for i in range(R)]
+        chunk = [q[qb + _ring(head + h + lane * R + i, QN)] for i in range(R)]
         above = chunk[0] > thr
         for i in range(1, R):
             above = above | (chunk[i] > thr)
         if opus.any_lanes(above, mask=_full()):
             best = _insert_chunk(best, chunk, K, R)
             thr = _kth(best, KOUT, R)
-    rest = cnt - done
-    left = [q[qb + opus.min(done + j * ws + lane, QN - 1)] for j in range(L)]
     opus.sync_warp()
-    for j in range(L):
-        if j * ws + lane < rest:
-            q[qb + j * ws + lane] = left[j]
-    opus.sync_warp()
-    return best, thr, rest
+    return best, thr, _ring(head + done, QN), cnt - done
 
 
 TOPK = {d: _topk_for(d) for d in (dt.f32, dt.bf16, dt.f16)}
