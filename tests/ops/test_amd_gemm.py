@@ -69,26 +69,52 @@ def test_inf_past_k_stays_out():
     _check(c[:1], a[:1], b)
 
 
+def host_launch(program, arch, a, b, c, block, bias=None, residual=None, scales=(None, None),
+                **constexprs):
+    """A hostexec Launch of the kernel for a's and c's types on a (M x K), b (K x N, either
+    layout), c (M x N), with the tile ``block`` (BM, BN) and the vector widths and atom that
+    gemm_amd picks; absent bias, residual and scales get one-element arrays."""
+    from hostexec import Launch
+    (m, k), n, kmajor = a.shape, b.shape[1], not b.flags.c_contiguous
+    d, od = (opus.dtypes.dtype_of_numpy(x.dtype) for x in (a, c))
+    wide = 16 // d.itemsize
+    spec = gemm_amd.kernel_for(d, od).specialize(
+        target=arch, BM=block[0], BN=block[1],
+        ATOM_K=32 if arch == "gfx950" or d.itemsize == 1 else 16, VA=gemm_amd._widest(k, wide),
+        VB=gemm_amd._widest(k if kmajor else n, wide), VC=gemm_amd._widest(n, 4),
+        B_KMAJOR=kmajor, **constexprs)
+    one, one_f32 = np.ones(1, c.dtype), np.ones(1, np.float32)
+    bt = np.ascontiguousarray(b.T) if kmajor else b
+    args = [a, bt, c, m, n, k, one if bias is None else bias,
+            one if residual is None else residual,
+            *[one_f32 if s is None else s for s in scales]]
+    return Launch(program.add(spec), (-(-n // block[1]), -(-m // block[0])), 256, args)
+
+
+def run_on_host(arch, tmp_path, make):
+    """Build the launches of ``make(program)`` (pairs (launch, check)) into one host program,
+    run them, then call each check."""
+    from hostexec import HostProgram
+    program = HostProgram(arch)
+    runs = make(program)
+    program.build(tmp_path)
+    program.run([launch for launch, _ in runs])
+    for _, check in runs:
+        check()
+
+
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
 def test_hip_executed_on_the_host(arch, tmp_path):
-    from hostexec import HostProgram, Launch
-    program = HostProgram(arch)
-    runs = []
-    for m, n, k, kmajor, bm, bn in ((100, 75, 37, True, 128, 64), (130, 72, 72, False, 256, 64)):
-        a, b = _inputs(m, n, k, BF16, kmajor, seed=k)
-        bt = np.ascontiguousarray(b.T) if kmajor else np.ascontiguousarray(b)
-        spec = gemm_amd.GEMM_AMD[opus.bf16].specialize(
-            target=arch, BM=bm, BN=bn, ATOM_K=32 if arch == "gfx950" else 16,
-            VA=gemm_amd._widest(k), VB=gemm_amd._widest(k if kmajor else n),
-            VC=gemm_amd._widest(n, 4), B_KMAJOR=kmajor)
-        c = np.full((m, n), np.nan, BF16)
-        runs.append((c, a, b, Launch(program.add(spec), (-(-n // bn), -(-m // bm)), 256,
-                                     [a, bt, c, m, n, k, np.ones(1, BF16),
-                                      np.ones(1, BF16)])))   # no bias, no residual
-    program.build(tmp_path)
-    program.run([launch for *_, launch in runs])
-    for c, a, b, _ in runs:
-        _check(c, a, b)
+    def make(program):
+        runs = []
+        for m, n, k, kmajor, bm, bn in ((100, 75, 37, True, 128, 64),
+                                        (130, 72, 72, False, 256, 64)):
+            a, b = _inputs(m, n, k, BF16, kmajor, seed=k)
+            c = np.full((m, n), np.nan, BF16)
+            runs.append((host_launch(program, arch, a, b, c, (bm, bn)),
+                         lambda c=c, a=a, b=b: _check(c, a, b)))
+        return runs
+    run_on_host(arch, tmp_path, make)
 
 
 # -- AMDGCN ------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import opus
 import opus.ops
 from opus.ops import gemm_amd
 from test_gemm import BF16, _inputs, _np_act
-from test_amd_gemm import _main_loop, _ops
+from test_amd_gemm import _main_loop, _ops, host_launch, run_on_host
 
 HALF_ULP = {BF16: 2.0 ** -8, np.float16: 2.0 ** -11}
 
@@ -135,26 +135,19 @@ def test_k_zero_still_applies_the_epilogue(amd):
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
 def test_hip_executed_on_the_host(arch, tmp_path):
     """The generated HIP (not the interpreter) of the whole epilogue, at a ragged edge."""
-    from hostexec import HostProgram, Launch
-    program = HostProgram(arch)
-    runs = []
-    for m, n, k, kmajor, bm, bn in ((100, 76, 37, True, 128, 64), (130, 72, 40, False, 256, 64)):
-        a, b = _inputs(m, n, k, BF16, kmajor, seed=k)
-        bias, res = _operands(m, n, BF16, seed=m)
-        bt = np.ascontiguousarray(b.T) if kmajor else np.ascontiguousarray(b)
-        spec = gemm_amd.GEMM_AMD[opus.bf16].specialize(
-            target=arch, BM=bm, BN=bn, ATOM_K=32 if arch == "gfx950" else 16,
-            VA=gemm_amd._widest(k), VB=gemm_amd._widest(k if kmajor else n),
-            VC=gemm_amd._widest(n, 4), B_KMAJOR=kmajor,
-            EPILOGUE=(True, opus.ops.gelu_tanh, True))
-        c = np.full((m, n), np.nan, BF16)
-        runs.append((c, _reference(a, b, bias, "gelu_tanh", res),
-                     Launch(program.add(spec), (-(-n // bn), -(-m // bm)), 256,
-                            [a, bt, c, m, n, k, bias, res])))
-    program.build(tmp_path)
-    program.run([launch for *_, launch in runs])
-    for c, ref, _ in runs:
-        _check(c, ref)
+    def make(program):
+        runs = []
+        for m, n, k, kmajor, bm, bn in ((100, 76, 37, True, 128, 64),
+                                        (130, 72, 40, False, 256, 64)):
+            a, b = _inputs(m, n, k, BF16, kmajor, seed=k)
+            bias, res = _operands(m, n, BF16, seed=m)
+            c = np.full((m, n), np.nan, BF16)
+            ref = _reference(a, b, bias, "gelu_tanh", res)
+            runs.append((host_launch(program, arch, a, b, c, (bm, bn), bias, res,
+                                     EPILOGUE=(True, opus.ops.gelu_tanh, True)),
+                         lambda c=c, ref=ref: _check(c, ref)))
+        return runs
+    run_on_host(arch, tmp_path, make)
 
 
 # -- AMDGCN ------------------------------------------------------------------------------------

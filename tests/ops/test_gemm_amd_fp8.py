@@ -13,7 +13,7 @@ import opus
 import opus.ops
 from opus.ops import gemm_amd
 from test_gemm import BF16, _np_act
-from test_amd_gemm import _main_loop, _ops
+from test_amd_gemm import _main_loop, _ops, host_launch, run_on_host
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 E4M3 = {"gfx942": ml_dtypes.float8_e4m3fnuz, "gfx950": ml_dtypes.float8_e4m3fn}
@@ -107,26 +107,18 @@ def test_k_zero(amd):
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
 def test_hip_executed_on_the_host(arch, tmp_path):
     """The generated HIP (the 64-bit-word MFMA operands, the fp8 MFMAs, scales) on the host."""
-    from hostexec import HostProgram, Launch
-    program = HostProgram(arch)
-    runs = []
-    for m, n, k, names, modes, bm, bn in ((100, 76, 100, ("row", "column"), (2, 2), 128, 64),
-                                          (130, 72, 64, ("tensor", "tensor"), (1, 1), 256, 64)):
-        a, b, sa, sb = _inputs(m, n, k, E4M3[arch], *names, seed=k)
-        d = opus.dtypes.dtype_of_numpy(a.dtype)
-        spec = gemm_amd.kernel_for(d, opus.bf16).specialize(
-            target=arch, BM=bm, BN=bn, ATOM_K=32, VA=gemm_amd._widest(k, 16),
-            VB=gemm_amd._widest(k, 16), VC=gemm_amd._widest(n, 4), B_KMAJOR=True,
-            SCALES=modes)
-        c = np.full((m, n), np.nan, BF16)
-        one = np.ones(1, BF16)
-        runs.append((c, _product(a, b, sa, sb),
-                     Launch(program.add(spec), (-(-n // bn), -(-m // bm)), 256,
-                            [a, np.ascontiguousarray(b.T), c, m, n, k, one, one, sa, sb])))
-    program.build(tmp_path)
-    program.run([launch for *_, launch in runs])
-    for c, ref, _ in runs:
-        _check(c, ref)
+    def make(program):
+        runs = []
+        for m, n, k, names, modes, bm, bn in (
+                (100, 76, 100, ("row", "column"), (2, 2), 128, 64),
+                (130, 72, 64, ("tensor", "tensor"), (1, 1), 256, 64)):
+            a, b, sa, sb = _inputs(m, n, k, E4M3[arch], *names, seed=k)
+            c = np.full((m, n), np.nan, BF16)
+            ref = _product(a, b, sa, sb)
+            runs.append((host_launch(program, arch, a, b, c, (bm, bn), scales=(sa, sb),
+                                     SCALES=modes), lambda c=c, ref=ref: _check(c, ref)))
+        return runs
+    run_on_host(arch, tmp_path, make)
 
 
 @pytest.mark.parametrize("arch,f8", [("gfx942", "fp8_e4m3fnuz"), ("gfx950", "fp8_e4m3")])
