@@ -61,7 +61,7 @@ def test_hints_do_not_change_results(target):
     x = np.arange(1, 101, dtype=np.float32)
     plain = np.full(104, -1, np.float32)
     hinted = plain.copy()
-    with opus.set_target(target):
+    with opus.set_target(target, interpret=True):   # numpy arrays: the interpreter, GPU or not
         _copy(f32, 4, None, None, True)[2, 13](x, plain, 99)
         _copy(f32, 4, opus.Cache.STREAMING, opus.Cache.STREAMING, True)[2, 13](x, hinted, 99)
     want = np.full(104, -1, np.float32)
