@@ -433,9 +433,10 @@ def _stream(g, q, qb, first, end, n, step, K, KOUT, VEC, LARGEST):
                 if opus.any_lanes(some, mask=_full()):
                     for i in range(sub, sub + _SUB):
                         cnt = _enqueue(q, qb, head, cnt, ps[i] & (ids[i] < end), es[i],
-                                       ids[i], below, QN, LARGEST)
+                                       ids[i], below, QN)
             if cnt >= K:
-                best, thr, head, cnt = _drain(q, qb, head, cnt, best, thr, K, KOUT, QN)
+                best, thr, head, cnt = _drain(q, qb, head, cnt, best, thr, K, KOUT, QN,
+                                              LARGEST)
                 thr_f = _threshold_f32(thr, LARGEST)
     if cnt > 0:
         opus.sync_warp()
@@ -443,7 +444,7 @@ def _stream(g, q, qb, first, end, n, step, K, KOUT, VEC, LARGEST):
         for i in range(R):
             s = lane * R + i
             at = qb + _ring(head + opus.min(s, QN - 1), QN)
-            chunk.append(opus.select(s < cnt, q[at], opus.u64(0)))
+            chunk.append(opus.select(s < cnt, _from_raw(q[at], LARGEST), opus.u64(0)))
         best = _insert_chunk(best, chunk, K, R)
     return best
 
@@ -560,22 +561,36 @@ def _first_bound(es, ids, end, KOUT, LARGEST):
 
 
 @opus.func
-def _enqueue(q, qb, head, cnt, p, e, idx, below, QN, LARGEST):
+def _enqueue(q, qb, head, cnt, p, e, idx, below, QN):
     """Append element e (at index idx) to the warp's queue (cnt entries from head in the ring
-    q[qb:qb + QN]) where p holds in this lane: the lanes voting p take the next slots in
-    lane order; returns the new length."""
+    q[qb:qb + QN]) where p holds in this lane, raw (_raw); the lanes voting p take the next
+    slots in lane order; returns the new length."""
     voters = opus.ballot(p, mask=_full())
     if voters != 0:
         if p:
-            c = _composite(e, opus.cast(idx, opus.u32), LARGEST)
             rank = opus.cast(opus.popc(voters & below), opus.i32)
-            q[qb + _ring(head + cnt + rank, QN)] = c
+            q[qb + _ring(head + cnt + rank, QN)] = _raw(e, opus.cast(idx, opus.u32))
         cnt = cnt + opus.cast(opus.popc(voters), opus.i32)
     return cnt
 
 
 @opus.func
-def _drain(q, qb, head, cnt, best, thr, K, KOUT, QN):
+def _raw(e, idx):
+    """A queued element: its f32 bits above the composite's low half (0xFFFFFFFF - idx); the
+    order key is made when a merge takes it (_from_raw), not for every element queued."""
+    b = opus.bitcast(opus.cast(e, opus.f32), opus.u32)
+    return (opus.cast(b, opus.u64) << 32) | opus.cast(opus.u32(0xFFFFFFFF) - idx, opus.u64)
+
+
+@opus.func
+def _from_raw(r, LARGEST):
+    """The composite of a queued (_raw) element."""
+    f = opus.bitcast(opus.cast(r >> 32, opus.u32), opus.f32)
+    return (opus.cast(_order_key(f, LARGEST), opus.u64) << 32) | (r & opus.u64(0xFFFFFFFF))
+
+
+@opus.func
+def _drain(q, qb, head, cnt, best, thr, K, KOUT, QN, LARGEST):
     """Merge every whole K of the queue (from head in the ring q[qb:qb + QN]) into the list (a
     chunk none of whose composites is above thr any more is skipped); the rest (< K) stays
     where it is. Returns (best, thr, head, cnt)."""
@@ -584,7 +599,8 @@ def _drain(q, qb, head, cnt, best, thr, K, KOUT, QN):
     opus.sync_warp()
     done = (cnt // K) * K
     for h in opus.range(0, done, K):
-        chunk = [q[qb + _ring(head + h + lane * R + i, QN)] for i in range(R)]
+        chunk = [_from_raw(q[qb + _ring(head + h + lane * R + i, QN)], LARGEST)
+                 for i in range(R)]
         above = chunk[0] > thr
         for i in range(1, R):
             above = above | (chunk[i] > thr)
