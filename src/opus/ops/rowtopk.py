@@ -28,7 +28,8 @@ turned back into an f32 threshold (``!(x < t)``: NaN and ties pass; the composit
 decides later). Passing elements (rare once the list fills: the threshold rises as about k /
 elements seen) are appended to the warp's queue in shared memory, a ring (in a group where
 some lane passes, one vote per 4 elements of each lane, then one ballot per element, the slot
-from ``opus.popc`` of the lanes below). The first group, before the list has a k-th, is filtered by
+from ``opus.popc`` of the lanes below), raw: value bits and index, the order key made when a
+merge takes them. The first group, before the list has a k-th, is filtered by
 a bound from it and the next group (both loaded): each lane's c-th best (c = k / W rounded up
 to a power of two), the least over the warp (W * c >= k elements are at least it). Every whole K of the queue is merged into the list: sorted by a bitonic network of
 ``opus.shfl_xor`` steps (within a lane for strides below R), reversed against the list (lane ^
