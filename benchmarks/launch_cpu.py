@@ -147,6 +147,10 @@ def ops_main(count, reps):
         227 * 1024, cu)
     torch.Tensor.is_cuda = property(lambda self: True)
     _rows.sm_count = lambda x: 132
+    from opus.runtime import tensor_args   # top-k's split workspaces: stream 0, no capture
+    tensor_args.init_torch()
+    tensor_args._torch_stream = lambda d: 0
+    torch.cuda.is_current_stream_capturing = lambda: False
     targeting._selected.set(targeting._selection(get_target("sm_90a"), "gpu"))
     norm_quant._torch_op("rmsnorm")   # a CPU kernel for the torch.library ops too (older
     for name, (_, impl) in norm_quant._OPS.items():   # opus dispatched eager calls there)
@@ -159,7 +163,7 @@ def ops_main(count, reps):
     t1, t2, t3 = torch.randn(4096, 32768), torch.randn(64, 131072), torch.randn(16384, 256)
     cases = {
         "topk 4096x32768 k=8": lambda: ops.topk(t1, 8),
-        "topk 64x131072 k=64 (two launches)": lambda: ops.topk(t2, 64),
+        "topk 64x131072 k=64 (split, one launch)": lambda: ops.topk(t2, 64),
         "topk 16384x256 k=8": lambda: ops.topk(t3, 8),
         "softmax 4096x8192 bf16": lambda: ops.softmax(x),
         "softmax 4096x8192 bf16 out=": lambda: ops.softmax(x, out=y),
