@@ -51,10 +51,10 @@ BASES = {"fragment": _fragment, "fragment_staged": _fragment_staged, "rows": _ro
          "odd_stride": _odd_stride, "argument": _argument}
 
 
-def _base_by_hand(kind, a):
+def _base_by_hand(kind, a, warp_size=32):
     """Each thread's base offset (numpy int64), from the definitions above."""
     t = np.arange(THREADS, dtype=np.int64)
-    lane, warp = t % 32, t // 32
+    lane, warp = t % warp_size, t // warp_size
     fragment = (warp % 4) * 1024 + (lane // 4) * 64 + (lane % 4) * 2
     return {"fragment": fragment, "fragment_staged": fragment + (a % 4) * 4096, "rows": t * 64,
             "odd_stride": lane * 5, "argument": lane * 8 + a}[kind]
