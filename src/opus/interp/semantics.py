@@ -93,9 +93,13 @@ def _shift(o, e: DType):
 
 def _signed_zero_aware(f, pick_negative):
     """np.fmin/np.fmax (a NaN operand yields the other) with -0 < +0, as PTX min/max.f32 and
-    IEEE 754-2019 minimum/maximumNumber order zeros; numpy returns either zero."""
+    IEEE 754-2019 minimum/maximumNumber order zeros; numpy returns either zero. A signaling NaN
+    operand yields the other too: numpy's fmin/fmax (the CPU's min instruction) give NaN for it."""
     def g(a, b):
         r = f(a, b)
+        a_nan, b_nan = np.isnan(a), np.isnan(b)
+        if np.any(a_nan != b_nan):
+            r = np.where(a_nan & ~b_nan, b, np.where(b_nan & ~a_nan, a, r))
         both_zero = (a == 0) & (b == 0)
         if not np.any(both_zero):
             return r
