@@ -48,15 +48,35 @@ FLOAT_TRIPLES = [(1, 2, 3), (3, 1, 2), (2, 3, 1), (-1, -1, 5), (7, 0.5, 0.5), (-
 
 
 @pytest.mark.parametrize("T", [f32, f64, f16, bf16], ids=lambda t: t.name)
-def test_med3_of_floats_by_the_nan_rule(T, tmp_path):
+@pytest.mark.parametrize("target", ["sm_80", "gfx942"])
+def test_med3_of_floats_by_the_nan_rule(T, target, tmp_path):
+    """CUDA composes fminf/fmaxf with a NaN test; HIP calls v_med3_f32 (f64: min/max)."""
     a, b, c = (np.array([t[k] for t in FLOAT_TRIPLES], np.float64) for k in range(3))
     want = np.array([_med3_ref(*v) for v in zip(a, b, c)]).astype(T.np_dtype)
     a, b, c = (v.astype(T.np_dtype) for v in (a, b, c))
     o = np.zeros(len(a), T.np_dtype)
-    run_kernel(med3_of(T), 1, len(a), a, b, c, o, target="sm_80", workdir=tmp_path)
+    run_kernel(med3_of(T), 1, len(a), a, b, c, o, target=target, workdir=tmp_path)
     nan = np.isnan(want.astype(np.float64))
     assert (np.isnan(o.astype(np.float64)) == nan).all(), (o, want)
     _same_bits(o[~nan], want[~nan])               # signed zeros by their bits
+
+
+@opus.kernel
+def med3_f32_and_f64(x: opus.Ptr[f64], o: opus.Ptr[f64]):
+    t = opus.thread_id_x()
+    o[t + 4] = opus.f64(opus.med3(opus.f32(x[t]), opus.f32(x[t + 4]), opus.f32(x[t + 8])))
+    o[t] = opus.med3(x[t], x[t + 4], x[t + 8])         # after the f32 one: its own helper
+
+
+def test_med3_helpers_of_f32_and_f64_in_one_kernel(tmp_path):
+    """Each float type its own helper: the f64 median keeps the bits an f32 one would round."""
+    x = np.float64([1 + 2 ** -40, -3.0, 7.25, 0.1, 2.0, 1 + 2 ** -30, -1.0, 0.2, 5.0, 1.0, 3.0,
+                    0.3])
+    o = np.zeros(8, np.float64)
+    run_kernel(med3_f32_and_f64, 1, 4, x, o, target="sm_80", workdir=tmp_path)
+    med = np.sort(np.stack([x[0:4], x[4:8], x[8:12]]), axis=0)[1]
+    np.testing.assert_array_equal(o[:4], med)                    # 1 + 2^-40, 1 + 2^-30, ...
+    np.testing.assert_array_equal(o[4:], med.astype(np.float32).astype(np.float64))
 
 
 INT_TRIPLES = [(1, 2, 3), (3, 1, 2), (2, 3, 1), (5, 5, -1), (-7, 9, 9), (-128, 127, 0),
@@ -136,6 +156,23 @@ def test_readfirstlane_reads_every_word_of_the_first_live_lane(T, tmp_path):
     want_u[skip:32], want_u[32:] = x[0], x[1000]
     _same_bits(u, want_u)
 
+
+
+@opus.kernel
+def first_lane_of_two_types(a: opus.Ptr[i32], b: opus.Ptr[f32], o: opus.Ptr[i32],
+                            p: opus.Ptr[f32]):
+    t = opus.thread_id_x()
+    o[t] = opus.readfirstlane(a[t])
+    p[t] = opus.readfirstlane(b[t])       # its own helper: an f32 through an int one truncates
+
+
+def test_readfirstlane_of_two_types_in_one_kernel(tmp_path):
+    a = np.arange(32, dtype=np.int32) * 3 - 40
+    b = np.arange(32, dtype=np.float32) * 0.25 + 0.125
+    o, p = np.zeros(32, np.int32), np.zeros(32, np.float32)
+    run_kernel(first_lane_of_two_types, 1, 32, a, b, o, p, target="sm_80", workdir=tmp_path)
+    np.testing.assert_array_equal(o, np.full(32, a[0]))
+    np.testing.assert_array_equal(p, np.full(32, b[0]))
 
 @pytest.mark.parametrize("T", [i8, f16, f32, i64, f64], ids=lambda t: t.name)
 def test_readfirstlane_and_uniform_of_uniform_values_on_amd(T, tmp_path):
@@ -281,6 +318,20 @@ def test_which_16_bit_stores_are_words():
     assert _stores(half_stores.source(target="sm_80")) == HALF_STORE_WORDS
 
 
+@opus.kernel
+def rounded_halves(x: opus.Ptr[f32], y: opus.Ptr[f16], z: opus.Ptr[opus.bf16]):
+    v = opus.load(x, 0, vec=4)
+    opus.store(y, opus.cast(v, f16, rounding="rz"), 0, vec=4)          # cvt.rz.f16x2: words
+    opus.store(z, opus.cast(v, opus.bf16, rounding="truncate"), 0, vec=4)   # no pairs: struct
+
+
+def test_word_stores_follow_the_casts_own_rounding():
+    """A truncating bf16 cast has no packed instruction (its 'rn' form does): its lanes are
+    not pairs, so its store stays a struct."""
+    src = rounded_halves.source(target="sm_80")
+    assert _stores(src) == [("u32x2", 2)] and "*(opus_bf16x4*)(" in src
+
+
 def test_hip_and_vectors_of_other_types_keep_their_stores():
     """HIP stores every vector as it is (word_stores False); so does CUDA for f32 lanes."""
     assert _stores(half_stores.source(target="gfx942")) == [None] * len(HALF_STORE_WORDS)
@@ -306,14 +357,16 @@ def wide_vectors(x: opus.Ptr[f32], y: opus.Ptr[i32], n: i32):
     if t > 0:
         v = v + 1.0                                # a branch's vector result
     b = opus.bitcast(v, VectorType(i32, 128))      # an op that takes vectors whole (structs)
+    h = opus.bitcast(v * 0.5, VectorType(i32, 128))    # a second one in the same scope
     for k in range(32):
-        opus.store(y, b[k * 4:(k + 1) * 4], t * 129 + k * 4, vec=4)
-    y[t * 129 + 128] = opus.cast(s, i32)
+        opus.store(y, b[k * 4:(k + 1) * 4], t * 385 + k * 4, vec=4)
+        opus.store(y, h[k * 4:(k + 1) * 4], t * 385 + 256 + k * 4, vec=4)
+    y[t * 385 + 128] = opus.cast(s, i32)
 
 
 def test_128_lane_vectors_through_loops_branches_and_whole_vector_ops(tmp_path):
     x = np.arange(128, dtype=np.float32) * 0.5 - 20
-    y = np.zeros(2 * 129, np.int32)
+    y = np.zeros(2 * 385, np.int32)
     n = 3
     run_kernel(wide_vectors, 1, 2, x, y, n, target="sm_80", workdir=tmp_path)
     v = x.astype(np.float64)
@@ -324,8 +377,9 @@ def test_128_lane_vectors_through_loops_branches_and_whole_vector_ops(tmp_path):
         s, v = s + v[5], v - 1
     for t in range(2):
         want = (v + (1 if t > 0 else 0)).astype(np.float32)     # every value exact in f32
-        np.testing.assert_array_equal(y[t * 129:t * 129 + 128], want.view(np.int32))
-        assert y[t * 129 + 128] == int(s)
+        np.testing.assert_array_equal(y[t * 385:t * 385 + 128], want.view(np.int32))
+        np.testing.assert_array_equal(y[t * 385 + 256:t * 385 + 384], (want * 0.5).view(np.int32))
+        assert y[t * 385 + 128] == int(s)
     src = wide_vectors.source(target="sm_80")
     assert "opus_f32x128" in src and "_127 = " in src   # structs for the bitcast, lanes elsewhere
 
@@ -351,3 +405,26 @@ def test_packed_pointer_arithmetic_moves_whole_bytes(tmp_path):
     run_kernel(fp4_through_offset_pointers, 1, 2, x, q, target="sm_90a", workdir=tmp_path)
     want = [code(vals[2 * i]) | code(vals[2 * i + 1]) << 4 for i in range(8)]
     np.testing.assert_array_equal(q, want)
+
+
+# -- the two bf16 truncations in one kernel --------------------------------------------------
+
+@opus.kernel
+def truncations(x: opus.Ptr[f32], a: opus.Ptr[opus.bf16], b: opus.Ptr[opus.bf16]):
+    t = opus.thread_id_x()
+    a[t] = opus.cast(x[t], opus.bf16, rounding="truncate")
+    b[t] = opus.cast(x[t], opus.bf16, rounding="truncate_with_nan")
+
+
+@pytest.mark.parametrize("target", ["sm_80", "gfx942"])
+def test_both_bf16_truncations_in_one_kernel(target, tmp_path):
+    """ir/ops.py cast: the high 16 bits; 'truncate_with_nan' also sets bit 0 when the exponent
+    is all ones and the low half is not 0. By hand: 0x3FC0C000 -> 0x3FC0 (both); the NaN
+    0x7F800001 -> 0x7F80 (an infinity) / 0x7F81 (a NaN); 0xFFC00000 -> 0xFFC0 (both: its
+    payload is in the high half); 0xBFFFFFFF -> 0xBFFF (both: not a NaN)."""
+    bits = np.uint32([0x3FC0C000, 0x7F800001, 0xFFC00000, 0xBFFFFFFF])
+    a, b = np.zeros(4, np.uint16), np.zeros(4, np.uint16)
+    run_kernel(truncations, 1, 4, bits.view(np.float32), a.view(opus.bf16.np_dtype),
+               b.view(opus.bf16.np_dtype), target=target, workdir=tmp_path)
+    np.testing.assert_array_equal(a, [0x3FC0, 0x7F80, 0xFFC0, 0xBFFF])
+    np.testing.assert_array_equal(b, [0x3FC0, 0x7F81, 0xFFC0, 0xBFFF])

@@ -61,6 +61,16 @@ static inline unsigned opus_host_mbcnt(unsigned mask, unsigned acc, unsigned fir
 #define __builtin_fmaxf(a, b) opus_host_float::max_num<float>(a, b)
 #define __builtin_fmin(a, b) opus_host_float::min_num<double>(a, b)
 #define __builtin_fmax(a, b) opus_host_float::max_num<double>(a, b)
+// v_med3_f32 (CDNA3 ISA): with a NaN operand min3 of the operands, whose IEEE-mode min skips
+// NaNs (NaN only when all three are); else the median. __builtin_canonicalizef quiets a
+// signaling NaN: the host's floats compare the same either way
+static inline float opus_host_fmed3(float a, float b, float c) {
+  namespace F = opus_host_float;
+  if (a != a || b != b || c != c) return F::min_num<float>(F::min_num<float>(a, b), c);
+  return F::max_num<float>(F::min_num<float>(a, b), F::min_num<float>(F::max_num<float>(a, b), c));
+}
+#define __builtin_amdgcn_fmed3f(a, b, c) opus_host_fmed3(a, b, c)
+#define __builtin_canonicalizef(x) (x)
 
 // -- 16-bit float types: clang's _Float16 and __bf16, with exact conversions --------------
 // (v_cvt_f16_f32 and v_cvt_pk_bf16_f32 round to nearest even; NaN stays NaN)
