@@ -1,0 +1,191 @@
+"""Checking mode's shared-memory messages word for word: which element (or byte of a sub-byte
+array, counted from the array's own start), which threads, which lines (the access and the
+earlier one it races with), for each kind of race and for reads of memory nothing wrote; and a
+correct kernel passing. Expected texts are written by hand from the kernels below."""
+import re
+
+import numpy as np
+import pytest
+
+import opus
+import opus.interp as interp
+from opus import f32, i32, u8, Ptr
+
+B0 = "block (0, 0, 0) thread"
+
+
+def _at(tag):
+    """'<this file>:<line>' of the line marked ``# L:tag``."""
+    with open(__file__) as f:
+        for n, line in enumerate(f, 1):
+            if line.rstrip().endswith(f"# L:{tag}"):
+                return f"{__file__}:{n}"
+    raise AssertionError(tag)
+
+
+def _raises(exc, kernel, block, *args, text):
+    with interp.checking(), pytest.raises(exc) as e:
+        kernel[1, block](*args)
+    msg = str(e.value)
+    assert re.fullmatch(text, msg), f"\n{msg}\n!~\n{text}"
+
+
+def _sm(name_index):
+    return rf"smem\d+{name_index}"
+
+
+# each kernel pads shared memory with an 8-element f32 array first, so the racing array does
+# not start at byte 0 (the message counts from the array's start)
+
+@opus.kernel(block=8)
+def write_write(out: Ptr[f32]):
+    pad = opus.alloc_smem(f32, 8)
+    s = opus.alloc_smem(f32, 4)
+    t = opus.thread_id_x()
+    pad[t] = 0.0
+    s[t // 4 + 2] = 1.0  # L:ww
+    out[t] = pad[t]
+
+
+def test_two_threads_writing_one_element_at_once():
+    _raises(interp.SharedRaceError, write_write, 8, np.zeros(8, np.float32), text=(
+        re.escape(_at("ww")) + r" `.*`: shared-memory race on " + _sm(r"\[2\]") + ": "
+        + re.escape(f"{B0} (0, 0, 0) and {B0} (1, 0, 0) write it at once")))
+
+
+@opus.kernel(block=8)
+def write_write_bytes(out: Ptr[u8]):
+    pad = opus.alloc_smem(f32, 8)
+    s = opus.alloc_smem(u8, 16)
+    t = opus.thread_id_x()
+    pad[t] = 0.0
+    s[5 + t // 4 * 0] = u8(1)  # L:wwb
+    out[t] = u8(0)
+
+
+def test_racing_u8_elements_are_named_by_index():
+    _raises(interp.SharedRaceError, write_write_bytes, 8, np.zeros(8, np.uint8), text=(
+        re.escape(_at("wwb")) + r" `.*`: shared-memory race on " + _sm(r"\[5\]") + ": "
+        + re.escape(f"{B0} (0, 0, 0) and {B0} (1, 0, 0) write it at once")))
+
+
+@opus.kernel(block=4)
+def write_after_one_read(out: Ptr[f32]):
+    pad = opus.alloc_smem(f32, 8)
+    s = opus.alloc_smem(f32, 4)
+    t = opus.thread_id_x()
+    pad[t] = 0.0
+    s[t] = 1.0
+    opus.sync_threads()
+    x = s[(t + 1) % 4]  # L:read1
+    s[t] = x + pad[t]  # L:war1
+    out[t] = x
+
+
+def test_a_write_after_another_threads_read():
+    """Thread 0 writes s[0], which thread 3 read since the barrier."""
+    _raises(interp.SharedRaceError, write_after_one_read, 4, np.zeros(4, np.float32), text=(
+        re.escape(_at("war1")) + r" `.*`: shared-memory race on " + _sm(r"\[0\]") + ": "
+        + re.escape(f"{B0} (0, 0, 0) writes it after {B0} (3, 0, 0) read it at {_at('read1')}")
+        + r" `.*` with no barrier in between"))
+
+
+@opus.kernel(block=4)
+def write_after_many_reads(out: Ptr[f32]):
+    pad = opus.alloc_smem(f32, 8)
+    s = opus.alloc_smem(f32, 4)
+    t = opus.thread_id_x()
+    pad[t] = 0.0
+    s[t] = 1.0
+    opus.sync_threads()
+    x = s[1]  # L:readall
+    s[t] = x  # L:warall
+    out[t] = x
+
+
+def test_a_write_after_several_threads_read():
+    """Thread 1 writes s[1], which all four threads read since the barrier."""
+    _raises(interp.SharedRaceError, write_after_many_reads, 4, np.zeros(4, np.float32), text=(
+        re.escape(_at("warall")) + r" `.*`: shared-memory race on " + _sm(r"\[1\]") + ": "
+        + re.escape(f"{B0} (1, 0, 0) writes it after several threads read it at "
+                    f"{_at('readall')}") + r" `.*` with no barrier in between"))
+
+
+@opus.kernel(block=4)
+def read_after_write(out: Ptr[f32]):
+    pad = opus.alloc_smem(f32, 8)
+    s = opus.alloc_smem(f32, 4)
+    t = opus.thread_id_x()
+    pad[t] = 0.0
+    s[t] = 1.0  # L:w0
+    out[t] = s[(t + 3) % 4]  # L:raw
+
+
+def test_a_read_after_another_threads_write():
+    """Thread 0 reads s[3], which thread 3 wrote; thread 1 reads thread 0's s[0] (thread 0 as
+    the writer is a thread id 0, not 'no writer')."""
+    _raises(interp.SharedRaceError, read_after_write, 4, np.zeros(4, np.float32), text=(
+        re.escape(_at("raw")) + r" `.*`: shared-memory race on " + _sm(r"\[3\]") + ": "
+        + re.escape(f"{B0} (0, 0, 0) reads it after {B0} (3, 0, 0) wrote it at {_at('w0')}")
+        + r" `.*` with no barrier in between"))
+
+
+@opus.kernel(block=4)
+def write_after_write(out: Ptr[f32]):
+    pad = opus.alloc_smem(f32, 8)
+    s = opus.alloc_smem(f32, 4)
+    t = opus.thread_id_x()
+    pad[t] = 0.0
+    s[t] = 1.0  # L:w1
+    s[(t + 1) % 4] = 2.0  # L:waw
+    out[t] = pad[t]
+
+
+def test_a_write_after_another_threads_write():
+    _raises(interp.SharedRaceError, write_after_write, 4, np.zeros(4, np.float32), text=(
+        re.escape(_at("waw")) + r" `.*`: shared-memory race on " + _sm(r"\[1\]") + ": "
+        + re.escape(f"{B0} (0, 0, 0) writes it after {B0} (1, 0, 0) wrote it at {_at('w1')}")
+        + r" `.*` with no barrier in between"))
+
+
+@opus.kernel(block=4)
+def uninitialized_int4(out: Ptr[i32]):
+    pad = opus.alloc_smem(f32, 8)
+    s = opus.alloc_smem(opus.int4, 16)
+    t = opus.thread_id_x()
+    pad[t] = 0.0
+    s.store(opus.make_vector(opus.int4(1), opus.int4(2)), 2 * t)
+    opus.sync_threads()
+    v = s.load((2 * t + 10) % 16, vec=2)  # L:un4
+    out[t] = i32(v[0])
+
+
+def test_an_uninitialized_sub_byte_read_names_the_byte():
+    """Threads 0..3 wrote int4 elements 0..7 (bytes 0..3); thread 0 reads elements 10 and 11,
+    byte 5 (counted from the int4 array's start, not from the padding's)."""
+    _raises(interp.UninitializedReadError, uninitialized_int4, 4, np.zeros(4, np.int32), text=(
+        re.escape(_at("un4")) + r" `.*`: " + re.escape(f"{B0} (0, 0, 0) reads shared memory ")
+        + _sm(" byte 5") + re.escape(", which nothing wrote (it holds garbage on the GPU)")))
+
+
+@opus.kernel(block=8)
+def correct_exchange(out: Ptr[f32]):
+    s = opus.alloc_smem(f32, 8)
+    t = opus.thread_id_x()
+    s[t] = opus.f32(t)
+    opus.sync_threads()
+    x = s[7 - t]
+    y = s[0]
+    opus.sync_threads()
+    s[t] = x + y
+    opus.sync_threads()
+    out[t] = s[(t + 1) % 8]
+
+
+def test_a_correct_kernel_passes_in_checking_mode():
+    """Writes, a barrier, reads by one and by several threads, a barrier, writes again: no
+    error, and the values of the exchange."""
+    out = np.zeros(8, np.float32)
+    with interp.checking():
+        correct_exchange[1, 8](out)
+    np.testing.assert_array_equal(out, [7 - (t + 1) % 8 for t in range(8)])
