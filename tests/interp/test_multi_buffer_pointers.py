@@ -1,0 +1,77 @@
+"""A pointer chosen at run time between two buffers (a run-time `if` merging two pointer
+parameters): each lane's loads and stores reach its own buffer, scalar and vector, for all
+lanes and inside a branch (inactive lanes, pointing anywhere, touch nothing); an out-of-bounds
+lane names its own buffer. Against numpy on copies of the arrays."""
+import re
+
+import numpy as np
+import pytest
+
+import opus
+import opus.interp as interp
+from opus import f32, i32, Ptr
+
+N = 16
+
+
+@opus.kernel(block=N)
+def pick_and_copy(x: Ptr[f32], y: Ptr[f32], out: Ptr[f32], lim: i32):
+    t = opus.thread_id_x()
+    p = y
+    if t % 3 == 0:
+        p = x
+    out[t] = opus.load(p, t)                        # scalar, every lane
+    v = opus.load(p, (t // 4) * 4, vec=4)           # vector, every lane
+    opus.store(out, v, N + 4 * t)
+    if t < lim:                                     # part of the lanes: masked
+        opus.store(p, v + 1.0, 4 * N + 4 * t, vec=4)
+        out[5 * N + t] = opus.load(p, 2 * N + t)
+
+
+def reference(x, y, lim):
+    x, y, out = x.copy(), y.copy(), np.zeros(6 * N, np.float32)
+    mine = [x if t % 3 == 0 else y for t in range(N)]
+    for t in range(N):
+        out[t] = mine[t][t]
+        out[N + 4 * t:N + 4 * t + 4] = mine[t][t // 4 * 4:t // 4 * 4 + 4]
+    for t in range(min(lim, N)):
+        mine[t][4 * N + 4 * t:4 * N + 4 * t + 4] = mine[t][t // 4 * 4:t // 4 * 4 + 4] + 1.0
+    for t in range(min(lim, N)):   # the loads follow every store in lockstep order
+        out[5 * N + t] = mine[t][2 * N + t]
+    return x, y, out
+
+
+@pytest.mark.parametrize("lim", [0, 10, N])
+def test_each_lane_reaches_its_own_buffer(lim):
+    x = np.arange(8 * N, dtype=np.float32)
+    y = -1000.0 - np.arange(8 * N, dtype=np.float32)
+    out = np.zeros(6 * N, np.float32)
+    wx, wy, wout = reference(x, y, lim)
+    with opus.set_target("sm_90a", interpret=True):
+        pick_and_copy[1, N](x, y, out, lim)
+    np.testing.assert_array_equal(out, wout)
+    np.testing.assert_array_equal(x, wx)
+    np.testing.assert_array_equal(y, wy)
+
+
+def test_only_one_buffer_chosen_by_the_active_lanes():
+    """lim = 1: only lane 0 (x) stores; y is untouched, out's masked part holds lane 0's only."""
+    x = np.arange(8 * N, dtype=np.float32)
+    y = np.full(8 * N, 7.0, np.float32)
+    out = np.zeros(6 * N, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        pick_and_copy[1, N](x, y, out, 1)
+    np.testing.assert_array_equal(y, 7.0)
+    np.testing.assert_array_equal(x[4 * N:4 * N + 4], [1, 2, 3, 4])
+    np.testing.assert_array_equal(out[5 * N:], [2 * N] + [0] * (N - 1))
+
+
+def test_an_out_of_bounds_lane_names_its_own_buffer():
+    """x is long enough for lane 0's vector store; y (short) is not for lane 1's store at
+    4 * N + 4 = 68: the fault names y and lane 1."""
+    x = np.zeros(8 * N, np.float32)
+    y = np.zeros(4 * N + 4, np.float32)
+    with opus.set_target("sm_90a", interpret=True), pytest.raises(interp.MemoryFault) as e:
+        pick_and_copy[1, N](x, y, np.zeros(6 * N, np.float32), 2)
+    assert re.search(r"out-of-bounds store of y\[68\] \(y has 68 elements\) by block \(0, 0, 0\) "
+                     r"thread \(1, 0, 0\)", str(e.value)), str(e.value)
