@@ -72,12 +72,24 @@ MODULES = {
                "tests/lang/test_async_copy.py", "tests/lang/test_ldmatrix_interp.py",
                "tests/targets/test_isa_lanes_ldst.py",
                "tests/amd/test_amd_codegen.py::test_soffset_interpreter_against_numpy",
-               "tests/amd/test_amd_codegen.py::test_soffset_must_be_warp_uniform"),
+               "tests/amd/test_amd_codegen.py::test_soffset_must_be_warp_uniform",
+               # the same element functions reached through kernels (med3, popc, min/max
+               # NaN modes, stochastic rounding's hand table)
+               "tests/lang/test_popc.py::test_popc_interpreter",
+               "tests/lang/test_scalar_math_lanes.py::test_med3_f32_against_reference",
+               "tests/lang/test_scalar_math_lanes.py::test_med3_other_types",
+               "tests/lang/test_scalar_math_lanes.py::test_minmax_nan_modes",
+               "tests/conversions/test_stochastic.py::test_hand_derived_table"),
         why="the interpreter's arithmetic, casts, fma and memory checks: its own tests by hand "
-            "values, generated programs against the independent reference (diff_ref), fp8/e8m0 "
-            "conversions against ml_dtypes, memory faults (bad-input), checking mode (async "
-            "copies, ldmatrix), warp accesses against the ISA tables, AMD soffset",
-        env={"OPUS_DIFF_EXAMPLES": "40", "OPUS_INTERPRET_COMPILE": "0"}),
+            "values (tests/interp/test_semantics_reference.py: each element function against "
+            "Python integers, IEEE rules written out, fractions, ml_dtypes), generated programs "
+            "against the independent reference (diff_ref), fp8/e8m0 conversions against "
+            "ml_dtypes, memory faults (bad-input), checking mode's messages (races, "
+            "uninitialized reads, async copies, ldmatrix), pointers merged from two buffers, "
+            "warp accesses against the ISA tables, AMD soffset",
+        env={"OPUS_DIFF_EXAMPLES": "40", "OPUS_INTERPRET_COMPILE": "0"},
+        # _FLOAT_BIN's min/max are made when semantics.py is imported
+        fresh=("opus.interp.semantics.x__signed_zero_aware__mutmut_*",)),
     "cemit": Module(
         files=("src/opus/codegen/cemit.py",),
         tests=("tests/differential/test_diff_host.py", "tests/hostexec", "tests/codegen"),
