@@ -63,6 +63,16 @@ _ENGINE_MEMORY = tuple(f"opus.interp.engine.{f}__mutmut_*" for f in (
     "xǁProgramǁ_window", "xǁProgramǁ_access_address", "xǁProgramǁexec_load",
     "xǁProgramǁexec_store"))
 
+# the host-executed conversions that reach cemit.py's bf16 truncations, its stochastic-rounding
+# and fp4 cast branches (one or two cases each: the rest exercise the dialects' conversions)
+_CONV = "tests/conversions/test_conversion_codegen.py::test_host_"
+_CEMIT_CONVERSIONS = (
+    _CONV + "packed_and_truncating_casts[sm_80-f32-bf16-truncate-nosat]",
+    _CONV + "packed_and_truncating_casts[gfx942-f32-bf16-truncate_with_nan-nosat]",
+    _CONV + "software_stochastic_rounding[sm_80-bf16-False]",
+    _CONV + "software_stochastic_rounding[sm_80-fp8_e4m3-True]",
+    "tests/conversions/test_fp4_encoder.py::test_host_executed_encoder_matches_ml_dtypes[sm_90a-8]")
+
 MODULES = {
     "semantics": Module(
         files=("src/opus/interp/semantics.py", "src/opus/interp/engine.py"),
@@ -92,11 +102,16 @@ MODULES = {
         fresh=("opus.interp.semantics.x__signed_zero_aware__mutmut_*",)),
     "cemit": Module(
         files=("src/opus/codegen/cemit.py",),
-        tests=("tests/differential/test_diff_host.py", "tests/hostexec", "tests/codegen"),
+        tests=("tests/differential/test_diff_host.py", "tests/hostexec", "tests/codegen",
+               *_CEMIT_CONVERSIONS),
         why="the emitted C executed on the host against the reference (the differential "
-            "programs; tests/hostexec/test_emitter_paths.py for the paths they do not "
-            "generate: dynamic smem, printf, while, pointer arithmetic, early return, 64-bit "
-            "bounds), plus rendering and compile checks",
+            "programs; tests/hostexec/test_emitter_paths.py and test_emitter_ops.py for the "
+            "paths and ops they do not generate: dynamic smem, printf, while, pointer "
+            "arithmetic, early return, 64-bit bounds, med3, popc, readfirstlane, u32 offsets, "
+            "word stores, 128-lane vectors; bf16 truncation, stochastic rounding and the fp4 "
+            "word encoder host-executed by tests/conversions), plus rendering and compile "
+            "checks (tests/codegen/test_cemit_paths.py: async waits, the base emitter, the "
+            "internal refusals)",
         env={"OPUS_DIFF_HOST_EXAMPLES": "6"}),
     "dialects": Module(
         files=("src/opus/codegen/cuda.py", "src/opus/codegen/hip.py", "src/opus/codegen/fp8.py"),
@@ -185,6 +200,25 @@ _PREFIX = ("a fresh C name's prefix: fresh() keeps every name unique whatever th
 _EMPTY_ELSE = ("an `else` whose region only yields nothing is emitted as an empty `else { }`: "
                "the same C program, one more line")
 _NO_33_BITS = "integer types have 8, 16, 32 or 64 bits: > 33 is > 32 for each of them"
+_STRUCT_LANES = ("a register vector of >= 128 lanes (CUDA's scalar_lanes_from) kept as one struct "
+                 "where it would be one C variable per lane (LaneNames): every use goes through "
+                 "lanes() / lane(), which spell both, so the values are the same; only NVVM's "
+                 "compile time differs (docs/compile_time.md)")
+_WHOLE_RESULTS = ("structs_only unset while an op is rendered through structs: it only decides "
+                  "whether that op's own results are split, and of the ops rendered this way only "
+                  "bitcast has results of >= 128 lanes (loads and stores move at most 16 bytes, "
+                  "mma.sync and ldmatrix results have at most 8 lanes, wgmma is lane-wise), which "
+                  "render_bitcast names with fresh(), never split")
+_SAME_NAMES = ("a value of a type split_lanes accepts is named by a LaneNames wherever it is "
+               "defined (assign_lanes, declare, fresh_of, the results of _through_structs), so "
+               "copy_stmt's two names are both split or neither")
+_WIDE_POPC = ("a wider intermediate for popc's operand (a 64-bit cast, or an all-ones mask at 32 "
+              "or 64 bits): __popc and __builtin_popcount take an unsigned int, so the same 32 "
+              "bits reach them; 64-bit operands already use the 64-bit form")
+_WORD_BYTES = ("the word store's bytes are the same: words are built from the lanes as 4 // "
+               "itemsize lanes of 8 * itemsize bits each (5 // 2 is 4 // 2 for the 16-bit lanes "
+               "that reach it), and the 1-byte lanes of packed fp8 pairs that the weakened size "
+               "check lets through fill words the same way (2-byte vectors still return None)")
 _F64_DEFAULT = ("numpy's default type (np.zeros(shape, None), astype(None)) is float64: for a float C "
                 "the type chosen anyway; for an integer C (i8/u8 operands, i32 accumulator) every "
                 "product and partial sum is an integer below 2^53 in magnitude (k * 2^14 + 2^31), "
@@ -424,23 +458,129 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_25": ('step_static = step.owner is not None and step.owner.kind == "XXconstXX"', _SLOW_PATH),
     "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_26": ('step_static = step.owner is not None and step.owner.kind == "CONST"', _SLOW_PATH),
     "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_37": ('if s >= 0 else', "a compile-time step of 0 is refused while tracing (range() step must not be zero), so s >= 0 is s > 0"),
-    "opus.codegen.cemit.xǁCEmitterǁ_carried__mutmut_3": ('n = self.fresh(prefix=None)', _PREFIX),
-    "opus.codegen.cemit.xǁCEmitterǁ_carried__mutmut_4": ('n = self.fresh(prefix="XXcXX")', _PREFIX),
-    "opus.codegen.cemit.xǁCEmitterǁ_carried__mutmut_5": ('n = self.fresh(prefix="C")', _PREFIX),
-    "opus.codegen.cemit.xǁCEmitterǁ_assign_yield__mutmut_20": ('t = self.fresh(prefix=None)', _PREFIX),
-    "opus.codegen.cemit.xǁCEmitterǁ_assign_yield__mutmut_21": ('t = self.fresh(prefix="XXtXX")', _PREFIX),
-    "opus.codegen.cemit.xǁCEmitterǁ_assign_yield__mutmut_22": ('t = self.fresh(prefix="T")', _PREFIX),
-    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_4": ('n = self.fresh(prefix=None)', _PREFIX),
-    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_5": ('n = self.fresh(prefix="XXrXX")', _PREFIX),
-    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_6": ('n = self.fresh(prefix="R")', _PREFIX),
     "opus.codegen.cemit.xǁCEmitterǁ_assign_yield__mutmut_3": ("if len(names) < 1:", "one carried value assigned through a temporary: the same value, one more C variable"),
-    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_27": ('if op.regions[1].ops or any(', _EMPTY_ELSE),
-    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_31": ('any(o.kind == "yield" or o.operands', _EMPTY_ELSE),
-    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_32": ('any(o.kind != "XXyieldXX" or o.operands', _EMPTY_ELSE),
-    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_33": ('any(o.kind != "YIELD" or o.operands', _EMPTY_ELSE),
     "opus.codegen.cemit.xǁCEmitterǁlinear_thread_id__mutmut_2": ('if self.fn.attrs.get(None):', _SLOW_PATH),
     "opus.codegen.cemit.xǁCEmitterǁlinear_thread_id__mutmut_3": ('if self.fn.attrs.get("XXblock_sizeXX"):', _SLOW_PATH),
     "opus.codegen.cemit.xǁCEmitterǁlinear_thread_id__mutmut_4": ('if self.fn.attrs.get("BLOCK_SIZE"):', _SLOW_PATH),
+    "opus.codegen.cemit.xǁCEmitterǁ_carried__mutmut_4": (
+        'n = self.fresh_of(v.type, None)',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_carried__mutmut_7": (
+        'n = self.fresh_of(v.type, "XXcXX")',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_carried__mutmut_8": (
+        'n = self.fresh_of(v.type, "C")',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_assign_yield__mutmut_29": (
+        't = self.fresh_of(v.type, None)',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_assign_yield__mutmut_32": (
+        't = self.fresh_of(v.type, "XXtXX")',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_assign_yield__mutmut_33": (
+        't = self.fresh_of(v.type, "T")',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_5": (
+        'n = self.fresh_of(r.type, None)',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_8": (
+        'n = self.fresh_of(r.type, "XXrXX")',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_9": (
+        'n = self.fresh_of(r.type, "R")',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_4": (
+        'n = self.fresh_of(None, "r")',
+        _STRUCT_LANES),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_33": (
+        'if op.regions[1].ops or any(',
+        _EMPTY_ELSE),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_37": (
+        'any(o.kind == "yield" or o.operands',
+        _EMPTY_ELSE),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_38": (
+        'any(o.kind != "XXyieldXX" or o.operands',
+        _EMPTY_ELSE),
+    "opus.codegen.cemit.xǁCEmitterǁrender_if__mutmut_39": (
+        'any(o.kind != "YIELD" or o.operands',
+        _EMPTY_ELSE),
+    "opus.codegen.cemit.xǁCEmitterǁfresh_of__mutmut_2": (
+        'n = self.fresh(prefix=None)',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_u32_address__mutmut_11": (
+        'n = self.fresh(prefix=None)',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_u32_address__mutmut_12": (
+        'n = self.fresh(prefix="XXuaXX")',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_u32_address__mutmut_13": (
+        'n = self.fresh(prefix="UA")',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_through_structs__mutmut_7": (
+        't = self.fresh(prefix=None)',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_through_structs__mutmut_8": (
+        't = self.fresh(prefix="XXsvXX")',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_through_structs__mutmut_9": (
+        't = self.fresh(prefix="SV")',
+        _PREFIX),
+    "opus.codegen.cemit.xǁCEmitterǁ_through_structs__mutmut_22": (
+        'self.structs_only = None',
+        _WHOLE_RESULTS),
+    "opus.codegen.cemit.xǁCEmitterǁ_through_structs__mutmut_23": (
+        'self.structs_only = False',
+        _WHOLE_RESULTS),
+    "opus.codegen.cemit.xǁCEmitterǁ_through_structs__mutmut_28": (
+        'self.structs_only = None',
+        _WHOLE_RESULTS),
+    "opus.codegen.cemit.xǁCEmitterǁ_through_structs__mutmut_31": (
+        'if self.split_lanes(None):',
+        _STRUCT_LANES),
+    "opus.codegen.cemit.xǁCEmitterǁcopy_stmt__mutmut_1": (
+        'if isinstance(dst, LaneNames) and isinstance(src, LaneNames):',
+        _SAME_NAMES),
+    "opus.codegen.cemit.xǁCEmitterǁdecl_stmt__mutmut_9": (
+        'xs = init if (isinstance(init, list)) and False else',
+        "no caller passes lane expressions (a list) for a split name: decl_stmt's list form is "
+        "used only for _through_structs' struct temporaries, the split names get a name or "
+        "nothing"),
+    "opus.codegen.cemit.xǁCEmitterǁsplit_lanes__mutmut_6": (
+        'return (self.scalar_lanes_from > 1 and not self.structs_only',
+        "scalar_lanes_from is 0 (the base emitter, HIP) or 128 (CUDA): > 1 is > 0 for each"),
+    "opus.codegen.cemit.xǁCEmitterǁemit_for_loop__mutmut_27": (
+        'if step_static and step_sign:',
+        _SLOW_PATH),
+    "opus.codegen.cemit.xǁCEmitterǁ_word_store__mutmut_6": (
+        'if e.itemsize != 2 and nbytes not in (4, 8, 16) or not self._packed_pairs(val):',
+        _WORD_BYTES),
+    "opus.codegen.cemit.xǁCEmitterǁ_word_store__mutmut_17": (
+        'per, bits = 5 // e.itemsize, 8 * e.itemsize',
+        _WORD_BYTES),
+    "opus.codegen.cemit.xǁCEmitterǁpopc__mutmut_3": (
+        'u = "unsigned long long" if (e.bits == 64) or True else "unsigned"',
+        _WIDE_POPC),
+    "opus.codegen.cemit.xǁCEmitterǁpopc__mutmut_11": (
+        'mask = "" if (e.bits >= 32) and False else',
+        _WIDE_POPC),
+    "opus.codegen.cemit.xǁCEmitterǁpopc__mutmut_14": (
+        'mask = "" if e.bits > 32 else',
+        _WIDE_POPC),
+    "opus.codegen.cemit.xǁCEmitterǁpopc__mutmut_15": (
+        'mask = "" if e.bits >= 33 else',
+        _WIDE_POPC),
+    "opus.codegen.cemit.xǁCEmitterǁbf16_truncation__mutmut_5": (
+        '(u & 0x7f800000u) == 0x7f800000u && (u & 0xffffu) != 0u)',
+        "hexadecimal digits in lower case: the same C literals"),
+    "opus.codegen.cemit.xǁCEmitterǁ_lane_read__mutmut_13": (
+        'n = (e.itemsize + 4) // 4',
+        "one more 32-bit word in the union than the value fills: read from the first lane but "
+        "never returned (u.v is the value's own bytes)"),
+    "opus.codegen.cemit.xǁCEmitterǁrender_uniform__mutmut_3": (
+        'self._lane_read(op, indent, None)',
+        "uniform's promise is that every lane holds the first lane's value, so the value itself "
+        "is what the read from the first lane gives; only where AMD keeps it (an SGPR) "
+        "differs (a lane breaking the promise is the checking interpreter's finding)"),
     "opus.codegen.cemit.xǁCEmitterǁrender_while__mutmut_23": (
         "self._emit_region(cond, indent + 1, None)",
         "a while's condition region ends in a `condition` op and never holds a yield (an `if` "
