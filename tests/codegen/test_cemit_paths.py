@@ -154,3 +154,16 @@ def test_target_op_without_a_lowering_for_the_backend(monkeypatch):
     with pytest.raises(CodegenError) as info:
         loads_matrices.source(target="sm_80")
     assert info.value.raw_message == f"{name} has no cuda lowering"
+
+
+@opus.kernel
+def waits_only(x: opus.Ptr[f32]):
+    opus.wait_async(0)
+    x[0] = 1.0
+
+
+def test_base_emitter_has_no_async_wait():
+    with pytest.raises(CodegenError) as info:
+        _base(waits_only, "sm_80").render()
+    assert info.value.raw_message == ("internal: an async wait reached the c renderer for sm_80 "
+                                      "(Target.wait rules refuses it while tracing)")
