@@ -99,8 +99,22 @@ def _order_key(x, LARGEST):
 @opus.func
 def _composite(x, idx, LARGEST):
     """(order key << 32) | (0xFFFFFFFF - idx) as a u64 (idx a u32 index in the row)."""
-    hi = opus.cast(_order_key(opus.cast(x, opus.f32), LARGEST), opus.u64) << 32
-    return hi | opus.cast(opus.u32(0xFFFFFFFF) - idx, opus.u64)
+    return _from_raw(_raw(x, idx), LARGEST)
+
+
+@opus.func
+def _raw(e, idx):
+    """A queued element: its f32 bits above the composite's low half (0xFFFFFFFF - idx); the
+    order key is made when a merge takes it (_from_raw), not for every element queued."""
+    b = opus.bitcast(opus.cast(e, opus.f32), opus.u32)
+    return (opus.cast(b, opus.u64) << 32) | opus.cast(opus.u32(0xFFFFFFFF) - idx, opus.u64)
+
+
+@opus.func
+def _from_raw(r, LARGEST):
+    """The composite of a queued (_raw) element."""
+    f = opus.bitcast(opus.cast(r >> 32, opus.u32), opus.f32)
+    return (opus.cast(_order_key(f, LARGEST), opus.u64) << 32) | (r & opus.u64(0xFFFFFFFF))
 
 
 @opus.func
@@ -573,21 +587,6 @@ def _enqueue(q, qb, head, cnt, p, e, idx, below, QN):
             q[qb + _ring(head + cnt + rank, QN)] = _raw(e, opus.cast(idx, opus.u32))
         cnt = cnt + opus.cast(opus.popc(voters), opus.i32)
     return cnt
-
-
-@opus.func
-def _raw(e, idx):
-    """A queued element: its f32 bits above the composite's low half (0xFFFFFFFF - idx); the
-    order key is made when a merge takes it (_from_raw), not for every element queued."""
-    b = opus.bitcast(opus.cast(e, opus.f32), opus.u32)
-    return (opus.cast(b, opus.u64) << 32) | opus.cast(opus.u32(0xFFFFFFFF) - idx, opus.u64)
-
-
-@opus.func
-def _from_raw(r, LARGEST):
-    """The composite of a queued (_raw) element."""
-    f = opus.bitcast(opus.cast(r >> 32, opus.u32), opus.f32)
-    return (opus.cast(_order_key(f, LARGEST), opus.u64) << 32) | (r & opus.u64(0xFFFFFFFF))
 
 
 @opus.func
