@@ -6,6 +6,7 @@
     .venv/bin/python tools/mutation.py cache --survivors      # each surviving mutant's diff
     .venv/bin/python tools/mutation.py cache --retest         # re-run the survivors (new tests)
     .venv/bin/python tools/mutation.py semantics --only 'opus.interp.semantics.x_fma*'  # some
+    .venv/bin/python tools/mutation.py semantics --check      # its tests, unmutated (new machine)
 
 mutmut mutates a copy (`mutants/`) and runs pytest there, but its configuration holds one test
 selection; each module here has its own (the tests that exercise it), so the module runs in its
@@ -257,6 +258,10 @@ _FAST_PATH = ("Kernel.specialization's unlocked fast path (or the re-check under
               "threads on one key's guards)")
 _TABLES_AGAIN = ("the vendor's instruction tables loaded again at every ask: the first ones stored "
                  "in the class are kept and returned (the same dicts), so only speed differs")
+_TABLES_LAST = ("the vendor's instruction tables stored whether or not another thread stored them "
+                "first: only two threads loading them at once differ (the class then keeps the "
+                "last ones, built from the same rows, equal to the first); one thread stores them "
+                "once and returns them thereafter either way")
 _FACTORY_NAME = ("the name of the factory function that makes a helper's rewritten function: it is "
                  "called once, at once, and never seen (the helper keeps its own name)")
 _INFO_AGAIN = ("a rewrite's code information registered again in the trace's code_info: the same "
@@ -376,6 +381,12 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "k = len(d)",
         "k is 0 before the first of the two x-dims (OperandLayout refuses any other count), so "
         "k = len(d) and k += len(d) give the same k for the second; after it k is not read"),
+    "opus.targets.matrix.xǁOperandLayoutǁ__init____mutmut_37": (
+        "self.y_order = None if (order == tuple(range(len(ys)))) and False else order",
+        "an identity register order kept as (0, 1, ...) instead of None: both mean left to "
+        "right to every reader (the layout's own _slots are computed from `order` either way; "
+        "transposed() and lang/mma.py pass y_order on to OperandLayout / opus.Layout, which "
+        "take None and the identity alike)"),
     # targets/matrix.py MatrixAtom.emulate
     **{f"opus.targets.matrix.xǁMatrixAtomǁemulate__mutmut_{n}": (text, _F64_DEFAULT) for n, text in (
         (11, "exact = None"),
@@ -407,7 +418,22 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "return [D[w, cr[None], cc[None]].reshape(T, -2)]", _RESHAPE_NEG),
     **{f"opus.targets.base.xǁTargetǁ_instruction_tables__mutmut_{n}": (text, _TABLES_AGAIN)
        for n, text in ((1, "tables = None"), (2, 'tables = cls.__dict__.get(None)'),
-                       (3, 'tables = cls.__dict__.get("XX_tablesXX")'))},
+                       (3, 'tables = cls.__dict__.get("XX_tablesXX")'),
+                       (4, 'tables = cls.__dict__.get("_TABLES")'))},
+    **{f"opus.targets.base.xǁTargetǁ_instruction_tables__mutmut_{n}": (text, _TABLES_LAST)
+       for n, text in ((10, "if cls.__dict__.get(None) is None:"),
+                       (11, 'if cls.__dict__.get("XX_tablesXX") is None:'),
+                       (12, 'if cls.__dict__.get("_TABLES") is None:'))},
+    **{f"opus.targets.base.xǁTargetǁconversion__mutmut_{n}": (
+        f'def conversion(self, src, dst, rounding="{text}", sat=False) -> str:',
+        "the default rounding spelled otherwise: conversion() only compares rounding with 'sr' "
+        "and looks it up among 'rz'/'truncate'/'truncate_with_nan'/'sr' (_check_rounding), so "
+        "any other default means round to nearest as 'rn' does") for n, text in (
+        (1, "XXrnXX"), (2, "RN"))},
+    "opus.targets.base.xǁTargetǁconversion__mutmut_3": (
+        'def conversion(self, src, dst, rounding="rn", sat=True) -> str:',
+        "conversion() never reads sat (saturation changes the values, not how the chip converts: "
+        "the dialects read it from the cast op)"),
     "opus.targets.matrix.xǁMatrixAtomǁemulate__mutmut_68": (
         "for ks in (self.k_slices() if (self.numerics.k_steps > 1) or True else [slice(None)]):",
         _ONE_STEP),
@@ -753,6 +779,16 @@ def score(name: str, module: Module, show: bool) -> bool:
     return not unexplained
 
 
+def check(module: Module) -> int:
+    """The module's test selection, unmutated, as mutmut runs it (its env, GPU tests left out,
+    a private compile cache), stopping at the first failure."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as cache:
+        env = dict(os.environ, OPUS_CACHE_DIR=cache, **module.env)
+        return subprocess.call([sys.executable, "-m", "pytest", "-x", "-p", "no:cacheprovider",
+                                "-m", "not gpu", *module.tests], cwd=ROOT, env=env)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("module", nargs="?", choices=sorted(MODULES))
@@ -764,12 +800,17 @@ def main(argv=None) -> int:
                     help="re-run the last run's survivors not argued equivalent (after adding "
                          "tests)")
     ap.add_argument("--children", type=int, default=2, help="parallel test processes (2)")
+    ap.add_argument("--check", action="store_true",
+                    help="run the module's tests unmutated in this tree, with its environment "
+                         "(mutmut's first runs need them to pass: check a new machine first)")
     args = ap.parse_args(argv)
     if args.list or not args.module:
         for name, m in MODULES.items():
             print(f"{name}: {' '.join(m.files)}\n    tests: {' '.join(m.tests)}\n    {m.why}")
         return 0
     module = MODULES[args.module]
+    if args.check:
+        return check(module)
     if not (args.score or args.survivors):
         only = args.only or []
         if args.retest:
