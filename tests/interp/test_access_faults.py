@@ -1,0 +1,109 @@
+"""The interpreter's memory faults at their edges, word for word: one element past the end by
+every lane; a bounded access whose bound exceeds the buffer (the lanes inside the bound but
+past the buffer fault, without the "unchecked on the GPU" note); misaligned vector accesses by
+part of the lanes (inside a branch); masked shared-memory loads in checking mode (loads, not
+writes: several readers are no race). Expected texts written by hand from the kernels."""
+import numpy as np
+import pytest
+
+import opus
+import opus.interp as interp
+from opus import f32, i32, Ptr
+
+N = 8
+WHO = "block (0, 0, 0) thread ({}, 0, 0)"
+UNCHECKED = " — an access without a bound is unchecked on the GPU"
+
+
+def _line(tag):
+    with open(__file__) as f:
+        for n, line in enumerate(f, 1):
+            if line.rstrip().endswith(f"# L:{tag}"):
+                return f"{__file__}:{n}"
+    raise AssertionError(tag)
+
+
+def _fault(kernel, *args, block=N):
+    with opus.set_target("sm_90a", interpret=True), pytest.raises(interp.MemoryFault) as e:
+        kernel[1, block](*args)
+    return str(e.value)
+
+
+@opus.kernel
+def shifted_copy(x: Ptr[f32], out: Ptr[f32], k: i32):
+    t = opus.thread_id_x()
+    out[t] = x[t + k]  # L:shift
+
+
+def test_one_past_the_end_by_every_lane():
+    """k = 1: lane 7 reads x[8] of 8 elements; every lane is active and the access has no
+    bound."""
+    msg = _fault(shifted_copy, np.zeros(N, np.float32), np.zeros(N, np.float32), 1)
+    assert msg.startswith(f"{_line('shift')} `") and (
+        f": out-of-bounds load of x[8] (x has 8 elements) by {WHO.format(7)}{UNCHECKED}") in msg, msg
+
+
+@opus.kernel
+def bounded_copy(x: Ptr[f32], out: Ptr[f32], n: i32):
+    t = opus.thread_id_x()
+    out[t] = opus.load(x, t, bound=n)  # L:bounded
+
+
+def test_a_bound_past_the_buffer_faults_at_the_first_lane_past_it():
+    """bound 7 on a 5-element x: lanes 0..4 read, lanes 5 and 6 are inside the bound but past x
+    (lane 5 is named), lane 7 is dropped by the bound. The access has a bound: no note."""
+    msg = _fault(bounded_copy, np.zeros(5, np.float32), np.zeros(N, np.float32), 7)
+    want = f": out-of-bounds load of x[5] (x has 5 elements) by {WHO.format(5)}"
+    assert msg.startswith(f"{_line('bounded')} `") and msg.endswith(want), msg
+
+
+def test_a_bound_at_the_buffer_end_reads_zeros_past_it():
+    x = np.arange(1, 6, dtype=np.float32)
+    out = np.full(N, -1.0, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        bounded_copy[1, N](x, out, 5)
+    np.testing.assert_array_equal(out, [1, 2, 3, 4, 5, 0, 0, 0])
+
+
+@opus.kernel
+def masked_pairs(x: Ptr[f32], out: Ptr[f32], start: i32):
+    t = opus.thread_id_x()
+    if t >= 4:
+        v = opus.load(x, start + 2 * t, vec=2)  # L:pair
+        opus.store(out, v, 2 * t, vec=2)
+
+
+def test_misaligned_vector_load_by_part_of_the_lanes():
+    """start = 1: lanes 4..7 load pairs from odd elements (4-byte aligned, a 2 x f32 access needs
+    8); lanes 0..3 are inactive. Lane 4 is named, with its first element x[9]."""
+    msg = _fault(masked_pairs, np.zeros(4 * N, np.float32), np.zeros(2 * N, np.float32), 1)
+    want = (f": misaligned 2-element load of x[9] by {WHO.format(4)}: a vector access needs a "
+            f"8-byte aligned address")
+    assert msg.startswith(f"{_line('pair')} `") and msg.endswith(want), msg
+
+
+def test_aligned_vector_loads_by_part_of_the_lanes():
+    x = np.arange(4 * N, dtype=np.float32)
+    out = np.zeros(2 * N, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        masked_pairs[1, N](x, out, 0)
+    np.testing.assert_array_equal(out, [0] * 8 + list(range(8, 16)))
+
+
+@opus.kernel(block=N)
+def masked_shared_reads(out: Ptr[f32]):
+    s = opus.alloc_smem(f32, N)
+    t = opus.thread_id_x()
+    s[t] = opus.f32(t * 10)
+    opus.sync_threads()
+    if t < 4:
+        out[t] = s[2]       # several readers of one element: no race
+    else:
+        out[t] = s[t - 4]
+
+
+def test_masked_shared_loads_are_reads_in_checking_mode():
+    out = np.zeros(N, np.float32)
+    with interp.checking():
+        masked_shared_reads[1, N](out)
+    np.testing.assert_array_equal(out, [20, 20, 20, 20, 0, 10, 20, 30])
