@@ -189,3 +189,24 @@ def test_a_correct_kernel_passes_in_checking_mode():
     with interp.checking():
         correct_exchange[1, 8](out)
     np.testing.assert_array_equal(out, [7 - (t + 1) % 8 for t in range(8)])
+
+
+@opus.kernel
+def uniform_float(x: Ptr[f32], o: Ptr[f32]):
+    t = opus.thread_id_x()
+    o[t] = opus.uniform(x[t])  # L:uni
+
+
+def test_uniform_float_nan_against_a_number_differs():
+    """opus.uniform's check on floats: NaN on every lane of a warp is one value (NaN != NaN
+    notwithstanding); NaN on the first lane and 1.0 on lane 3 is not."""
+    o = np.zeros(32, np.float32)
+    with opus.set_target("sm_90a", interpret=True), interp.checking():
+        uniform_float[1, 32](np.full(32, np.nan, np.float32), o)
+        assert np.isnan(o).all()
+        x = np.full(32, np.nan, np.float32)
+        x[3] = 1.0
+        with pytest.raises(interp.InterpError) as e:
+            uniform_float[1, 32](x, o)
+    assert str(e.value).startswith(_at("uni")) and (
+        f"{B0} (3, 0, 0) has 1.0, its warp's first active lane nan") in str(e.value), str(e.value)
