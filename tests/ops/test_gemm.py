@@ -446,6 +446,19 @@ def test_split_k_more_than_the_stages_is_clamped_by_the_kernel(sm90, monkeypatch
     _check_scaled(opus.ops.scaled_gemm(a, b, sa, sb), a, b, sa, sb)
 
 
+def test_the_plan_splits_by_the_rule(sm90, monkeypatch):
+    """No split_k: one 128 x 256 tile for 4 blocks and 16 stages of K: the plan splits in 2
+    (min(4 // 1, 16 // 8)) and allocates 2 slots per tile."""
+    from opus.ops import gemm_hopper as G
+    planned = []
+    workspace = G._split_workspace
+    monkeypatch.setattr(G, "_split_workspace",
+                        lambda *args: planned.append(args[2:]) or workspace(*args))
+    a, b = _inputs(128, 256, 1024, BF16, True, seed=11)
+    _check(opus.ops.gemm(a, b, blocks=4), a, b)
+    assert planned == [(1, 2, 256)]                 # (tiles, splits, block_n)
+
+
 @pytest.mark.parametrize("m,n,k,block_n,expect", [
     (128, 8192, 8192, None, (256, 4)),    # decode: 32 tiles, 4 splits of 32 stages: 128 units
     (128, 8192, 8192, 128, (128, 2)),     # 64 tiles of the width asked for: 2 splits
