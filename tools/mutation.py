@@ -183,10 +183,6 @@ _BUILD_MESSAGE = ("build._unpack's message is never shown: build() catches the V
                   "rebuilds (an entry of another format)")
 _ONE_ROW = ("with one row of element indices the faulting lane is 0 whichever branch is taken "
             "(k // vec is 0 for k < vec; k is 0 for one element)")
-_F64_SOFFSET = ("the first-lane soffsets in float64 instead of int64: soffset is an i32, exact in "
-                "float64, compared with != and printed through int()")
-_NO_EMPTY_LAUNCH = ("differs only for T == 0 lanes; a launch has at least one thread (launch "
-                    "refuses empty grids and blocks), so T > 0 here")
 _PROMOTED = ("printf is variadic: C's default argument promotions (C11 6.5.2.2p6-7) pass a float "
              "as double and a bool, char or short as int whether or not the emitter casts it, and "
              "a 32-bit integer cast to int reaches printf as the same 32 bits")
@@ -266,6 +262,22 @@ _FACTORY_NAME = ("the name of the factory function that makes a helper's rewritt
                  "called once, at once, and never seen (the helper keeps its own name)")
 _INFO_AGAIN = ("a rewrite's code information registered again in the trace's code_info: the same "
                "entries written again (update with the same dict)")
+_DIV_STAND_IN = ("the stand-in divisor where b is 0 (and -1 for signed types) only avoids numpy's "
+                 "division by zero (and INT_MIN // -1): those lanes' results are replaced by "
+                 "np.where(bz, ...) / np.where(bm1, ...) whatever the stand-in gives")
+_MOD_BY_ONE = ("a % b for b == -1 taken as a % 1 (or fmod(a, 1)): 0, the value np.where(bm1, "
+               "zero, ...) gives anyway")
+_TDIV_SIGNS = ("the truncation fix-up's sign tests differ only at a == 0 (then a % bs == 0, no "
+               "fix-up) or bs == 0 (never: b == 0 is replaced by 1)")
+_ALL_ONES = ("-1 of a signed type and ~0 are the same bits (two's complement): m1 is the same "
+             "value on either branch")
+_SHADOW_RESET = ("Shadow's initial last-writer/last-reader tables: Program.launch calls "
+                 "new_block() before the first block runs, whose barrier() sets both to -1 (the "
+                 "tables then hold int64 values or, from an object array, Python ints: the same "
+                 "comparisons)")
+_ARANGE_I64 = "numpy's default integer for np.arange(T) is int64 on the 64-bit platforms we run"
+_SCALAR_ROW = ("element indices are one-dimensional only for a scalar access (vec == 1; a vector "
+               "access's are (T, vec)), where k // vec is k")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -440,18 +452,65 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.targets.matrix.xǁMatrixAtomǁemulate__mutmut_69": (
         "for ks in (self.k_slices() if self.numerics.k_steps >= 1 else [slice(None)]):",
         _ONE_STEP),
-    # engine._check_uniform
-    "opus.interp.engine.x__check_uniform__mutmut_23": (
-        "first = np.zeros(warp.max() + 1 if T else 0, None)", _F64_SOFFSET),
-    "opus.interp.engine.x__check_uniform__mutmut_25": (
-        "first = np.zeros(warp.max() + 1 if T else 0, )", _F64_SOFFSET),
-    "opus.interp.engine.x__check_uniform__mutmut_27": (
-        "first = np.zeros(warp.max() + 1 if (T) or True else 0, I64)", _NO_EMPTY_LAUNCH),
-    "opus.interp.engine.x__check_uniform__mutmut_30": (
-        "first = np.zeros(warp.max() + 1 if T else 1, I64)", _NO_EMPTY_LAUNCH),
-    "opus.interp.engine.x__check_uniform__mutmut_29": (
-        "first = np.zeros(warp.max() + 2 if T else 0, I64)",
-        "one more slot than there are warps: it is never indexed"),
+    # interp/semantics.py and engine.py (the `semantics` module; docs/testing.md's table)
+    **{f"opus.interp.semantics.x__int_div__mutmut_{n}": (text, _DIV_STAND_IN) for n, text in (
+        (4, "one, zero = nd.type(2), nd.type(0)"), (24, "bs = np.where(None, one, b)"),
+        (55, "bs = np.where(None, one, b)"), (61, "bs = np.where(bz & bm1, one, b)"))},
+    **{f"opus.interp.semantics.x__int_div__mutmut_{n}": (text, _MOD_BY_ONE) for n, text in (
+        (89, "return np.where(bz, a, np.where(None, zero, a % bs))"),
+        (133, "return np.where(bz, a, np.where(None, zero, np.fmod(a, bs)))"))},
+    **{f"opus.interp.semantics.x__int_div__mutmut_{n}": (text, _TDIV_SIGNS) for n, text in (
+        (106, "adj = ((a % bs) != 0) & ((a <= 0) != (bs < 0))"),
+        (107, "adj = ((a % bs) != 0) & ((a < 1) != (bs < 0))"),
+        (109, "adj = ((a % bs) != 0) & ((a < 0) != (bs <= 0))"),
+        (110, "adj = ((a % bs) != 0) & ((a < 0) != (bs < 1))"))},
+    **{f"opus.interp.semantics.x_{f}__mutmut_{n}": (text, _ALL_ONES) for f, n, text in (
+        ("_int_div", 8, 'm1 = nd.type(-1) if (e.kind == "int") and False else ~zero'),
+        ("_int_div", 14, 'm1 = nd.type(-1) if e.kind == "XXintXX" else ~zero'),
+        ("_int_div", 15, 'm1 = nd.type(-1) if e.kind == "INT" else ~zero'),
+        ("_shift", 8, 'm1 = nd.type(-1) if (e.kind == "int") and False else ~z'),
+        ("_shift", 14, 'm1 = nd.type(-1) if e.kind == "XXintXX" else ~z'),
+        ("_shift", 15, 'm1 = nd.type(-1) if e.kind == "INT" else ~z'))},
+    "opus.interp.semantics.x__shift__mutmut_16": (
+        'm1 = nd.type(-1) if e.kind == "int" else z',
+        "m1 (the sign fill of >> by the width or more) is read only on the signed branch; the "
+        "unsigned value of m1 is never used"),
+    "opus.interp.semantics.x_med3_fn__mutmut_30": (
+        "return np.where(nan, mn(mn(a, b), c), med) if (np.any(nan)) or True else med",
+        "the NaN rule applied also when no operand is NaN: np.where with an all-false mask "
+        "returns med; only speed differs"),
+    "opus.interp.semantics.x__ieee2008__mutmut_13": (
+        "return np.where(s, r.dtype.type(np.nan), r) if (np.any(s)) or True else r",
+        "np.where with an all-false mask returns r; only speed differs"),
+    "opus.interp.semantics.x__ieee2008__mutmut_20": (
+        "return np.where(s, r.dtype.type(None), r) if np.any(s) else r",
+        "numpy's float32(None) and float64(None) are NaN (a quiet one): the same value"),
+    **{f"opus.interp.engine.xǁShadowǁ__init____mutmut_{n}": (text, _SHADOW_RESET) for n, text in (
+        (10, "self.wtid = np.full(nbytes, -1, None)"), (12, "self.wtid = np.full(nbytes, I64)"),
+        (13, "self.wtid = np.full(nbytes, -1, )"), (14, "self.wtid = np.full(nbytes, +1, I64)"),
+        (15, "self.wtid = np.full(nbytes, -2, I64)"), (19, "self.rtid = np.full(nbytes, -1, None)"),
+        (21, "self.rtid = np.full(nbytes, I64)"), (22, "self.rtid = np.full(nbytes, -1, )"),
+        (23, "self.rtid = np.full(nbytes, +1, I64)"), (24, "self.rtid = np.full(nbytes, -2, I64)"))},
+    "opus.interp.engine.xǁShadowǁbarrier__mutmut_3": (
+        "self.wtid[:] = -2",
+        "the last writer is read only as `w >= 0` (here and in sync_atomics._forget_accesses): "
+        "-2 and -1 both mean none"),
+    "opus.interp.engine.xǁShadowǁ_bytes__mutmut_17": (
+        "b = ((buf.byte0 + eidx * isz)[:, None] + _arange(isz)).reshape(-2)", _RESHAPE_NEG),
+    "opus.interp.engine.x__flat_with_tids__mutmut_28": ("return e.reshape(-2), t.reshape(-1)",
+                                                       _RESHAPE_NEG),
+    "opus.interp.engine.x__flat_with_tids__mutmut_31": ("return e.reshape(-1), t.reshape(-2)",
+                                                       _RESHAPE_NEG),
+    **{f"opus.interp.engine.x__flat_with_tids__mutmut_{n}": (text, _ARANGE_I64) for n, text in (
+        (17, "t = np.broadcast_to(np.arange(T, dtype=None).reshape("),
+        (19, "t = np.broadcast_to(np.arange(T, ).reshape("))},
+    **{f"opus.interp.engine.x__fault__mutmut_{n}": (text, _SCALAR_ROW) for n, text in (
+        (6, "lane = k // vec if (eidx_b.ndim > 1) or True else k"),
+        (8, "lane = k // vec if eidx_b.ndim >= 1 else k"))},
+    "opus.interp.engine.x__fault__mutmut_7": (
+        "lane = k / vec if eidx_b.ndim > 1 else k",
+        "the lane as a float k / vec: it is only passed to state.who(), which takes int(t), and "
+        "int(k / vec) is k // vec for 0 <= k < 2^53"),
     # codegen/cemit.py
     "opus.codegen.cemit.xǁCEmitterǁrender_printf__mutmut_15": ('elif e.name == "XXf32XX":',
                                                             _PROMOTED),
