@@ -169,3 +169,19 @@ def test_an_accumulator_lane_map_outside_c_is_refused_naming_c():
         _row(_A, _B, lambda l, i: (0, 1))
     assert str(e.value) == ("matrix atom 'demo': C element 0 of lane 0 is at (0, 1), outside the "
                             "1x1 operand")
+
+
+def test_each_lowering_refuses_at_definition_the_rows_it_cannot_spell():
+    """A row's lowerings check it when it is built: mma.sync packs A and B elements of one size
+    (16-bit A with 32-bit B is no mma.sync), so the row is refused at its definition, not when a
+    kernel renders it."""
+    from opus.targets.nv_mma import MmaSyncAsm
+    layout = LaneLayout(_A, _B, lambda l, i: (0, 0))
+    with pytest.raises(ValueError) as e:
+        MatrixAtom("demo", (1, 1, 2), dt.f16, dt.f32, dt.f32, 1, layout, lambda target: True,
+                   {"cuda": MmaSyncAsm()}, "demo.isa")
+    assert str(e.value) == ("matrix atom 'demo': mma.sync packing takes 8-, 16- or 32-bit A and "
+                            "B elements of one size, got f16 and f32")
+    row = MatrixAtom("demo", (1, 1, 2), dt.f16, dt.f16, dt.f32, 1, layout, lambda target: True,
+                     {"cuda": MmaSyncAsm()}, "demo.isa")   # one size: accepted
+    assert row.elem_a == 2
