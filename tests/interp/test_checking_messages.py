@@ -156,15 +156,16 @@ def uninitialized_int4(out: Ptr[i32]):
     pad[t] = 0.0
     s.store(opus.make_vector(opus.int4(1), opus.int4(2)), 2 * t)
     opus.sync_threads()
-    v = s.load((2 * t + 10) % 16, vec=2)  # L:un4
+    v = s.load(2 * t + 8 * (t % 2), vec=2)  # L:un4
     out[t] = i32(v[0])
 
 
 def test_an_uninitialized_sub_byte_read_names_the_byte():
-    """Threads 0..3 wrote int4 elements 0..7 (bytes 0..3); thread 0 reads elements 10 and 11,
-    byte 5 (counted from the int4 array's start, not from the padding's)."""
+    """Threads 0..3 wrote int4 elements 0..7 (bytes 0..3); threads 0 and 2 read elements 0 and
+    4, thread 1 reads elements 10 and 11: byte 5 (counted from the int4 array's start, not from
+    the padding's), the first lane that reads unwritten memory."""
     _raises(interp.UninitializedReadError, uninitialized_int4, 4, np.zeros(4, np.int32), text=(
-        re.escape(_at("un4")) + r" `.*`: " + re.escape(f"{B0} (0, 0, 0) reads shared memory ")
+        re.escape(_at("un4")) + r" `.*`: " + re.escape(f"{B0} (1, 0, 0) reads shared memory ")
         + _sm(" byte 5") + re.escape(", which nothing wrote (it holds garbage on the GPU)")))
 
 
@@ -210,3 +211,61 @@ def test_uniform_float_nan_against_a_number_differs():
             uniform_float[1, 32](x, o)
     assert str(e.value).startswith(_at("uni")) and (
         f"{B0} (3, 0, 0) has 1.0, its warp's first active lane nan") in str(e.value), str(e.value)
+
+
+@opus.kernel(block=8)
+def write_write_late(out: Ptr[f32]):
+    s = opus.alloc_smem(f32, 8)
+    t = opus.thread_id_x()
+    s[opus.min(t, 6)] = 1.0  # L:wwl
+    out[t] = 0.0
+
+
+def test_the_first_element_written_twice_is_named():
+    """Threads 0..5 write s[0..5]; threads 6 and 7 both write s[6]."""
+    _raises(interp.SharedRaceError, write_write_late, 8, np.zeros(8, np.float32), text=(
+        re.escape(_at("wwl")) + r" `.*`: shared-memory race on " + _sm(r"\[6\]") + ": "
+        + re.escape(f"{B0} (6, 0, 0) and {B0} (7, 0, 0) write it at once")))
+
+
+@opus.kernel(block=4)
+def read_thread_0s_write(out: Ptr[f32]):
+    s = opus.alloc_smem(f32, 4)
+    t = opus.thread_id_x()
+    if t == 0:
+        s[0] = 1.0  # L:w_t0
+    out[t] = s[0]  # L:r_t0
+
+
+def test_a_read_after_thread_0s_write():
+    """Thread 0 (thread id 0, not 'no writer') wrote s[0]; thread 0's own read is fine, thread
+    1's is the race named."""
+    _raises(interp.SharedRaceError, read_thread_0s_write, 4, np.zeros(4, np.float32), text=(
+        re.escape(_at("r_t0")) + r" `.*`: shared-memory race on " + _sm(r"\[0\]") + ": "
+        + re.escape(f"{B0} (1, 0, 0) reads it after {B0} (0, 0, 0) wrote it at {_at('w_t0')}")
+        + r" `.*` with no barrier in between"))
+
+
+@opus.kernel(block=4)
+def readers_in_two_ops(out: Ptr[f32]):
+    s = opus.alloc_smem(f32, 4)
+    t = opus.thread_id_x()
+    s[t] = 1.0
+    opus.sync_threads()
+    x = 0.0
+    if t == 0:
+        x = s[3]
+    if t == 2:
+        x = s[3]  # L:r2
+    if t == 2:
+        s[3] = 5.0  # L:w2
+    out[t] = x
+
+
+def test_readers_in_two_ops_are_several_readers():
+    """Thread 0 then thread 2 read s[3] (two loads); thread 2 then writes it: thread 0's read
+    races with it, so the reader is 'several threads', at the later read's line."""
+    _raises(interp.SharedRaceError, readers_in_two_ops, 4, np.zeros(4, np.float32), text=(
+        re.escape(_at("w2")) + r" `.*`: shared-memory race on " + _sm(r"\[3\]") + ": "
+        + re.escape(f"{B0} (2, 0, 0) writes it after several threads read it at {_at('r2')}")
+        + r" `.*` with no barrier in between"))
