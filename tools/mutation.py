@@ -275,6 +275,9 @@ _SHADOW_RESET = ("Shadow's initial last-writer/last-reader tables: Program.launc
                  "new_block() before the first block runs, whose barrier() sets both to -1 (the "
                  "tables then hold int64 values or, from an object array, Python ints: the same "
                  "comparisons)")
+_MULHI_BITS = ("the 64-bit product in int64 or uint64: both wrap modulo 2^64 (numpy arrays), so bits "
+               "32..63 are the same, and the cast to 32 bits after >> 32 keeps just those (an "
+               "arithmetic or logical shift differs only in the bits dropped)")
 _ARANGE_I64 = "numpy's default integer for np.arange(T) is int64 on the 64-bit platforms we run"
 _SCALAR_ROW = ("element indices are one-dimensional only for a scalar access (vec == 1; a vector "
                "access's are (T, vec)), where k // vec is k")
@@ -507,6 +510,21 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     **{f"opus.interp.engine.x__fault__mutmut_{n}": (text, _SCALAR_ROW) for n, text in (
         (6, "lane = k // vec if (eidx_b.ndim > 1) or True else k"),
         (8, "lane = k // vec if eidx_b.ndim >= 1 else k"))},
+    **{f"opus.interp.semantics.x__mulhi__mutmut_{n}": (text, _MULHI_BITS) for n, text in (
+        (6, 'wide = np.dtype(np.int64 if (e.kind == "int") and False else np.uint64)'),
+        (7, 'wide = np.dtype(np.int64 if (e.kind == "int") or True else np.uint64)'),
+        (8, 'wide = np.dtype(np.int64 if e.kind != "int" else np.uint64)'),
+        (9, 'wide = np.dtype(np.int64 if e.kind == "XXintXX" else np.uint64)'),
+        (10, 'wide = np.dtype(np.int64 if e.kind == "INT" else np.uint64)'))},
+    **{f"opus.interp.semantics.x__popc__mutmut_{n}": (text, "a copy made or not: the same values")
+       for n, text in ((8, "astype(e.np_dtype, copy=None)"), (10, "astype(e.np_dtype, )"),
+                       (12, "astype(e.np_dtype, copy=True)"))},
+    "opus.interp.semantics.x_med3_fn__mutmut_46": (
+        "return _via_f32(f, e) if (_is_half(e)) and False else f",
+        "med3 of 16-bit floats computed on them directly instead of on f32 copies: min, max and "
+        "the NaN rule return one of the operands, so no rounding happens either way"),
+    "opus.interp.engine.xǁShadowǁnew_block__mutmut_1": (
+        "self.written[:] = None", "None stored into a bool array is False"),
     "opus.interp.engine.x__fault__mutmut_7": (
         "lane = k / vec if eidx_b.ndim > 1 else k",
         "the lane as a float k / vec: it is only passed to state.who(), which takes int(t), and "
