@@ -74,6 +74,8 @@ _CEMIT_CONVERSIONS = (
     _CONV + "software_stochastic_rounding[sm_80-fp8_e4m3-True]",
     "tests/conversions/test_fp4_encoder.py::test_host_executed_encoder_matches_ml_dtypes[sm_90a-8]")
 
+_U32 = "tests/lang/test_u32_offset_views.py::test_"
+
 MODULES = {
     "semantics": Module(
         files=("src/opus/interp/semantics.py", "src/opus/interp/engine.py"),
@@ -90,7 +92,18 @@ MODULES = {
                "tests/lang/test_scalar_math_lanes.py::test_med3_f32_against_reference",
                "tests/lang/test_scalar_math_lanes.py::test_med3_other_types",
                "tests/lang/test_scalar_math_lanes.py::test_minmax_nan_modes",
-               "tests/conversions/test_stochastic.py::test_hand_derived_table"),
+               "tests/conversions/test_stochastic.py::test_hand_derived_table",
+               # u32 offset views (_access_address, _promised_u32), 64-bit and unsigned bounds
+               # (_window), sub-byte pointer steps and offsets (exec_ptr_add, _check_align):
+               # the interpreter's tests of those files, not their slow compile checks
+               *(_U32 + t for t in (
+                   "plain_accesses_match_numpy", "layout_access_through_a_shifted_view",
+                   "soffset_is_part_of_the_offset", "negative_off_with_soffset_in_range",
+                   "inactive_lanes_are_not_checked", "the_limit_is_the_promise_not_the_buffer",
+                   "u64_offsets")),
+               "tests/bad_input/test_u32_views.py",
+               "tests/bad_input/test_sub_byte.py::"
+               "test_runtime_offsets_that_split_bytes_fault_in_the_interpreter"),
         why="the interpreter's arithmetic, casts, fma and memory checks: its own tests by hand "
             "values (tests/interp/test_semantics_reference.py: each element function against "
             "Python integers, IEEE rules written out, fractions, ml_dtypes), generated programs "
