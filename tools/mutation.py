@@ -291,6 +291,23 @@ _SHADOW_RESET = ("Shadow's initial last-writer/last-reader tables: Program.launc
 _MULHI_BITS = ("the 64-bit product in int64 or uint64: both wrap modulo 2^64 (numpy arrays), so bits "
                "32..63 are the same, and the cast to 32 bits after >> 32 keeps just those (an "
                "arithmetic or logical shift differs only in the bits dropped)")
+_FMA_SLOWER = ("fma_f64's fast path taken for fewer lanes (a stricter range or tie test): the others "
+               "are computed exactly with Fractions (_fma_exact), giving the same correctly "
+               "rounded value; only speed differs")
+_FMA_WIDER = ("fma_f64's range for the error-free transformations widened at its edge (|a|, |b| up "
+              "to 2^996, |c| or the product up to 2^1001, the product down to 2^-901): the bounds "
+              "have margin: Veltkamp's split is exact below 2^996 (_split), sums below 2^1002 do "
+              "not overflow, and a product of at least 2^-901 keeps Dekker's partial products "
+              "(at least 2^-1005) normal, so the transformations stay exact there")
+_FMA_TINY_R = ("the tie test allowed for |r| below 2^-1000: halving the gap to r's neighbour is "
+               "exact for every gap but the smallest subnormal one, where half rounds to 0 and "
+               "the test fails (the lane takes the exact path); the sums are exact error-free "
+               "transformations with subnormals too")
+_FMA_TRIVIAL = ("a product with an operand 1 is exact, so a*b + c rounds once as the fma does; a "
+                "zero product no longer taken as trivial goes to _fma_exact, whose zero result "
+                "is a*b + c in IEEE arithmetic (the same signed zero)")
+_FMA_F64_IN = ("np.asarray without float64: the engine passes f64 arrays for an f64 fma (and "
+               "Python floats are float64 anyway)")
 _ARANGE_I64 = "numpy's default integer for np.arange(T) is int64 on the 64-bit platforms we run"
 _SCALAR_ROW = ("element indices are one-dimensional only for a scalar access (vec == 1; a vector "
                "access's are (T, vec)), where k // vec is k")
@@ -538,6 +555,20 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "the NaN rule return one of the operands, so no rounding happens either way"),
     "opus.interp.engine.xǁShadowǁnew_block__mutmut_1": (
         "self.written[:] = None", "None stored into a bool array is False"),
+    **{f"opus.interp.semantics.x_fma_f64__mutmut_{n}": (text, _FMA_SLOWER) for n, text in (
+        (36, 'exact = ((np.abs(a) < 2.0 * 995) & (np.abs(b) < 2.0**995) & (np.abs(c) < 2.0**1000)'), (41, 'exact = ((np.abs(a) < 2.0**995) & (np.abs(b) < 2.0 * 995) & (np.abs(c) < 2.0**1000)'), (46, 'exact = ((np.abs(a) < 2.0**995) & (np.abs(b) < 2.0**995) & (np.abs(c) < 2.0 * 1000)'), (51, '& (np.abs(p) < 2.0 * 1000) & (np.abs(p) >= 2.0**-900))'), (55, '& (np.abs(p) < 2.0**1000) & (np.abs(p) > 2.0**-900))'), (58, '& (np.abs(p) < 2.0**1000) & (np.abs(p) >= 2.0**+900))'), (83, 'far_from_tie = (np.abs(w) + 3 * np.abs(q) < half) & (np.abs(r) >= 2.0**-1000)'), (87, 'far_from_tie = (np.abs(w) + 2 * np.abs(q) < half) & (np.abs(r) > 2.0**-1000)'), (89, 'far_from_tie = (np.abs(w) + 2 * np.abs(q) < half) & (np.abs(r) >= 3.0**-1000)'), (90, 'far_from_tie = (np.abs(w) + 2 * np.abs(q) < half) & (np.abs(r) >= 2.0**+1000)'), (94, 'ok = exact & ((q == 0) & far_from_tie)'))},
+    **{f"opus.interp.semantics.x_fma_f64__mutmut_{n}": (text, _FMA_WIDER) for n, text in (
+        (35, 'exact = ((np.abs(a) <= 2.0**995) & (np.abs(b) < 2.0**995) & (np.abs(c) < 2.0**1000)'), (38, 'exact = ((np.abs(a) < 2.0**996) & (np.abs(b) < 2.0**995) & (np.abs(c) < 2.0**1000)'), (40, 'exact = ((np.abs(a) < 2.0**995) & (np.abs(b) <= 2.0**995) & (np.abs(c) < 2.0**1000)'), (43, 'exact = ((np.abs(a) < 2.0**995) & (np.abs(b) < 2.0**996) & (np.abs(c) < 2.0**1000)'), (45, 'exact = ((np.abs(a) < 2.0**995) & (np.abs(b) < 2.0**995) & (np.abs(c) <= 2.0**1000)'), (48, 'exact = ((np.abs(a) < 2.0**995) & (np.abs(b) < 2.0**995) & (np.abs(c) < 2.0**1001)'), (50, '& (np.abs(p) <= 2.0**1000) & (np.abs(p) >= 2.0**-900))'), (53, '& (np.abs(p) < 2.0**1001) & (np.abs(p) >= 2.0**-900))'), (59, '& (np.abs(p) < 2.0**1000) & (np.abs(p) >= 2.0**-901))'))},
+    **{f"opus.interp.semantics.x_fma_f64__mutmut_{n}": (text, _FMA_TINY_R) for n, text in (
+        (88, 'far_from_tie = (np.abs(w) + 2 * np.abs(q) < half) & (np.abs(r) >= 2.0 * -1000)'), (91, 'far_from_tie = (np.abs(w) + 2 * np.abs(q) < half) & (np.abs(r) >= 2.0**-1001)'))},
+    **{f"opus.interp.semantics.x_fma_f64__mutmut_{n}": (text, _FMA_TRIVIAL) for n, text in (
+        (101, 'trivial = ~(np.isfinite(a) & np.isfinite(b)) | (a == 0) & (b == 0)'), (108, 'trivial = ~(np.isfinite(a) & np.isfinite(b)) | (a == 1) | (b == 0)'), (110, 'trivial = ~(np.isfinite(a) & np.isfinite(b)) | (a == 0) | (b == 1)'))},
+    **{f"opus.interp.semantics.x_fma_f64__mutmut_{n}": (text, _FMA_F64_IN) for n, text in (
+        (3, 'a, b, c = np.broadcast_arrays(*(np.asarray(x, None) for x in (a, b, c)))'), (5, 'a, b, c = np.broadcast_arrays(*(np.asarray(x, ) for x in (a, b, c)))'))},
+    "opus.interp.semantics.x_fma_f64__mutmut_6": (
+        'with np.errstate(all=None):',
+        "np.errstate(all=None) leaves numpy's error handling as it is: the overflow or invalid "
+        "operations of the discarded fast-path lanes then warn; the values are the same"),
     "opus.interp.engine.x__fault__mutmut_7": (
         "lane = k / vec if eidx_b.ndim > 1 else k",
         "the lane as a float k / vec: it is only passed to state.who(), which takes int(t), and "
