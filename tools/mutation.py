@@ -569,6 +569,27 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         'with np.errstate(all=None):',
         "np.errstate(all=None) leaves numpy's error handling as it is: the overflow or invalid "
         "operations of the discarded fast-path lanes then warn; the values are the same"),
+    **{f"opus.interp.semantics.x_truncate_to_bf16__mutmut_{n}": (text, (
+        "every caller passes an f32 array (cast_fn converts other sources first), which "
+        "ascontiguousarray keeps")) for n, text in (
+        (4, "u = np.ascontiguousarray(x, None).view(np.uint32)"),
+        (6, "u = np.ascontiguousarray(x, ).view(np.uint32)"))},
+    **{f"opus.interp.semantics.x__stochastic__mutmut_{n}": (text, (
+        "the source's values reach stochastic_grid unconverted (or through an f32 -> f32 "
+        "identity): stochastic_grid makes them f32 itself, exactly for f16/bf16/f32 sources "
+        "(SR_SOURCES)")) for n, text in (
+        (20, 'exact = cast_fn(src, dt.f32) if src.name == "f32" else (lambda a: a)'),
+        (21, 'exact = cast_fn(src, dt.f32) if src.name != "XXf32XX" else (lambda a: a)'),
+        (22, 'exact = cast_fn(src, dt.f32) if src.name != "F32" else (lambda a: a)'))},
+    "opus.interp.semantics.x__via_f32__mutmut_3": (
+        "return f(*[x.astype(None) for x in xs]).astype(nd)",
+        "16-bit float arithmetic in f64 instead of f32, rounded once to the 16-bit type: both "
+        "carry at least 2p + 2 bits of the 11- or 8-bit significands, so the double rounding "
+        "of + - * / gives the correctly rounded result either way (min/max/neg/abs are exact)"),
+    "opus.interp.semantics.x_binary_fn__mutmut_19": (
+        "return _via_f32(f, e) if (_is_half(e)) and False else f",
+        "f16/bf16 arithmetic on the 16-bit arrays directly: numpy's float16 and ml_dtypes' "
+        "bfloat16 compute each operation in float32 and round once, as _via_f32 does"),
     "opus.interp.engine.x__fault__mutmut_7": (
         "lane = k / vec if eidx_b.ndim > 1 else k",
         "the lane as a float k / vec: it is only passed to state.who(), which takes int(t), and "
