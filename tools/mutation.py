@@ -749,6 +749,11 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "uniform's promise is that every lane holds the first lane's value, so the value itself "
         "is what the read from the first lane gives; only where AMD keeps it (an SGPR) "
         "differs (a lane breaking the promise is the checking interpreter's finding)"),
+    "opus.codegen.cemit.xǁCEmitterǁrender_med3__mutmut_35": (
+        'f = self.med3_helper(dt.f64 if (e.name == "f64") or True else dt.f32)',
+        "the f64 median helper for f32 (and f16/bf16) operands: the result is one of the "
+        "operands (the median, or the least of those not NaN), exact in f64 and again in f32, "
+        "with the same NaN and signed-zero rules; only speed differs"),
     "opus.codegen.cemit.xǁCEmitterǁrender_while__mutmut_23": (
         "self._emit_region(cond, indent + 1, None)",
         "a while's condition region ends in a `condition` op and never holds a yield (an `if` "

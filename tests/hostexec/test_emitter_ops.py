@@ -12,7 +12,7 @@ import pytest
 import opus
 from opus import bf16, f16, f32, f64, i8, i16, i32, i64, u8, u16, u32, u64
 from opus.ir import VectorType
-from hostexec import HostProgram, Launch, run_kernel
+from hostexec import run_kernel
 
 
 def _same_bits(got, want):
