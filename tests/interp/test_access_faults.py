@@ -3,6 +3,9 @@ every lane; a bounded access whose bound exceeds the buffer (the lanes inside th
 past the buffer fault, without the "unchecked on the GPU" note); misaligned vector accesses by
 part of the lanes (inside a branch); masked shared-memory loads in checking mode (loads, not
 writes: several readers are no race). Expected texts written by hand from the kernels."""
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -10,17 +13,17 @@ import opus
 import opus.interp as interp
 from opus import f32, i32, Ptr
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bad_input"))
+from expect import line_of  # noqa: E402
+
 N = 8
 WHO = "block (0, 0, 0) thread ({}, 0, 0)"
 UNCHECKED = " — an access without a bound is unchecked on the GPU"
 
 
 def _line(tag):
-    with open(__file__) as f:
-        for n, line in enumerate(f, 1):
-            if line.rstrip().endswith(f"# L:{tag}"):
-                return f"{__file__}:{n}"
-    raise AssertionError(tag)
+    """'<this file>:<line>' of the line marked ``# ERR: tag``."""
+    return f"{__file__}:{line_of(tag, __file__)}"
 
 
 def _fault(kernel, *args, block=N):
@@ -32,7 +35,7 @@ def _fault(kernel, *args, block=N):
 @opus.kernel
 def shifted_copy(x: Ptr[f32], out: Ptr[f32], k: i32):
     t = opus.thread_id_x()
-    out[t] = x[t + k]  # L:shift
+    out[t] = x[t + k]  # ERR: shift
 
 
 def test_one_past_the_end_by_every_lane():
@@ -46,7 +49,7 @@ def test_one_past_the_end_by_every_lane():
 @opus.kernel
 def bounded_copy(x: Ptr[f32], out: Ptr[f32], n: i32):
     t = opus.thread_id_x()
-    out[t] = opus.load(x, t, bound=n)  # L:bounded
+    out[t] = opus.load(x, t, bound=n)  # ERR: bounded
 
 
 def test_a_bound_past_the_buffer_faults_at_the_first_lane_past_it():
@@ -69,7 +72,7 @@ def test_a_bound_at_the_buffer_end_reads_zeros_past_it():
 def masked_pairs(x: Ptr[f32], out: Ptr[f32], start: i32):
     t = opus.thread_id_x()
     if t >= 4:
-        v = opus.load(x, start + 2 * t, vec=2)  # L:pair
+        v = opus.load(x, start + 2 * t, vec=2)  # ERR: pair
         opus.store(out, v, 2 * t, vec=2)
 
 

@@ -4,6 +4,9 @@ earlier one it races with), for each kind of race and for reads of memory nothin
 correct kernel passing. Expected texts are written by hand from the kernels below."""
 import re
 
+import os
+import sys
+
 import numpy as np
 import pytest
 
@@ -11,16 +14,15 @@ import opus
 import opus.interp as interp
 from opus import f32, i32, u8, Ptr
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bad_input"))
+from expect import line_of  # noqa: E402
+
 B0 = "block (0, 0, 0) thread"
 
 
 def _at(tag):
-    """'<this file>:<line>' of the line marked ``# L:tag``."""
-    with open(__file__) as f:
-        for n, line in enumerate(f, 1):
-            if line.rstrip().endswith(f"# L:{tag}"):
-                return f"{__file__}:{n}"
-    raise AssertionError(tag)
+    """'<this file>:<line>' of the line marked ``# ERR: tag``."""
+    return f"{__file__}:{line_of(tag, __file__)}"
 
 
 def _raises(exc, kernel, block, *args, text):
@@ -43,7 +45,7 @@ def write_write(out: Ptr[f32]):
     s = opus.alloc_smem(f32, 4)
     t = opus.thread_id_x()
     pad[t] = 0.0
-    s[t // 4 + 2] = 1.0  # L:ww
+    s[t // 4 + 2] = 1.0  # ERR: ww
     out[t] = pad[t]
 
 
@@ -59,7 +61,7 @@ def write_write_bytes(out: Ptr[u8]):
     s = opus.alloc_smem(u8, 16)
     t = opus.thread_id_x()
     pad[t] = 0.0
-    s[5 + t // 4 * 0] = u8(1)  # L:wwb
+    s[5 + t // 4 * 0] = u8(1)  # ERR: wwb
     out[t] = u8(0)
 
 
@@ -77,8 +79,8 @@ def write_after_one_read(out: Ptr[f32]):
     pad[t] = 0.0
     s[t] = 1.0
     opus.sync_threads()
-    x = s[(t + 1) % 4]  # L:read1
-    s[t] = x + pad[t]  # L:war1
+    x = s[(t + 1) % 4]  # ERR: read1
+    s[t] = x + pad[t]  # ERR: war1
     out[t] = x
 
 
@@ -98,8 +100,8 @@ def write_after_many_reads(out: Ptr[f32]):
     pad[t] = 0.0
     s[t] = 1.0
     opus.sync_threads()
-    x = s[1]  # L:readall
-    s[t] = x  # L:warall
+    x = s[1]  # ERR: readall
+    s[t] = x  # ERR: warall
     out[t] = x
 
 
@@ -117,8 +119,8 @@ def read_after_write(out: Ptr[f32]):
     s = opus.alloc_smem(f32, 4)
     t = opus.thread_id_x()
     pad[t] = 0.0
-    s[t] = 1.0  # L:w0
-    out[t] = s[(t + 3) % 4]  # L:raw
+    s[t] = 1.0  # ERR: w0
+    out[t] = s[(t + 3) % 4]  # ERR: raw
 
 
 def test_a_read_after_another_threads_write():
@@ -136,8 +138,8 @@ def write_after_write(out: Ptr[f32]):
     s = opus.alloc_smem(f32, 4)
     t = opus.thread_id_x()
     pad[t] = 0.0
-    s[t] = 1.0  # L:w1
-    s[(t + 1) % 4] = 2.0  # L:waw
+    s[t] = 1.0  # ERR: w1
+    s[(t + 1) % 4] = 2.0  # ERR: waw
     out[t] = pad[t]
 
 
@@ -156,7 +158,7 @@ def uninitialized_int4(out: Ptr[i32]):
     pad[t] = 0.0
     s.store(opus.make_vector(opus.int4(1), opus.int4(2)), 2 * t)
     opus.sync_threads()
-    v = s.load(2 * t + 8 * (t % 2), vec=2)  # L:un4
+    v = s.load(2 * t + 8 * (t % 2), vec=2)  # ERR: un4
     out[t] = i32(v[0])
 
 
@@ -195,7 +197,7 @@ def test_a_correct_kernel_passes_in_checking_mode():
 @opus.kernel
 def uniform_float(x: Ptr[f32], o: Ptr[f32]):
     t = opus.thread_id_x()
-    o[t] = opus.uniform(x[t])  # L:uni
+    o[t] = opus.uniform(x[t])  # ERR: uni
 
 
 def test_uniform_float_nan_against_a_number_differs():
@@ -217,7 +219,7 @@ def test_uniform_float_nan_against_a_number_differs():
 def write_write_late(out: Ptr[f32]):
     s = opus.alloc_smem(f32, 8)
     t = opus.thread_id_x()
-    s[opus.min(t, 6)] = 1.0  # L:wwl
+    s[opus.min(t, 6)] = 1.0  # ERR: wwl
     out[t] = 0.0
 
 
@@ -233,8 +235,8 @@ def read_thread_0s_write(out: Ptr[f32]):
     s = opus.alloc_smem(f32, 4)
     t = opus.thread_id_x()
     if t == 0:
-        s[0] = 1.0  # L:w_t0
-    out[t] = s[0]  # L:r_t0
+        s[0] = 1.0  # ERR: w_t0
+    out[t] = s[0]  # ERR: r_t0
 
 
 def test_a_read_after_thread_0s_write():
@@ -256,9 +258,9 @@ def readers_in_two_ops(out: Ptr[f32]):
     if t == 0:
         x = s[3]
     if t == 2:
-        x = s[3]  # L:r2
+        x = s[3]  # ERR: r2
     if t == 2:
-        s[3] = 5.0  # L:w2
+        s[3] = 5.0  # ERR: w2
     out[t] = x
 
 
