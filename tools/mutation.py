@@ -308,6 +308,8 @@ _FMA_TRIVIAL = ("a product with an operand 1 is exact, so a*b + c rounds once as
                 "is a*b + c in IEEE arithmetic (the same signed zero)")
 _FMA_F64_IN = ("np.asarray without float64: the engine passes f64 arrays for an f64 fma (and "
                "Python floats are float64 anyway)")
+_ERRSTATE = ("numpy's error state left as it is for overflow or invalid operations of lanes whose "
+             "result is discarded (zeros, infinities, NaN): only warnings differ")
 _ARANGE_I64 = "numpy's default integer for np.arange(T) is int64 on the 64-bit platforms we run"
 _SCALAR_ROW = ("element indices are one-dimensional only for a scalar access (vec == 1; a vector "
                "access's are (T, vec)), where k // vec is k")
@@ -590,6 +592,42 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "return _via_f32(f, e) if (_is_half(e)) and False else f",
         "f16/bf16 arithmetic on the 16-bit arrays directly: numpy's float16 and ml_dtypes' "
         "bfloat16 compute each operation in float32 and round once, as _via_f32 does"),
+    "opus.interp.semantics.x_unary_fn__mutmut_10": (
+        'return _via_f32(f, e) if (_is_half(e)) and False else f',
+        'neg and abs are exact: on f16/bf16 arrays directly or through f32, the same value'),
+    "opus.interp.semantics.x_unary_fn__mutmut_11": (
+        'return _via_f32(f, e) if (_is_half(e)) or True else f',
+        'neg and abs are exact: on f16/bf16 arrays directly or through f32, the same value'),
+    "opus.interp.semantics.x_unary_fn__mutmut_45": (
+        'return lambda a: np.where(a <= z, z - a, a)',
+        'integer abs at a == 0: z - a is 0, a is 0'),
+    "opus.interp.semantics.x_stochastic_grid__mutmut_29": (
+        'with np.errstate(over=None, invalid="ignore"):',
+        _ERRSTATE),
+    "opus.interp.semantics.x_stochastic_grid__mutmut_30": (
+        'with np.errstate(over="ignore", invalid=None):',
+        _ERRSTATE),
+    "opus.interp.semantics.x_stochastic_grid__mutmut_31": (
+        'with np.errstate(invalid="ignore"):',
+        _ERRSTATE),
+    "opus.interp.semantics.x_stochastic_grid__mutmut_32": (
+        'with np.errstate(over="ignore", ):',
+        _ERRSTATE),
+    "opus.interp.semantics.x_stochastic_grid__mutmut_4": (
+        'u = np.ascontiguousarray(x, None).view(np.uint32)',
+        'the caller (_stochastic) passes f32 values, which ascontiguousarray keeps'),
+    "opus.interp.semantics.x_stochastic_grid__mutmut_6": (
+        'u = np.ascontiguousarray(x, ).view(np.uint32)',
+        'the caller (_stochastic) passes f32 values, which ascontiguousarray keeps'),
+    "opus.interp.semantics.x_stochastic_grid__mutmut_42": (
+        's = np.floor(np.abs(x.astype(None)) * 2.0 ** (23 - emin)).astype(np.uint64)',
+        "numpy's default float type is float64: the same conversion"),
+    "opus.interp.semantics.x_stochastic_grid__mutmut_58": (
+        'small = (q.astype(None) * 2.0 ** (emin - m)).astype(F32).view(np.uint32)',
+        "numpy's default float type is float64: the same conversion"),
+    "opus.interp.semantics.x_stochastic_grid__mutmut_69": (
+        'mag = np.where(a > np.uint32((emin + 127) << 23), normal, small)',
+        "at |x| == 2^emin exactly both paths give the same value: the small path's floor(|x| * 2^(23 - emin)) is 2^23, the significand the normal path adds the random bits to"),
     "opus.interp.engine.x__fault__mutmut_7": (
         "lane = k / vec if eidx_b.ndim > 1 else k",
         "the lane as a float k / vec: it is only passed to state.who(), which takes int(t), and "
