@@ -147,9 +147,8 @@ def ops_main(count, reps):
         227 * 1024, cu)
     torch.Tensor.is_cuda = property(lambda self: True)
     _rows.sm_count = lambda x: 132
-    from opus.runtime import tensor_args   # top-k's split workspaces: stream 0, no capture
-    tensor_args.init_torch()
-    tensor_args._torch_stream = lambda d: 0
+    torch._C._cuda_getCurrentRawStream = lambda d: 0   # stream 0 (tensor_args.init_torch
+                                                       # reads it at every entry's adoption)
     torch.cuda.is_current_stream_capturing = lambda: False
     targeting._selected.set(targeting._selection(get_target("sm_90a"), "gpu"))
     norm_quant._torch_op("rmsnorm")   # a CPU kernel for the torch.library ops too (older

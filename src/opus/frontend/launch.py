@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import numbers
+import sys
 
 from ..errors import ArgumentError, OpusError
 from ..targets.limits import check_launch_shape
@@ -84,9 +85,14 @@ class _Launch:
         ``run(self, full2, 0, None)``, where full2 is ``full`` (the call's complete argument
         tuple) with other run-time arguments in their places, launches as ``self(...)`` would
         there, without binding keywords or building the entry key per call. The entry still
-        checks the run-time arguments and the trace's guards at each launch."""
+        checks the run-time arguments at each launch, and the trace's guards unless every one
+        reads a global of opus's own modules (a library kernel's constants and helpers, which
+        opus never rebinds: top-k's 28 would cost a dict lookup each per call)."""
         args, _ = self.kernel.launch_arguments(args, kwargs)
-        return self._entry(current_target(), args).run, args
+        entry = self._entry(current_target(), args)
+        if isinstance(entry, GuardedEntry) and entry.reads_only_opus():
+            entry = entry.current[1]
+        return entry.run, args
 
 
 class PyLauncher(_Launch):
@@ -176,6 +182,15 @@ def _make_entry(k, sel, spec):
     return InterpEntry(k, spec)
 
 
+def _opus_globals(holder):
+    """Whether ``holder`` is the globals dict of a module of the opus package."""
+    name = holder.get("__name__") if type(holder) is dict else None
+    if not isinstance(name, str) or name.partition(".")[0] != "opus":
+        return False
+    module = sys.modules.get(name)
+    return module is not None and module.__dict__ is holder
+
+
 class GuardedEntry:
     """The launch entry of a kernel whose trace read module globals or closure variables
     (calls.py): each launch checks that they hold what the trace saw (a dict lookup and an
@@ -197,6 +212,11 @@ class GuardedEntry:
                     entry = self._refresh()
                 break
         return entry.run(launcher, args, smem, stream)
+
+    def reads_only_opus(self):
+        """Whether every guard is a global of one of opus's own modules (no closure cell)."""
+        return all(key is not None and _opus_globals(holder)
+                   for holder, key, _, _ in self.current[0])
 
     def _refresh(self):
         spec = self.kernel.specialization(self.sel.target, self.cvals)

@@ -659,6 +659,14 @@ def plan(rows, n, k, sms, warp_size):
 
 # -- host side ---------------------------------------------------------------------------------
 
+class _NoTensor:
+    """Stands in for torch.Tensor until a torch tensor has been planned for."""
+
+
+_TENSOR = _NoTensor          # torch.Tensor, once the first torch call passed its checks
+_IS_COMPILING = None         # torch.compiler.is_compiling, likewise
+
+
 def topk(x, k, dim=-1, largest=True, sorted=True):
     """The k largest (or smallest) elements of each row of x along the last dimension, as
     ``torch.topk``: ``(values, indices)``, values in x's type, indices int64, each row sorted
@@ -678,6 +686,16 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
     :returns: (values, indices), each of x's shape with the last dimension k
     :targets: all targets
     """
+    if (type(x) is _TENSOR and type(k) is int and type(dim) is int and type(largest) is bool
+            and sorted is True and not _IS_COMPILING()):
+        call = _PLANS.get(_call_key(x, k, largest, dim, None))
+        if call is not None:       # this layout with these arguments passed the checks before
+            return call(x)
+    return _checked(x, k, dim, largest, sorted)
+
+
+def _checked(x, k, dim, largest, sorted):
+    """topk's argument checks, then the launch (or, under torch.compile, the torch op)."""
     compiling = _rows.is_torch(x) and _rows.compiling()
     if not compiling:     # (under torch.compile the op checks the tensor when it runs)
         _rows.check_array("topk", x, "x", _DTYPES)
@@ -694,7 +712,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
         _rows.fail("topk", "sorted=False is not offered: the results are always sorted")
     if compiling:
         return _torch_ops().topk(x, k, largest)
-    return _run(x, k, largest)
+    return _launch(x, k, largest, None, dim)
 
 
 def _run(x, k, largest):
@@ -704,41 +722,100 @@ def _run(x, k, largest):
 def launch(x, k, largest, shape=None):
     """topk of x (checked) with the launch shape ``shape`` (as plan returns it; None: the
     rule's), for tests and the benchmark's comparisons. What a launch needs is planned once per
-    (shape, strides, dtype, device, alignment, target, k, largest, shape) and kept: a repeated
-    call is the plan's dict lookup, the outputs' allocation and the launch entries' runs."""
+    layout of x's rows (shape, strides, dtype, device, alignment), target, k, largest and
+    shape, and kept (_PLANS); a repeated call with a torch tensor is one dict lookup by a key
+    made from a few accessors, then the outputs' allocation and one bound launch."""
+    if type(x) is _TENSOR and not _IS_COMPILING():
+        call = _PLANS.get(_call_key(x, k, largest, -1, shape))
+        if call is not None:
+            return call(x)
+    return _launch(x, k, largest, shape, -1)
+
+
+# Launch plans, two kinds of key (never equal: 5 and 10 entries):
+#   (x's rows' layout: _rows.plan_key, target, k, largest, shape) -> _Plan (any array);
+#   _call_key of a torch tensor (whose rows are x itself or a view) -> call(x) -> (vals, inds).
+_PLANS = {}
+
+
+def _call_key(x, k, largest, dim, shape):
+    """A torch tensor's key in _PLANS: x's own layout (its rows are x or a view of it: the
+    same alignment), the target selection and the arguments; no torch.device object built."""
+    return (x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
+            _rows.target(), k, largest, dim, shape)
+
+
+def _launch(x, k, largest, shape, dim):
+    """The general path: x's rows, their plan (made once), the launch; for a torch tensor
+    whose rows need no copy, the fast path's entry is kept too."""
     x2 = _rows.as_rows(x)
     key = (_rows.plan_key(x2), _rows.target(), k, largest, shape)
-    run = _PLANS.get(key)
-    if run is None:
+    plan = _PLANS.get(key)
+    if plan is None:
         if len(_PLANS) >= 256:
             _PLANS.clear()
-        run = _PLANS[key] = _plan_launch(x, x2, k, largest, shape)
-    return run(x2, tuple(x.shape[:-1]) + (k,))
+        plan = _PLANS[key] = _plan_launch(x, x2, k, largest, shape)
+    out = tuple(x.shape[:-1]) + (k,)
+    if _rows.is_torch(x) and x2.data_ptr() == x.data_ptr():
+        _adopt_torch()
+        rows_shape = None if x2 is x else tuple(x2.shape)
+        _PLANS[_call_key(x, k, largest, dim, shape)] = plan.call(out, rows_shape)
+    return plan(x2, out)
 
 
-_PLANS = {}   # (x's rows: shape/strides/dtype/device/alignment, target, k, largest, shape) -> run
+def _adopt_torch():
+    """Torch's tensor type and compile check for the fast paths of topk and launch."""
+    global _TENSOR, _IS_COMPILING
+    if _TENSOR is _NoTensor:
+        import torch
+        _IS_COMPILING = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (
+            lambda: False)
+        _TENSOR = torch.Tensor
+
+
+class _Plan:
+    """A launch plan: the output allocators and ``launch(x2, vals, inds)`` (the bound launch
+    entries, None where there is nothing to compute)."""
+
+    __slots__ = ("new_vals", "new_inds", "launch")
+
+    def __init__(self, new_vals, new_inds, launch):
+        self.new_vals, self.new_inds, self.launch = new_vals, new_inds, launch
+
+    def __call__(self, x2, out):
+        """(values, indices) of shape ``out`` for the rows x2."""
+        vals, inds = self.new_vals(out), self.new_inds(out)   # contiguous: rows x k
+        if self.launch is not None:
+            self.launch(x2, vals, inds)
+        return vals, inds
+
+    def call(self, out, rows_shape):
+        """``call(x)``: the same for a tensor x of one layout, whose rows are x itself (
+        ``rows_shape`` None) or the view x.reshape(rows_shape), with no other work per call."""
+        new_vals, new_inds, launch = self.new_vals, self.new_inds, self.launch
+        if launch is None:
+            return lambda x: (new_vals(out), new_inds(out))
+
+        def call(x):
+            vals, inds = new_vals(out), new_inds(out)
+            launch(x if rows_shape is None else x.reshape(rows_shape), vals, inds)
+            return vals, inds
+        return call
 
 
 def _plan_launch(x, x2, k, largest, shape):
-    """run(x2, out_shape) -> (values, indices) for this input's layout: the launch shape,
-    vector width, output allocators and launch entries, bound once."""
+    """The _Plan for this input's layout: the launch shape, vector width, output allocators
+    and launch entries, bound once."""
     d = dt.dtype_from_name(_rows.dtype_name(x))
     new_vals, new_inds = _rows.allocator(x, d), _rows.allocator(x, dt.i64)
     rows, n = x2.shape
     if rows == 0 or k == 0:
-        return lambda x2, out: (new_vals(out), new_inds(out))
+        return _Plan(new_vals, new_inds, None)
     ws = _rows.target().target.warp_size
     kind, a, b = shape or plan(rows, n, k, _rows.sm_count(x), ws)
     if kind == "short":
-        launch = _plan_short(x2, d, k, largest, a, b)
-    else:
-        launch = _plan_rows(x, x2, d, k, largest, a, b)
-
-    def run(x2, out):
-        vals, inds = new_vals(out), new_inds(out)   # contiguous: rows x k, as the kernels write
-        launch(x2, vals, inds)
-        return vals, inds
-    return run
+        return _Plan(new_vals, new_inds, _plan_short(x2, d, k, largest, a, b))
+    return _Plan(new_vals, new_inds, _plan_rows(x, x2, d, k, largest, a, b))
 
 
 def _plan_short(x2, d, k, largest, p, g):
@@ -776,9 +853,11 @@ def _plan_rows(x, x2, d, k, largest, wpr, slices):
                                 BLOCK=wpr * ws, SPLIT=True, **common)
     rest = full[5:]
     spaces = _Workspaces(x, rows * slices * common["K"], rows)
+    kept, stream, device, made = spaces.kept, spaces.stream, spaces.device, spaces.made
 
     def launch(x2, v, i):
-        run(kern, (x2, v, i) + spaces.get() + rest, 0, None)
+        h = stream(device)     # torch's current stream (None: numpy), handed to the launch
+        run(kern, (x2, v, i) + (kept.get(h) or made(h)) + rest, 0, h)
     return launch
 
 
@@ -801,7 +880,7 @@ class _Workspaces:
             counts[...] = 0
             return new_work((work_len,)), counts
         self.new, self.kept = new, {}
-        self.stream = self.device = self.capturing = None
+        self.stream, self.device, self.capturing = (lambda device: None), None, None
         if _rows.is_torch(x):
             import torch
             from opus.runtime import tensor_args
@@ -810,12 +889,14 @@ class _Workspaces:
 
     def get(self):
         """(work, counts) for the current stream."""
-        h = self.stream(self.device) if self.stream is not None else None
-        pair = self.kept.get(h)
-        if pair is None:
-            pair = self.new()
-            if self.capturing is None or not self.capturing():
-                self.kept[h] = pair
+        h = self.stream(self.device)
+        return self.kept.get(h) or self.made(h)
+
+    def made(self, h):
+        """A new (work, counts) for stream h, kept unless h is being captured."""
+        pair = self.new()
+        if self.capturing is None or not self.capturing():
+            self.kept[h] = pair
         return pair
 
 
