@@ -108,11 +108,11 @@ def test_refused_before_anything_runs(amd, case):
         opus.ops.gemm(a, b, out, **options)
 
 
-def test_block_m_on_hopper_names_the_vendor(cache_root):
+def test_an_amd_block_m_on_hopper_names_the_sm90a_heights(cache_root):
     a, b = _m(8, 16), _m(16, 8)
     with opus.set_target("sm_90a", interpret=True), no_new_cache_files(cache_root), \
-            raises(opus.ArgumentError, "block_m= is an AMD option"):
-        opus.ops.gemm(a, b, block_m=128)
+            raises(opus.ArgumentError, "block_m must be 64 or 128", "sm_90a", "256"):
+        opus.ops.gemm(a, b, block_m=256)
 
 
 def test_the_amd_kernel_refuses_an_nvidia_target(cache_root):

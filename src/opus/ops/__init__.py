@@ -28,7 +28,7 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
     :param block_n: the block tile's width (each kernel lists its choices)
     :param stages: sm_90a: shared-memory stages in flight
     :param split_k: sm_90a: K splits per output tile (split-K; default: the plan's rule)
-    :param block_m: AMD: the block tile's height, 128 or 256
+    :param block_m: the block tile's height: AMD 128 or 256, sm_90a 128 or 64
     :returns: out
     :targets: sm_90a, gfx942, gfx950
     """
@@ -44,10 +44,9 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
         from .gemm_amd import gemm as gemm_amd
         return gemm_amd(a, b, out, bias=bias, activation=activation, residual=residual,
                         block_m=block_m, block_n=block_n)
-    if block_m is not None:
-        gemm_hopper._err("block_m= is an AMD option; the sm_90a kernel's tile is 128 rows")
     return gemm_hopper.gemm(a, b, out, bias=bias, activation=activation, residual=residual,
-                            blocks=blocks, block_n=block_n, stages=stages, split_k=split_k)
+                            blocks=blocks, block_n=block_n, stages=stages, split_k=split_k,
+                            block_m=block_m)
 
 
 def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=False,

@@ -145,7 +145,7 @@ def _make_kernel(out_dtype, min_blocks=None):
                     STAGES: opus.constexpr = 3, GROUP: opus.constexpr = 8,
                     B_KMAJOR: opus.constexpr = False, SCALES: opus.constexpr = (0, 0),
                     PROMOTE: opus.constexpr = 0, EPILOGUE: opus.constexpr = (False, None, False),
-                    SPLIT: opus.constexpr = 1):
+                    SPLIT: opus.constexpr = 1, BLOCK_M: opus.constexpr = BM):
         """C (M x N) = A (M x K) @ B: B is K x N row-major, or with B_KMAJOR the N x K row-major
         tensor whose transpose is B (fp8 inputs: B_KMAJOR only, as wgmma reads them). SCALES
         (a, b): 0 none, 1 one f32 (scale_a[0] / scale_b[0]), 2 one per row of C (scale_a[m]) / per
@@ -163,19 +163,25 @@ def _make_kernel(out_dtype, min_blocks=None):
         in ``counts[8 * tile + warp]`` (int32, zero before the launch); the warp of the tile's
         last unit to arrive adds the partials in split order (the result does not depend on
         which unit is last), runs the epilogue on its rows and sets the count back to zero (so
-        the next launch, or a CUDA graph's replay, finds it zero). Unused with SPLIT = 1."""
+        the next launch, or a CUDA graph's replay, finds it zero). Unused with SPLIT = 1.
+        BLOCK_M: the tile's rows, 128 (each consumer warpgroup 64 rows x BN) or 64 (without
+        PROMOTE: each consumer warpgroup all 64 rows x BN / 2 columns; for small M, where
+        128-row tiles would leave SMs idle or re-read A once per 64 columns)."""
+        if BLOCK_M not in (64, 128) or (BLOCK_M == 64 and (PROMOTE or BN < 128)):
+            raise opus.TraceError(f"BLOCK_M={BLOCK_M} with BN={BN}, PROMOTE={PROMOTE}: the "
+                                  f"tile is 128 rows, or 64 rows at least 128 wide unpromoted")
         isz = DT.itemsize
         BKE = 128 // isz                      # K elements per 128-byte (swizzle-wide) row
         KW = 32 // isz                        # K of one wgmma (16 for 2-byte types, 32 for fp8)
         NB = BN // 64
         sw = opus.swizzle_bytes(128, DT)
-        a.declare(DT, (BM, BKE), swizzle=128)
+        a.declare(DT, (BLOCK_M, BKE), swizzle=128)
         if B_KMAJOR:
             b.declare(DT, (BN, BKE), swizzle=128)
         else:
             b.declare(DT, (BKE, 64), swizzle=128)
         c.declare(OUT, (16, 64), swizzle=128)
-        a_elems, b_elems = BM * BKE, BKE * BN
+        a_elems, b_elems = BLOCK_M * BKE, BKE * BN
         sa = opus.dynamic_smem(DT, 0, align=1024)
         sb = opus.dynamic_smem(DT, STAGES * a_elems * isz, align=1024)
         sc = opus.dynamic_smem(OUT, STAGES * (a_elems + b_elems) * isz, align=1024)
@@ -189,7 +195,7 @@ def _make_kernel(out_dtype, min_blocks=None):
             opus.fence_mbarrier_init()
         opus.sync_threads()
         k_tiles = (K + BKE - 1) // BKE
-        m_tiles = (M + BM - 1) // BM
+        m_tiles = (M + BLOCK_M - 1) // BLOCK_M
         n_tiles = (N + BN - 1) // BN
         num_tiles = m_tiles * n_tiles
         units, splits = _work_units(num_tiles, k_tiles, SPLIT)
@@ -205,7 +211,7 @@ def _make_kernel(out_dtype, min_blocks=None):
                         s = it % STAGES
                         empty[s].wait(((it // STAGES) & 1) ^ 1)
                         full[s].arrive_expect_tx((a_elems + b_elems) * isz)
-                        opus.tma_load(a, sa + s * a_elems, (mt * BM, k * BKE), full[s])
+                        opus.tma_load(a, sa + s * a_elems, (mt * BLOCK_M, k * BKE), full[s])
                         if B_KMAJOR:
                             opus.tma_load(b, sb + s * b_elems, (nt * BN, k * BKE), full[s])
                         else:
@@ -215,25 +221,30 @@ def _make_kernel(out_dtype, min_blocks=None):
                         it += 1
         else:                                                   # the consumers
             opus.setmaxnreg_inc(232)
-            mma = opus.make_wgmma(DT, DT, opus.f32, (64, BN, KW))
-            la = opus.make_layout((BM, BKE), swizzle=sw)
+            # each warpgroup's part of the tile: 64 rows (its own with 128-row tiles, else all)
+            # x WN columns (all, or half of them from column h * WN: B's rows or panels from
+            # h * WN, 1024-byte aligned, so the swizzle pattern is the same)
+            WN, h = (BN, 0) if BLOCK_M == 128 else (BN // 2, wg - 1)
+            mma = opus.make_wgmma(DT, DT, opus.f32, (64, WN, KW))
+            la = opus.make_layout((BLOCK_M, BKE), swizzle=sw)
             if B_KMAJOR:
                 lb = opus.make_layout((BN, BKE), swizzle=sw)
             else:   # (n, k) over NB panels of 64 columns, each BKE rows of 64
                 lb = opus.make_layout(((NB, 64), BKE), stride=((BKE * 64, 1), 64), swizzle=sw)
-            # the epilogue: each warp's 16 rows as NB swizzled 64-column panels of its warpgroup's
-            # 64 x BN staging tile (panel j at j * 4096), stored by TMA boxes of 16 x 64
+            # the epilogue: each warp's 16 rows as WN / 64 swizzled 64-column panels of its
+            # warpgroup's 64 x WN staging tile (panel j at j * 4096), stored by TMA boxes of 16 x 64
             panel = opus.make_wgmma(dt.bf16, dt.bf16, opus.f32, (64, 64, 16))  # layouts only
             lc = panel.layout_c((64, 1)).swizzled(opus.swizzle_bytes(128, OUT))
             w, lane = opus.warp_id() % 4, opus.lane_id()
-            stage_c = sc + (wg - 1) * (64 * BN)
+            stage_c = sc + (wg - 1) * (64 * WN)
             # the stage ring as the consumers read it: this warpgroup's 64 rows of A
-            ring = (sa + (wg - 1) * (64 * BKE), a_elems, sb, b_elems, la, lb, full, empty,
+            ring = (sa + (wg - 1) * (64 * BKE) if BLOCK_M == 128 else sa, a_elems,
+                    sb + h * (WN * BKE), b_elems, la, lb, full, empty,
                     STAGES, t % 128 == 0)
             if PROMOTE:     # wgmmas of BN / PROMOTE columns into two alternating partials
                 part = opus.make_wgmma(DT, DT, opus.f32, (64, BN // PROMOTE, KW))
             if SPLIT > 1:   # (consumer warp, lane, slot size, slots per tile)
-                split = (4 * (wg - 1) + w, lane, BM * BN, SPLIT)
+                split = (4 * (wg - 1) + w, lane, BLOCK_M * BN, SPLIT)
             it = 0
             for unit in opus.range(opus.block_id_x(), units, opus.num_blocks_x()):
                 tile, ks, _, kn = _split_of(unit, splits, k_tiles, SPLIT)
@@ -257,12 +268,13 @@ def _make_kernel(out_dtype, min_blocks=None):
                 if last:
                     if SPLIT > 1:
                         d = _sum_partials(split, partials, tile, splits, len(d))
-                    row0 = mt * BM + 64 * (wg - 1)
+                    row0 = mt * BLOCK_M + (64 * (wg - 1) if BLOCK_M == 128 else 0)
+                    col0 = nt * BN + h * WN
                     if lane == 0:
                         opus.tma_wait(0, read=True)             # the last tile's panels were read
                     opus.sync_warp()
-                    for j in range(NB):     # a 64-column panel at a time: fewer registers live
-                        col = nt * BN + 64 * j
+                    for j in range(WN // 64):   # a 64-column panel at a time: fewer registers
+                        col = col0 + 64 * j
                         dj = _scaled(d[32 * j:32 * j + 32], SCALES, scale_a, scale_b, panel,
                                      row0, col, M, N)
                         dj = _epilogue(dj, EPILOGUE, bias, residual, panel, row0, col, M, N)
@@ -270,9 +282,9 @@ def _make_kernel(out_dtype, min_blocks=None):
                     opus.fence_proxy_async()
                     opus.sync_warp()
                     if lane == 0:
-                        for j in range(NB):
+                        for j in range(WN // 64):
                             opus.tma_store(c, stage_c + (j * 4096 + w * 1024),
-                                           (row0 + 16 * w, nt * BN + 64 * j))
+                                           (row0 + 16 * w, col0 + 64 * j))
                         opus.tma_commit()
             if lane == 0:
                 opus.tma_wait(0)
@@ -462,7 +474,7 @@ _FP8 = ("fp8_e4m3", "fp8_e5m2")
 
 
 def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=None,
-         block_n=None, stages=None, split_k=None):
+         block_n=None, stages=None, split_k=None, block_m=None):
     """``a @ b`` on the GPU (torch tensors, on the current stream; usable inside CUDA graphs) or
     in the interpreter (numpy arrays, with ``opus.set_target(..., interpret=True)``).
 
@@ -484,11 +496,13 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
         a workspace, the last split to finish adds them in a fixed order and runs the
         epilogue: deterministic, one launch); 1 for none, at most K's 64-deep stages. Default:
         split where the 256-wide tiles would leave half the SMs idle (docs/ops.md: the rule)
+    :param block_m: the block tile's height, 128 or 64 (64: at least 128 wide; default: the
+        plan's rule, docs/ops.md)
     :returns: out
     :targets: sm_90a
     """
     return _run(a, b, out, None, None, None, blocks, block_n, stages,
-                epilogue=(bias, activation, residual), split_k=split_k)
+                epilogue=(bias, activation, residual), split_k=split_k, block_m=block_m)
 
 
 def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=False,
@@ -524,16 +538,19 @@ def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=
 
 
 def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promote=False,
-         epilogue=(None, None, None), split_k=None):
+         epilogue=(None, None, None), split_k=None, block_m=None):
     bias, act, res = epilogue
     if split_k is not None and type(split_k) is not int:
         _check_split_k(split_k)     # refused before it reaches the plan key (a list: unhashable)
+    if block_m is not None and type(block_m) is not int:
+        _check_block_m(block_m)
     from ..frontend.targeting import current_target
     sel = current_target()
     key = (sel.target.name, sel.mode, _key(a), _key(b), None if out is None else _key(out),
            None if scale_a is None else _key(scale_a), None if scale_b is None else _key(scale_b),
            str(out_dtype), blocks, block_n, stages, promote,
-           None if bias is None else _key(bias), act, None if res is None else _key(res), split_k)
+           None if bias is None else _key(bias), act, None if res is None else _key(res), split_k,
+           block_m)
     plan = _PLANS.get(key)
     if plan is None:
         scaled = scale_a is not None or scale_b is not None
@@ -541,7 +558,7 @@ def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promot
             out = _new_out(a, b, _out_dtype(a, out_dtype, scaled))
             key = key[:4] + (_key(out),) + key[5:]
         plan = _plan(a, b, out, sel, blocks, block_n, stages, scaled, scale_a, scale_b,
-                     out_dtype, promote, epilogue, split_k)
+                     out_dtype, promote, epilogue, split_k, block_m)
         if len(_PLANS) >= 256:
             _PLANS.clear()
         _PLANS[key] = plan
@@ -612,22 +629,24 @@ _SMEM = 232448  # bytes of shared memory a block may have on sm_90
 _PROMOTE_PIECES = {64: 1, 128: 1, 192: 2, 256: 4}
 
 
-def _choose(m, n, sms, block_n, stages, isz, widths=(64, 128, 256)):
-    """(block_n, stages): the widest tile that still gives every SM work, then as many stages
-    as fit beside the epilogue's staging tile."""
+def _choose(m, n, sms, block_n, stages, isz, widths=(64, 128, 256), bm=BM):
+    """(block_n, stages): the widest tile (``bm`` rows) that still gives every SM work, then
+    as many stages as fit beside the epilogue's staging tile."""
+    if bm == 64:        # each consumer warpgroup takes half the columns: 64 at least
+        widths = tuple(w for w in widths if w >= 128)
     if block_n is None:
-        block_n = 64
+        block_n = widths[0]
         for bn in (256, 128):
-            if -(-m // BM) * -(-n // bn) >= sms:
+            if -(-m // bm) * -(-n // bn) >= sms:
                 block_n = bn
                 break
     if block_n not in widths:
         _err(f"block_n must be {', '.join(map(str, widths[:-1]))} or {widths[-1]}, got "
              f"{block_n!r}")
-    stage = (BM + block_n) * 128                 # one 128-byte K row of A and B tiles
-    fit = (_SMEM - 1024 - 2 * 64 * block_n * isz) // stage
+    stage = (bm + block_n) * 128                 # one 128-byte K row of A and B tiles
+    fit = (_SMEM - 1024 - bm * block_n * isz) // stage
     if stages is None:
-        stages = min(fit, 6)
+        stages = min(fit, 6 if bm == BM else 8)
     if not 1 <= stages <= fit:
         _err(f"stages={stages}: {fit} stages of {stage} bytes fit in shared memory with a "
              f"{block_n}-wide tile")
@@ -649,7 +668,7 @@ def _check_split_k(split_k):
         _err(f"split_k must be at least 1 (1: no split), got {split_k}")
 
 
-def _choose_split(m, n, k, bke, sms, block_n, split_k, widest):
+def _choose_split(m, n, k, bke, sms, block_n, split_k, widest, bm=BM):
     """(block_n, split): ``split_k`` where given (1: no split; the tile ``widest`` columns wide
     unless ``block_n`` says), else the rule: where the tiles of that width number at most half
     the SMs, as many splits as keep tiles x splits <= SMs, each of _MIN_SPLIT_STAGES K stages
@@ -662,18 +681,18 @@ def _choose_split(m, n, k, bke, sms, block_n, split_k, widest):
                  f"stage{'s' if k_stages > 1 else ''} of {bke} and each split needs one")
         return (block_n or widest) if split_k > 1 else block_n, int(split_k)
     width = block_n or widest
-    tiles = -(-m // BM) * -(-n // width)
+    tiles = -(-m // bm) * -(-n // width)
     split = min(sms // tiles, k_stages // _MIN_SPLIT_STAGES)
     return (width, split) if split >= 2 else (block_n, 1)
 
 
-def _split_workspace(torch, a, tiles, split, bn):
+def _split_workspace(torch, a, tiles, split, bn, bm=BM):
     """(partials, counts) of a split-K plan, allocated once with it: ``split`` f32 slots of
-    BM x bn per tile, and an int32 arrival count per tile and consumer warp (8), zero (each
+    bm x bn per tile, and an int32 arrival count per tile and consumer warp (8), zero (each
     launch leaves them zero)."""
     if split == 1:      # unused: the kernel's pointers need something
         return _ones(torch, a, dt.f32), _ones(torch, a, dt.i32)
-    size = tiles * split * BM * bn
+    size = tiles * split * bm * bn
     if size >= 2 ** 31:
         _err(f"split_k={split}: the partial tiles ({size} f32 values) need 32-bit offsets; "
              f"split less")
@@ -685,7 +704,8 @@ def _split_workspace(torch, a, tiles, split, bn):
 
 
 def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, scale_b=None,
-          out_dtype=None, promote=False, epilogue=(None, None, None), split_k=None):
+          out_dtype=None, promote=False, epilogue=(None, None, None), split_k=None,
+          block_m=None):
     if sel.target.name != "sm_90a":
         _err(f"the GEMM kernel needs sm_90a (wgmma and TMA); the current target is "
              f"{sel.target.name}")
@@ -725,15 +745,16 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     if blocks is None:
         blocks = _sm_count(torch, a) if sel.mode == "gpu" else 4
     bke = 128 // d.itemsize
+    bm = _check_block_m(block_m)
     block_n, split = _choose_split(m, n, k, bke, blocks, block_n, split_k,
-                                   192 if promote else 256)
+                                   192 if promote else 256, bm)
     if promote and block_n is None:   # H100, 8192^3 tensor scales: 192 0.89x cuBLAS, 256
         # 0.86x, 128 0.82x (2026-11-24); narrower where the wide tiles leave SMs idle
         block_n = next((w for w in (192, 128) if -(-m // BM) * -(-n // w) >= blocks), 64)
     bn, st = _choose(m, n, blocks, block_n, stages, od.itemsize,
-                     tuple(_PROMOTE_PIECES) if promote else (64, 128, 256))
+                     tuple(_PROMOTE_PIECES) if promote else (64, 128, 256), bm)
     bt = (b.t() if torch is not None else b.T) if kmajor else b
-    ta = opus.TensorMap(a, (BM, bke), swizzle=128)
+    ta = opus.TensorMap(a, (bm, bke), swizzle=128)
     tb = (opus.TensorMap(bt, (bn, bke), swizzle=128) if kmajor
           else opus.TensorMap(b, (bke, 64), swizzle=128))
     if od.itemsize != 2:
@@ -741,20 +762,30 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     tc = opus.TensorMap(out, (16, 64), swizzle=128)
     ones = _ones(torch, a, dt.f32)
     dummy = _ones(torch, a, od)
-    smem = st * (BM + bn) * 128 + 2 * 64 * bn * od.itemsize
-    tiles = -(-m // BM) * -(-n // bn)
+    smem = st * (bm + bn) * 128 + bm * bn * od.itemsize
+    tiles = -(-m // bm) * -(-n // bn)
     launch = gemm_kernel_for(od, promote)[max(1, min(blocks, tiles * split)), _THREADS]
     args = (ta, tb, tc, m, n, k, ones if sa is None else sa, ones if sb is None else sb,
             dummy if bias is None else bias, dummy if res is None else res,
-            *_split_workspace(torch, a, tiles, split, bn))
+            *_split_workspace(torch, a, tiles, split, bn, bm))
     # bound once: a repeated call runs the entry (no keyword binding or entry key per call,
     # which cost the eager call tens of microseconds on the H100's host)
     run, full = launch.bind_entry(*args, DT=d, OUT=od, BN=bn, STAGES=st, B_KMAJOR=kmajor,
                                   SCALES=(mode_a, mode_b),
                                   PROMOTE=_PROMOTE_PIECES[bn] if promote else 0,
                                   EPILOGUE=(bias is not None, act, res is not None),
-                                  SPLIT=split)
+                                  SPLIT=split, BLOCK_M=bm)
     return lambda: run(launch, full, smem, None)
+
+
+def _check_block_m(block_m):
+    """The tile's rows: ``block_m`` (128 or 64; gemm's option, bf16/f16 only), 128 by
+    default."""
+    if block_m is None:
+        return BM
+    if isinstance(block_m, bool) or block_m not in (64, 128):
+        _err(f"block_m must be 64 or 128 (the sm_90a tile's rows), got {block_m!r}")
+    return int(block_m)
 
 
 def _check_operand(x, name, shape, od, torch):
