@@ -759,7 +759,7 @@ def _launch(x, k, largest, shape, dim):
     if _rows.is_torch(x) and x2.data_ptr() == x.data_ptr():
         _adopt_torch()
         rows_shape = None if x2 is x else tuple(x2.shape)
-        _PLANS[_call_key(x, k, largest, dim, shape)] = plan.call(out, rows_shape)
+        _PLANS[_call_key(x, k, largest, dim, shape)] = plan.call(x, out, rows_shape)
     return plan(x2, out)
 
 
@@ -774,13 +774,14 @@ def _adopt_torch():
 
 
 class _Plan:
-    """A launch plan: the output allocators and ``launch(x2, vals, inds)`` (the bound launch
-    entries, None where there is nothing to compute)."""
+    """A launch plan: the element type, the output allocators and ``launch(x2, vals, inds)``
+    (the bound launch entries; None where there is nothing to compute)."""
 
-    __slots__ = ("new_vals", "new_inds", "launch")
+    __slots__ = ("dtype", "new_vals", "new_inds", "launch")
 
-    def __init__(self, new_vals, new_inds, launch):
-        self.new_vals, self.new_inds, self.launch = new_vals, new_inds, launch
+    def __init__(self, x, d, launch):
+        self.dtype, self.launch = d, launch
+        self.new_vals, self.new_inds = _rows.allocator(x, d), _rows.allocator(x, dt.i64)
 
     def __call__(self, x2, out):
         """(values, indices) of shape ``out`` for the rows x2."""
@@ -789,15 +790,18 @@ class _Plan:
             self.launch(x2, vals, inds)
         return vals, inds
 
-    def call(self, out, rows_shape):
-        """``call(x)``: the same for a tensor x of one layout, whose rows are x itself (
-        ``rows_shape`` None) or the view x.reshape(rows_shape), with no other work per call."""
-        new_vals, new_inds, launch = self.new_vals, self.new_inds, self.launch
+    def call(self, x, out, rows_shape):
+        """``call(x)``: the same for tensors of x's layout, whose rows are x itself
+        (``rows_shape`` None) or the view x.reshape(rows_shape), with no other work per call
+        (the outputs' shape bound into their allocators)."""
+        new_vals = _rows.allocator(x, self.dtype, out)
+        new_inds = _rows.allocator(x, dt.i64, out)
+        launch = self.launch
         if launch is None:
-            return lambda x: (new_vals(out), new_inds(out))
+            return lambda x: (new_vals(), new_inds())
 
         def call(x):
-            vals, inds = new_vals(out), new_inds(out)
+            vals, inds = new_vals(), new_inds()
             launch(x if rows_shape is None else x.reshape(rows_shape), vals, inds)
             return vals, inds
         return call
@@ -807,15 +811,14 @@ def _plan_launch(x, x2, k, largest, shape):
     """The _Plan for this input's layout: the launch shape, vector width, output allocators
     and launch entries, bound once."""
     d = dt.dtype_from_name(_rows.dtype_name(x))
-    new_vals, new_inds = _rows.allocator(x, d), _rows.allocator(x, dt.i64)
     rows, n = x2.shape
     if rows == 0 or k == 0:
-        return _Plan(new_vals, new_inds, None)
+        return _Plan(x, d, None)
     ws = _rows.target().target.warp_size
     kind, a, b = shape or plan(rows, n, k, _rows.sm_count(x), ws)
     if kind == "short":
-        return _Plan(new_vals, new_inds, _plan_short(x2, d, k, largest, a, b))
-    return _Plan(new_vals, new_inds, _plan_rows(x, x2, d, k, largest, a, b))
+        return _Plan(x, d, _plan_short(x2, d, k, largest, a, b))
+    return _Plan(x, d, _plan_rows(x, x2, d, k, largest, a, b))
 
 
 def _plan_short(x2, d, k, largest, p, g):
