@@ -758,8 +758,7 @@ def _launch(x, k, largest, shape, dim):
     out = tuple(x.shape[:-1]) + (k,)
     if _rows.is_torch(x) and x2.data_ptr() == x.data_ptr():
         _adopt_torch()
-        rows_shape = None if x2 is x else tuple(x2.shape)
-        _PLANS[_call_key(x, k, largest, dim, shape)] = plan.call(x, out, rows_shape)
+        _PLANS[_call_key(x, k, largest, dim, shape)] = plan.call(x, out)
     return plan(x2, out)
 
 
@@ -790,21 +789,54 @@ class _Plan:
             self.launch(x2, vals, inds)
         return vals, inds
 
-    def call(self, x, out, rows_shape):
-        """``call(x)``: the same for tensors of x's layout, whose rows are x itself
-        (``rows_shape`` None) or the view x.reshape(rows_shape), with no other work per call
-        (the outputs' shape bound into their allocators)."""
+    def call(self, x, out):
+        """``call(x)``: the same for torch tensors of x's layout (checked: its dtype and
+        device, and its rows are x or a view of it) by their addresses, which is all the
+        kernels read: no checks in the launch entry, no view made; the outputs' shape bound
+        into their allocators."""
         new_vals = _rows.allocator(x, self.dtype, out)
         new_inds = _rows.allocator(x, dt.i64, out)
-        launch = self.launch
-        if launch is None:
+        b = self.launch
+        if b is None:
             return lambda x: (new_vals(), new_inds())
+        run, kern, rest, workspace = b.run, b.kern, b.rest, b.workspace_args
+        stream, device = _torch_stream(), x.get_device()
 
         def call(x):
             vals, inds = new_vals(), new_inds()
-            launch(x if rows_shape is None else x.reshape(rows_shape), vals, inds)
+            h = stream(device)
+            run(kern, (x.data_ptr(), vals.data_ptr(), inds.data_ptr()) + workspace(h) + rest,
+                0, h)
             return vals, inds
         return call
+
+
+def _torch_stream():
+    """``f(device index)``: torch's current stream there, as a raw handle."""
+    from opus.runtime import tensor_args
+    return tensor_args.torch_raw_stream()
+
+
+class _Bound:
+    """A plan's bound launch: ``run(kern, (x2, vals, inds) + workspace + rest, 0, stream)``,
+    the workspace (work, counts) a split launch's, per stream (``spaces``), or in ``rest``."""
+
+    __slots__ = ("kern", "run", "rest", "spaces")
+
+    def __init__(self, kern, run, rest, spaces=None):
+        self.kern, self.run, self.rest, self.spaces = kern, run, rest, spaces
+
+    def __call__(self, x2, v, i):
+        """The launch with arrays of any kind (the launch entry checks them)."""
+        if self.spaces is None:
+            self.run(self.kern, (x2, v, i) + self.rest, 0, None)
+            return
+        h = self.spaces.stream(self.spaces.device)
+        self.run(self.kern, (x2, v, i) + self.spaces.pair(h) + self.rest, 0, h)
+
+    def workspace_args(self, h):
+        """The workspace arguments of a launch on stream h by addresses (_Plan.call)."""
+        return () if self.spaces is None else self.spaces.args(h)
 
 
 def _plan_launch(x, x2, k, largest, shape):
@@ -829,8 +861,7 @@ def _plan_short(x2, d, k, largest, p, g):
     vec = _rows.vector_width(x2, 16 // d.itemsize)
     run, full = kern.bind_entry(x2, x2, x2, rows, n, _rows.row_stride(x2), KOUT=k, P=p, G=g,
                                 VEC=vec, LARGEST=largest)
-    rest = full[3:]
-    return lambda x2, v, i: run(kern, (x2, v, i) + rest, 0, None)
+    return _Bound(kern, run, full[3:])
 
 
 def _plan_rows(x, x2, d, k, largest, wpr, slices):
@@ -848,20 +879,12 @@ def _plan_rows(x, x2, d, k, largest, wpr, slices):
         kern = TOPK[d][-(-rows // 4) if wpr == 1 else rows, block]
         run, full = kern.bind_entry(x2, x2, x2, work, counts, rows, n, stride, n, WPR=wpr,
                                     BLOCK=block, **common)
-        rest = full[3:]
-        return lambda x2, v, i: run(kern, (x2, v, i) + rest, 0, None)
+        return _Bound(kern, run, full[3:])
     slice_len = -(-n // (slices * _GROUP)) * _GROUP      # whole groups: aligned vectors
     kern = TOPK[d][(rows, slices), wpr * ws]
     run, full = kern.bind_entry(x2, x2, x2, work, counts, rows, n, stride, slice_len, WPR=wpr,
                                 BLOCK=wpr * ws, SPLIT=True, **common)
-    rest = full[5:]
-    spaces = _Workspaces(x, rows * slices * common["K"], rows)
-    kept, stream, device, made = spaces.kept, spaces.stream, spaces.device, spaces.made
-
-    def launch(x2, v, i):
-        h = stream(device)     # torch's current stream (None: numpy), handed to the launch
-        run(kern, (x2, v, i) + (kept.get(h) or made(h)) + rest, 0, h)
-    return launch
+    return _Bound(kern, run, full[5:], _Workspaces(x, rows * slices * common["K"], rows))
 
 
 class _Workspaces:
@@ -873,7 +896,7 @@ class _Workspaces:
     each replay). A graph captured on a stream that has run the plan before uses that
     stream's pair: replay it on that stream, not beside calls of the same shape on another."""
 
-    __slots__ = ("new", "kept", "stream", "device", "capturing")
+    __slots__ = ("new", "kept", "addresses", "stream", "device", "capturing")
 
     def __init__(self, x, work_len, rows):
         new_work, new_counts = _rows.allocator(x, dt.u64), _rows.allocator(x, dt.i32)
@@ -882,25 +905,37 @@ class _Workspaces:
             counts = new_counts((rows,))
             counts[...] = 0
             return new_work((work_len,)), counts
-        self.new, self.kept = new, {}
+        self.new, self.kept, self.addresses = new, {}, {}
         self.stream, self.device, self.capturing = (lambda device: None), None, None
         if _rows.is_torch(x):
             import torch
-            from opus.runtime import tensor_args
-            self.stream, self.device = tensor_args.torch_raw_stream(), x.device.index
+            self.stream, self.device = _torch_stream(), x.device.index
             self.capturing = torch.cuda.is_current_stream_capturing
 
     def get(self):
         """(work, counts) for the current stream."""
-        h = self.stream(self.device)
-        return self.kept.get(h) or self.made(h)
+        return self.pair(self.stream(self.device))
 
-    def made(self, h):
-        """A new (work, counts) for stream h, kept unless h is being captured."""
-        pair = self.new()
-        if self.capturing is None or not self.capturing():
-            self.kept[h] = pair
+    def pair(self, h):
+        """(work, counts) for stream h: the kept pair, or a new one (kept unless h is being
+        captured)."""
+        pair = self.kept.get(h)
+        if pair is None:
+            pair = self.new()
+            if self.capturing is None or not self.capturing():
+                self.kept[h] = pair
         return pair
+
+    def args(self, h):
+        """The pair for stream h as launch arguments: the kept pair's addresses (torch
+        tensors kept here), or a pair made in a capture itself (alive through the launch)."""
+        a = self.addresses.get(h)
+        if a is None:
+            pair = self.pair(h)
+            if self.kept.get(h) is not pair:
+                return pair
+            a = self.addresses[h] = (pair[0].data_ptr(), pair[1].data_ptr())
+        return a
 
 
 _DUMMIES = {}
