@@ -641,12 +641,13 @@ def _choose(m, n, sms, block_n, stages, isz, widths=(64, 128, 256), bm=BM):
                 block_n = bn
                 break
     if block_n not in widths:
-        _err(f"block_n must be {', '.join(map(str, widths[:-1]))} or {widths[-1]}, got "
-             f"{block_n!r}")
+        _err(f"block_n must be {', '.join(map(str, widths[:-1]))} or {widths[-1]}"
+             f"{' with block_m=64' if bm == 64 else ''}, got {block_n!r}")
     stage = (bm + block_n) * 128                 # one 128-byte K row of A and B tiles
     fit = (_SMEM - 1024 - bm * block_n * isz) // stage
-    if stages is None:
-        stages = min(fit, 6 if bm == BM else 8)
+    if stages is None:      # deeper where they fit (narrow tiles of memory-bound shapes): H100,
+        # 128 x 8192 x 8192 at 128 x 64: 8 stages 0.95x cuBLAS, 6 0.92-0.95x (docs/ops.md)
+        stages = min(fit, 8)
     if not 1 <= stages <= fit:
         _err(f"stages={stages}: {fit} stages of {stage} bytes fit in shared memory with a "
              f"{block_n}-wide tile")
@@ -684,6 +685,39 @@ def _choose_split(m, n, k, bke, sms, block_n, split_k, widest, bm=BM):
     tiles = -(-m // bm) * -(-n // width)
     split = min(sms // tiles, k_stages // _MIN_SPLIT_STAGES)
     return (width, split) if split >= 2 else (block_n, 1)
+
+
+# the rule's tiles (rows, columns) where 128 x 256 tiles number fewer than the SMs, largest
+# first: a tile streams (rows + columns) x K operand elements for rows x columns results, so the
+# larger ones re-read A and B less; 64 x 128 before 128 x 64 (H100, 128 x 8192 x 8192: 0.99x
+# against 0.96x cuBLAS, docs/ops.md)
+_SMALL_TILES = ((128, 128), (64, 256), (64, 128), (128, 64))
+# the share of whole waves of SMs a choice of _SMALL_TILES must fill (128 tiles on 132 SMs: 97 %)
+_MIN_FILL = 0.9
+
+
+def _fill(tiles, sms):
+    """The share of the SMs' turns that ``tiles`` use, over the whole waves they take."""
+    return tiles / (sms * -(-tiles // sms))
+
+
+def _choose_tiling(m, n, k, bke, sms, block_m, block_n, split_k):
+    """(rows, columns, splits) of an unpromoted GEMM's tile (columns None: _choose's widths).
+    Where ``block_m`` or ``block_n`` is given, or 128 x 256 tiles number at least the SMs:
+    ``block_m`` or 128 rows and _choose_split's columns and splits. Otherwise (few rows or
+    columns) the largest of _SMALL_TILES whose tiles fill _MIN_FILL of whole waves of the SMs,
+    unsplit; where none does, 64 x 128 tiles, split as _choose_split's rule says (unless
+    ``split_k`` says)."""
+    if (block_m is not None or block_n is not None or (split_k or 1) > 1
+            or -(-m // BM) * -(-n // 256) >= sms):
+        bm = block_m or BM
+        return (bm,) + _choose_split(m, n, k, bke, sms, block_n, split_k, 256, bm)
+    for bm, bn in _SMALL_TILES:
+        if _fill(-(-m // bm) * -(-n // bn), sms) >= _MIN_FILL:
+            return bm, bn, 1
+    if split_k == 1:
+        return 64, 128, 1
+    return (64,) + _choose_split(m, n, k, bke, sms, 128, None, 128, 64)
 
 
 def _split_workspace(torch, a, tiles, split, bn, bm=BM):
@@ -746,8 +780,11 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
         blocks = _sm_count(torch, a) if sel.mode == "gpu" else 4
     bke = 128 // d.itemsize
     bm = _check_block_m(block_m)
-    block_n, split = _choose_split(m, n, k, bke, blocks, block_n, split_k,
-                                   192 if promote else 256, bm)
+    if promote:
+        block_n, split = _choose_split(m, n, k, bke, blocks, block_n, split_k, 192)
+    else:
+        bm, block_n, split = _choose_tiling(m, n, k, bke, blocks, block_m and bm, block_n,
+                                            split_k)
     if promote and block_n is None:   # H100, 8192^3 tensor scales: 192 0.89x cuBLAS, 256
         # 0.86x, 128 0.82x (2026-11-24); narrower where the wide tiles leave SMs idle
         block_n = next((w for w in (192, 128) if -(-m // BM) * -(-n // w) >= blocks), 64)
