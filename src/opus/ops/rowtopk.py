@@ -756,10 +756,11 @@ def _launch(x, k, largest, shape, dim):
             _PLANS.clear()
         plan = _PLANS[key] = _plan_launch(x, x2, k, largest, shape)
     out = tuple(x.shape[:-1]) + (k,)
+    result = plan(x2, out)    # the launch entries accepted x (its device, its alignment)
     if _rows.is_torch(x) and x2.data_ptr() == x.data_ptr():
         _adopt_torch()
         _PLANS[_call_key(x, k, largest, dim, shape)] = plan.call(x, out)
-    return plan(x2, out)
+    return result
 
 
 def _adopt_torch():
