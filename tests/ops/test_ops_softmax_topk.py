@@ -566,3 +566,57 @@ def test_gpu_topk_split_graph_replays_and_streams():
     for (got_v, got_i), t in (((vy, iy), y), ((vx, ix), x)):
         rv, ri = torch.topk(t, 64)
         assert torch.equal(got_v, rv) and torch.equal(got_i, ri)
+
+
+def _assert_topk_like_torch(torch, got, x, k):
+    rv, _ = torch.topk(x, k)
+    v, i = got
+    assert torch.equal(v, rv), "values differ from torch.topk"
+    assert torch.equal(torch.gather(x, -1, i), v), "indices do not gather the values"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("n,k", [(1000, 5), (20000, 16), (131072, 64)])  # short, rows, split
+def test_gpu_topk_fast_path_layouts_of_one_shape(n, k):
+    """Repeated calls (the fast path after the first) with layouts of one shape interleaved:
+    dense rows, padded rows, rows 4 bytes past 16-byte alignment, a batch of rows (a view),
+    transposed storage (a copy each call); new data at each call, every result against
+    torch.topk."""
+    torch = _torch()
+    rows = 2 if n == 131072 else 8
+
+    def layouts():
+        return [torch.randn(rows, n, device="cuda"),
+                torch.randn(rows, n + 64, device="cuda")[:, :n],
+                torch.randn(rows * n + 1, device="cuda")[1:].view(rows, n),
+                torch.randn(2, rows // 2, n, device="cuda"),
+                torch.randn(n, rows, device="cuda").t()]
+    for _ in range(3):
+        for x in layouts():
+            _assert_topk_like_torch(torch, opus.ops.topk(x, k), x, k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("rows,n,k", [(16384, 256, 8), (512, 8192, 8), (64, 131072, 64)])
+def test_gpu_topk_fast_path_on_other_streams_and_in_graphs(rows, n, k):
+    """The fast path launches on torch's current stream: a capture on the graph's side stream
+    after an eager call (a launch on another stream would break the capture), replayed on new
+    data, and eager calls on a side stream."""
+    torch = _torch()
+    x = torch.randn(rows, n, device="cuda")
+    _assert_topk_like_torch(torch, opus.ops.topk(x, k), x, k)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        got = opus.ops.topk(x, k)
+    for _ in range(2):
+        x.normal_()
+        g.replay()
+        _assert_topk_like_torch(torch, got, x, k)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        y = torch.randn(rows, n, device="cuda")
+        got = [opus.ops.topk(y, k) for _ in range(2)]
+    torch.cuda.synchronize()
+    for g2 in got:
+        _assert_topk_like_torch(torch, g2, y, k)
