@@ -1,15 +1,20 @@
 """GEMM against cuBLAS (issue 12): ``opus.ops.gemm`` (persistent warp-specialized TMA + wgmma,
 sm_90a) and ``torch.matmul`` in the same run, on the issue's shapes (bf16; B row-major and B
 given as the transpose of a row-major N x K weight), each with the tile width and K splits the
-plan picks (split-K at the decode shape 128 x 8192 x 8192, and its alternatives timed beside it:
-SPLIT_ROWS); ``opus.ops.scaled_gemm`` (fp8 e4m3, tensor and row/column scales, bf16 out) against
+plan picks (64 x 128 tiles at the decode shape 128 x 8192 x 8192; the alternatives, split-K among
+them, and other small-M shapes timed beside it: DECODE_ROWS); ``opus.ops.scaled_gemm`` (fp8 e4m3, tensor and row/column scales, bf16 out) against
 ``torch._scaled_mm`` at 8192^3.
 
-    PYTHONPATH=src python benchmarks/gemm.py [--out gemm.json] [--reps 30] [--only fp8] [--compile-only]
+    PYTHONPATH=src python benchmarks/gemm.py [--out gemm.json] [--reps 30] [--only fp8|bf16|decode]
+        [--compile-only]
 
 Each shape: fresh random inputs, our result checked against torch's (max error relative to the
 largest output) before timing; then two passes in alternating order (ours, torch; torch, ours),
-each the median of --reps CUDA-event timings after warm-up. TFLOP/s = 2 M N K / time. Also
+each the median of --reps CUDA-event timings after warm-up, of two kinds: eager (one call
+between the events: the host's launch path is in it, as it is for a call the GPU waits on)
+and device (a CUDA graph of GRAPH_CALLS calls replayed, per call: the kernels back to back, as
+in a captured decode step; for calls of ~50 us the eager time is mostly the hosts' launch
+paths). TFLOP/s = 2 M N K / time (device). Also
 recorded: the kernel's registers and spills, its SASS's wgmma count, and the compile time of
 a new configuration in a warm process, split into trace, render and NVRTC.
 """
@@ -29,13 +34,21 @@ from opus.ops import gemm_hopper as G  # noqa: E402
 
 SHAPES = [(4096, 4096, 4096), (8192, 8192, 8192), (128, 8192, 8192), (8192, 8192, 1024)]
 
-# split-K at the decode shape (docs/ops.md): the plan's choice is timed in SHAPES; these time
-# its alternatives in the same run, so that the rule follows the measurement (split_k=1: the
-# kernel without split-K, 64-wide tiles)
-SPLIT_ROWS = [(128, 8192, 8192, {"split_k": 1}),
-              (128, 8192, 8192, {"block_n": 128, "split_k": 2}),
-              (128, 8192, 8192, {"block_n": 256, "split_k": 2}),
-              (128, 8192, 8192, {"block_n": 256, "split_k": 8})]
+# small M (docs/ops.md: the rule): the plan's choice at the decode shape is timed in SHAPES;
+# these time its alternatives (128 x 64 unsplit: the choice before 64-row tiles; split-K on
+# 128 x 128 and on 128 x 256 tiles: the session-8 rule) and other small-M shapes with the plan's
+# choice and an alternative, in the same run, so that the rule follows the measurement
+DECODE_ROWS = [(128, 8192, 8192, {"block_n": 64, "split_k": 1}),
+               (128, 8192, 8192, {"block_n": 128, "split_k": 2}),
+               (128, 8192, 8192, {"block_n": 256, "split_k": 4}),
+               (256, 8192, 8192, None),
+               (256, 8192, 8192, {"block_n": 256, "split_k": 2}),
+               (128, 4096, 8192, None),
+               (128, 4096, 8192, {"split_k": 1}),
+               (128, 2048, 8192, None),
+               (128, 2048, 8192, {"split_k": 1})]
+DECODE = {(128, 8192, 8192), (8192, 8192, 1024)}     # --only decode: these SHAPES and DECODE_ROWS
+GRAPH_CALLS = 10
 
 
 def _compare(torch, f_ours, f_torch, ours, reps, flops, row):
@@ -48,25 +61,47 @@ def _compare(torch, f_ours, f_torch, ours, reps, flops, row):
     torch.cuda.synchronize()
     row["max_rel_err_vs_torch"] = ((ours.float() - ref.float()).abs().max()
                                    / ref.float().abs().max()).item()
+    fns = {"opus": f_ours, "torch": f_torch}
+    graphs = {who: _graph_of(torch, fn) for who, fn in fns.items()}
     times = {"opus": [], "torch": []}
+    eager = {"opus": [], "torch": []}
     for order in (("opus", "torch"), ("torch", "opus")):
         for who in order:
-            fn = f_ours if who == "opus" else f_torch
-            times[who].append(common.cuda_event_ms(fn, reps=reps, warmup=5)["median"])
+            times[who].append(common.cuda_event_ms(graphs[who].replay, reps=reps, warmup=3)
+                              ["median"] / GRAPH_CALLS)
+            eager[who].append(common.cuda_event_ms(fns[who], reps=reps, warmup=5)["median"])
     for who in times:
-        ms = sorted(times[who])[0]
-        row[who] = {"ms": ms, "tflops": flops / ms / 1e9, "passes_ms": times[who]}
+        ms, eager_ms = min(times[who]), min(eager[who])
+        row[who] = {"ms": ms, "tflops": flops / ms / 1e9, "passes_ms": times[who],
+                    "eager_ms": eager_ms, "eager_passes_ms": eager[who]}
     row["ratio_opus_vs_torch"] = row["torch"]["ms"] / row["opus"]["ms"]
+    row["eager_ratio_opus_vs_torch"] = row["torch"]["eager_ms"] / row["opus"]["eager_ms"]
     return row
 
 
+def _graph_of(torch, fn):
+    """A CUDA graph of GRAPH_CALLS calls of ``fn`` (captured on a side stream, as torch asks;
+    ``fn`` has run before, so its plan and torch's workspace exist outside the capture)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        fn()
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph, stream=side):
+            for _ in range(GRAPH_CALLS):
+                fn()
+    torch.cuda.current_stream().wait_stream(side)
+    torch.cuda.synchronize()
+    return graph
+
+
 def _plan_choice(torch, m, n, k, options):
-    """The tile width and K splits the plan picks for a bf16 GEMM (the rule, or ``options``)."""
+    """The tile, stages and K splits the plan picks for a bf16 GEMM (the rule, or ``options``)."""
     sms = G._sm_count(torch, torch.empty(1, device="cuda"))
-    bn, split = G._choose_split(m, n, k, 64, sms, options.get("block_n"),
-                                options.get("split_k"), 256)
-    bn, _ = G._choose(m, n, sms, bn, None, 2)
-    return f"block_n={bn}, split_k={split}"
+    bm, bn, split = G._choose_tiling(m, n, k, 64, sms, options.get("block_m"),
+                                     options.get("block_n"), options.get("split_k"))
+    bn, stages = G._choose(m, n, sms, bn, None, 2, bm=bm)
+    return f"{bm} x {bn}, {stages} stages, split_k={split}"
 
 
 def _one(torch, m, n, k, b_kmajor, reps, options=None):
@@ -118,14 +153,19 @@ FP8_ROWS = [(False, False, None), (True, False, None), (False, False, 192), (Fal
 
 
 def _kernel_facts():
-    """The bf16 kernel at 3 stages (256 wide), and split in 4 as the decode shape runs it."""
+    """The bf16 kernel: 128 x 256 at 3 stages (the large shapes), split in 4 (the decode shape's
+    session-8 choice), and 64 x 128 at 8 stages (the decode shape's)."""
     from opus import bf16
     k = G.gemm_kernel
     out = {}
-    for kmajor, split in ((False, 1), (True, 1), (False, 4), (True, 4)):
+    for kmajor, split, bm in ((False, 1, 128), (True, 1, 128), (False, 4, 128), (True, 4, 128),
+                              (False, 1, 64), (True, 1, 64)):
         cv = dict(DT=bf16, STAGES=3, B_KMAJOR=kmajor, SPLIT=split)
+        if bm == 64:
+            cv.update(BLOCK_M=64, BN=128, STAGES=8)
         sass = k.sass(target="sm_90a", **cv)
-        out[f"b_kmajor={kmajor}" + (f", split_k={split}" if split > 1 else "")] = {
+        out[f"b_kmajor={kmajor}" + (f", split_k={split}" if split > 1 else "")
+            + (", 64 x 128, 8 stages" if bm == 64 else "")] = {
             "resources": k.resources(target="sm_90a", **cv),
             "hgmma_in_sass": sum(1 for l in sass.splitlines() if "HGMMA" in l)}
     return out
@@ -195,16 +235,18 @@ def run(reps, only=None):
     import torch
     torch.manual_seed(0)
     rows = []
-    bf16 = [(m, n, k, None) for m, n, k in SHAPES] + SPLIT_ROWS
+    bf16 = [(m, n, k, None) for m, n, k in SHAPES] + DECODE_ROWS
+    if only == "decode":
+        bf16 = [(m, n, k, None) for m, n, k in SHAPES if (m, n, k) in DECODE] + DECODE_ROWS
     for m, n, k, options in bf16 if only != "fp8" else ():
         for kmajor in (False, True):
             r = _one(torch, m, n, k, kmajor, reps, options)
             print(f"{m}x{n}x{k} B {r['b']:44s} ({r['plan']}) opus {r['opus']['tflops']:6.0f} "
                   f"TF/s  torch {r['torch']['tflops']:6.0f} TF/s  ratio "
-                  f"{r['ratio_opus_vs_torch']:.3f}  err {r['max_rel_err_vs_torch']:.2g}",
-                  flush=True)
+                  f"{r['ratio_opus_vs_torch']:.3f} (eager {r['eager_ratio_opus_vs_torch']:.3f})"
+                  f"  err {r['max_rel_err_vs_torch']:.2g}", flush=True)
             rows.append(r)
-    for rowwise, fast, block_n in FP8_ROWS if only != "bf16" else ():
+    for rowwise, fast, block_n in FP8_ROWS if only in (None, "fp8") else ():
         r = _one_fp8(torch, 8192, 8192, 8192, rowwise, reps, fast, block_n)
         print(f"8192^3 {r['b']:62s} opus {r['opus']['tflops']:6.0f} TF/s  torch._scaled_mm "
               f"{r['torch']['tflops']:6.0f} TF/s  ratio {r['ratio_opus_vs_torch']:.3f}  "
@@ -228,15 +270,19 @@ def markdown(res):
              f"opus `{env.get('git_commit', '?')[:10]}`, torch {env.get('torch')}, NVRTC "
              f"{env.get('nvrtc')}, driver {env.get('driver')}; bf16 in and out, f32 "
              f"accumulation. Best of two passes (alternating order), each the median of "
-             f"{res['reps']} CUDA-event timings. benchmarks/gemm.py says how.", "",
+             f"{res['reps']} CUDA-event timings of a CUDA graph of {GRAPH_CALLS} calls (device "
+             f"time per call; TFLOP/s from it) and of one eager call (the host's launch path "
+             f"included). benchmarks/gemm.py says how.", "",
              "| M x N x K | B | opus plan | opus TFLOP/s | torch TFLOP/s (matmul; fp8: _scaled_mm) "
-             "| opus / torch | max rel. err |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+             "| opus / torch (device) | opus us | torch us | opus / torch (eager) | max rel. err |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in res["gemm"]["shapes"]:
         lines.append(f"| {r['m']} x {r['n']} x {r['k']} | {r['b']} | {r.get('plan', '')} | "
                      f"{r['opus']['tflops']:.0f} | {r['torch']['tflops']:.0f} | "
-                     f"{r['ratio_opus_vs_torch']:.3f} | {r['max_rel_err_vs_torch']:.2g} |")
-    lines += ["", "Kernel (sm_90a, bf16, 256 wide, 3 stages):", ""]
+                     f"{r['ratio_opus_vs_torch']:.3f} | {r['opus']['ms'] * 1e3:.1f} | "
+                     f"{r['torch']['ms'] * 1e3:.1f} | {r['eager_ratio_opus_vs_torch']:.3f} | "
+                     f"{r['max_rel_err_vs_torch']:.2g} |")
+    lines += ["", "Kernel (sm_90a, bf16; 128 x 256 and 3 stages unless it says):", ""]
     lines += _facts_lines(res["gemm"]["kernel"], lambda v: f"{v['hgmma_in_sass']} HGMMA in SASS")
     if "kernel_fp8" in res["gemm"]:
         lines += ["", "fp8 kernel with promoted accumulation (sm_90a, tensor scales):", ""]
@@ -251,7 +297,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--out", help="STEM: writes STEM.json and STEM.md")
     ap.add_argument("--reps", type=int, default=30)
-    ap.add_argument("--only", choices=("bf16", "fp8"), help="time only these rows")
+    ap.add_argument("--only", choices=("bf16", "fp8", "decode"),
+                    help="time only these rows (decode: 128 x 8192 x 8192, 8192 x 8192 x 1024 "
+                         "and DECODE_ROWS)")
     ap.add_argument("--compile-only", action="store_true",
                     help="only the compile of a new configuration (no GPU needed)")
     a = ap.parse_args()

@@ -1,6 +1,7 @@
-"""Bad split_k= to opus.ops.gemm / scaled_gemm (ops/gemm_hopper.py, split-K on sm_90a): each
-an ArgumentError naming split_k and what is wrong, with the output left unwritten and nothing
-compiled into the cache."""
+"""Bad split_k= to opus.ops.gemm / scaled_gemm and bad block_m= to opus.ops.gemm
+(ops/gemm_hopper.py, split-K and 64-row tiles on sm_90a): each an ArgumentError naming the
+option and what is wrong, with the output left unwritten and nothing compiled into the
+cache."""
 import numpy as np
 import pytest
 
@@ -21,6 +22,10 @@ def sm90(cache_root):
 
 def _bf16(k, split_k):
     return (np.ones((16, k), BF16), np.ones((k, 16), BF16)), {"split_k": split_k}
+
+
+def _bf16_m(block_m, **options):
+    return (np.ones((16, 64), BF16), np.ones((64, 16), BF16)), {"block_m": block_m, **options}
 
 
 def _fp8(k, split_k):
@@ -48,6 +53,18 @@ CASES = {
     "fp8 float": (opus.ops.scaled_gemm, _fp8(128, 1.5), ["split_k must be an int", "1.5"]),
     "fp8 more than K's stages": (opus.ops.scaled_gemm, _fp8(256, 3),
                                  ["split_k=3 is too large", "K = 256 is 2 stages of 128"]),
+    "block_m 32": (opus.ops.gemm, _bf16_m(32), ["block_m must be 64 or 128", "got 32"]),
+    "block_m 256 (AMD's)": (opus.ops.gemm, _bf16_m(256), ["block_m must be 64 or 128",
+                                                         "sm_90a", "got 256"]),
+    "block_m float": (opus.ops.gemm, _bf16_m(64.0), ["block_m must be 64 or 128", "64.0"]),
+    "block_m string": (opus.ops.gemm, _bf16_m("64"), ["block_m must be 64 or 128", "'64'"]),
+    "block_m bool": (opus.ops.gemm, _bf16_m(True), ["block_m must be 64 or 128", "True"]),
+    "block_m list": (opus.ops.gemm, _bf16_m([64]), ["block_m must be 64 or 128", "[64]"]),
+    "block_m 64, 64 wide": (opus.ops.gemm, _bf16_m(64, block_n=64),
+                            ["block_n must be 128 or 256 with block_m=64", "got 64"]),
+    "block_m 64, more stages than fit": (opus.ops.gemm, _bf16_m(64, block_n=256, stages=5),
+                                         ["stages=5", "4 stages of 40960 bytes fit",
+                                          "256-wide"]),
 }
 
 

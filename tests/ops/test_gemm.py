@@ -439,43 +439,120 @@ def test_split_k_more_than_the_stages_is_clamped_by_the_kernel(sm90, monkeypatch
     the kernel splits K only as many ways as it has stages, so no unit is empty (an empty one
     would release a ring stage it never used)."""
     from opus.ops import gemm_hopper as G
-    monkeypatch.setattr(G, "_choose_split", lambda *args: (128, 4))
+    monkeypatch.setattr(G, "_choose_tiling", lambda *args: (128, 128, 4))
+    monkeypatch.setattr(G, "_choose_split", lambda *args: (128, 4))     # promoted
     a, b = _inputs(130, 200, 128, BF16, False, seed=10)         # 2 stages, SPLIT = 4
     _check(opus.ops.gemm(a, b), a, b)
     a, b, sa, sb = _scaled_inputs(130, 200, 256, "row", "column", seed=10)   # promoted too
     _check_scaled(opus.ops.scaled_gemm(a, b, sa, sb), a, b, sa, sb)
 
 
-def test_the_plan_splits_by_the_rule(sm90, monkeypatch):
-    """No split_k: one 128 x 256 tile for 4 blocks and 16 stages of K: the plan splits in 2
-    (min(4 // 1, 16 // 8)) and allocates 2 slots per tile."""
+# -- 64-row tiles (block_m=64: each consumer warpgroup all 64 rows x half the columns) ------------
+
+@pytest.mark.parametrize("m,n,k,b_kmajor,block_n,split,blocks", [
+    (70, 136, 200, False, 128, 1, 4),     # ragged: 2 x 2 tiles, the last row tile 6 rows
+    (33, 264, 136, True, 256, 1, 2),      # 128 columns per warpgroup, ragged N, 3 stages
+    (130, 392, 520, False, 128, 1, 3),    # 3 x 4 tiles on 3 blocks, 9 stages: the ring wraps
+    (100, 264, 1000, True, 256, 3, 4),    # split: 2 x 2 tiles x 3 splits on 4 blocks
+    (64, 128, 960, False, 128, 4, 2),     # one tile, 4 splits on 2 blocks
+])
+def test_block_m_64_in_the_interpreter(sm90, m, n, k, b_kmajor, block_n, split, blocks):
+    a, b = _inputs(m, n, k, BF16, b_kmajor, seed=m + k)
+    _check(opus.ops.gemm(a, b, block_m=64, block_n=block_n, split_k=split, blocks=blocks), a, b)
+
+
+def test_block_m_64_f16_with_bias_activation_residual(sm90):
+    a, b = _inputs(70, 264, 328, np.float16, True, seed=12)
+    rng = np.random.default_rng(13)
+    bias = rng.standard_normal(264).astype(np.float16)
+    res = rng.standard_normal((70, 264)).astype(np.float16)
+    for split in (1, 2):
+        c = opus.ops.gemm(a, b, bias=bias, activation=opus.ops.silu, residual=res,
+                          block_m=64, block_n=256, split_k=split, blocks=3)
+        ref = _np_act("silu", a.astype(np.float64) @ b.astype(np.float64)
+                      + bias.astype(np.float64)) + res.astype(np.float64)
+        tol = 2.0 ** -11 * np.abs(ref) + 1e-4 * np.abs(ref).max()
+        assert (np.abs(c.astype(np.float64) - ref) <= tol).all()
+
+
+@pytest.mark.parametrize("cv", [dict(BN=128, STAGES=8), dict(BN=128, STAGES=8, B_KMAJOR=True),
+                                dict(BN=256, STAGES=4, SPLIT=2)])
+def test_block_m_64_sass(cv):
+    """NVRTC for sm_90a, no GPU: each consumer warpgroup's wgmmas are 64 x BN / 2 (HGMMA), and
+    nothing spills."""
     from opus.ops import gemm_hopper as G
-    planned = []
+    sass = G.gemm_kernel.sass(target="sm_90a", BLOCK_M=64, **cv)
+    assert f"HGMMA.64x{cv['BN'] // 2}x16.F32.BF16" in sass
+    assert f"HGMMA.64x{cv['BN']}x16" not in sass
+    res = G.gemm_kernel.resources(target="sm_90a", BLOCK_M=64, **cv)
+    assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
+
+
+def test_block_m_64_refuses_a_promoted_or_narrow_kernel():
+    """A direct launch's BLOCK_M=64 with PROMOTE or a 64-wide tile (a warpgroup's half would be
+    32 columns) is refused while tracing, naming the tile."""
+    from opus.ops import gemm_hopper as G
+    for cv in (dict(BN=64), dict(DT=opus.fp8_e4m3, BN=128, B_KMAJOR=True, PROMOTE=1)):
+        with pytest.raises(opus.TraceError, match="BLOCK_M=64"):
+            G.gemm_kernel_for(opus.bf16, promoted="PROMOTE" in cv).specialize(
+                target="sm_90a", BLOCK_M=64, **cv)
+
+
+@pytest.mark.parametrize("m,n,k,planned", [
+    (64, 128, 1024, (1, 2, 128, 64)),     # no tile shape gives 4 blocks 90 % of a wave: one
+    #                                       64 x 128 tile in min(4 // 1, 16 // 8) = 2 splits
+    (128, 256, 1024, (4, 1, 128, 64)),    # four 64 x 128 tiles fill the 4 blocks: no split
+])
+def test_the_plan_tiles_and_splits_by_the_rule(sm90, monkeypatch, m, n, k, planned):
+    """No block_m, block_n or split_k: the plan's tile and splits (its workspace's arguments)."""
+    from opus.ops import gemm_hopper as G
+    seen = []
     workspace = G._split_workspace
     monkeypatch.setattr(G, "_split_workspace",
-                        lambda *args: planned.append(args[2:5]) or workspace(*args))
-    a, b = _inputs(128, 256, 1024, BF16, True, seed=11)
+                        lambda *args: seen.append(args[2:6]) or workspace(*args))
+    a, b = _inputs(m, n, k, BF16, True, seed=11)
     _check(opus.ops.gemm(a, b, blocks=4), a, b)
-    assert planned == [(1, 2, 256)]                 # (tiles, splits, block_n)
+    assert seen == [planned]                        # (tiles, splits, block_n, block_m)
+
+
+@pytest.mark.parametrize("m,n,k,options,expect", [
+    (128, 8192, 8192, {}, (64, 128, 1)),      # decode: 128 tiles of 64 x 128 (97 % of 132 SMs)
+    (64, 8192, 8192, {}, (128, 64, 1)),       # 64 x 128: 64 tiles (48 %); 128 x 64: 128
+    (256, 8192, 8192, {}, (128, 128, 1)),     # 128 tiles of 128 x 128
+    (512, 8192, 8192, {}, (128, 128, 1)),     # 128 x 256: 128 tiles (< 132); 128 x 128: 256
+    (128, 4096, 8192, {}, (64, 128, 2)),      # 64 tiles at most (48 %): 2 splits
+    (128, 2048, 8192, {}, (64, 128, 4)),      # 32 tiles: 4 splits of 32 stages
+    (128, 2048, 960, {}, (64, 128, 1)),       # 15 stages: no split (each needs 8)
+    (128, 2048, 8192, {"split_k": 1}, (64, 128, 1)),      # no split asked for
+    (128, 8192, 8192, {"block_n": 128}, (128, 128, 2)),   # a width given: 128 rows, split
+    (128, 8192, 8192, {"block_m": 64}, (64, 256, 2)),     # 64 rows given: 64 tiles, split
+    (128, 8192, 8192, {"split_k": 4}, (128, 256, 4)),     # splits given: 128 x 256
+    (4096, 4096, 4096, {}, (128, None, 1)),   # 512 tiles of 128 x 256: _choose's widths
+    (8192, 8192, 1024, {}, (128, None, 1)),   # 2048 tiles
+    (1024, 8192, 8192, {}, (128, None, 1)),   # 256 tiles
+])
+def test_tiling_rule(m, n, k, options, expect):
+    """The plan's rule on an H100 (132 SMs), bf16 (K stages of 64)."""
+    from opus.ops import gemm_hopper as G
+    assert G._choose_tiling(m, n, k, 64, 132, options.get("block_m"), options.get("block_n"),
+                            options.get("split_k")) == expect
 
 
 @pytest.mark.parametrize("m,n,k,block_n,expect", [
-    (128, 8192, 8192, None, (256, 4)),    # decode: 32 tiles, 4 splits of 32 stages: 128 units
+    (128, 8192, 8192, None, (256, 4)),    # 32 tiles of 128 x 256, 4 splits of 32 stages
     (128, 8192, 8192, 128, (128, 2)),     # 64 tiles of the width asked for: 2 splits
-    (256, 8192, 8192, None, (256, 2)),    # 64 tiles
     (128, 8192, 1024, None, (256, 2)),    # 16 stages: 2 splits of 8 (the fewest a split gets)
     (128, 8192, 960, None, (None, 1)),    # 15 stages: no split
     (1024, 8192, 8192, None, (None, 1)),  # 256 tiles: more than half the SMs have one
-    (8192, 8192, 1024, None, (None, 1)),  # 2048 tiles
 ])
 def test_split_rule(m, n, k, block_n, expect):
-    """The plan's rule on an H100 (132 SMs), bf16 (K stages of 64)."""
+    """The split rule (promoted fp8, and unpromoted tiles whose width is given) on an H100."""
     from opus.ops import gemm_hopper as G
     assert G._choose_split(m, n, k, 64, 132, block_n, None, 256) == expect
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m,n,k,split", [(128, 8192, 8192, None),    # the rule: 4 splits
+@pytest.mark.parametrize("m,n,k,split", [(128, 2048, 8192, None),    # the rule: 4 splits
                                          (200, 4104, 3000, 3)])      # ragged, splits of 15/16
 def test_gpu_split_k_in_a_cuda_graph_replayed_twice(m, n, k, split):
     """Split-K on the GPU against torch, inside a CUDA graph replayed twice (each replay needs
@@ -484,7 +561,7 @@ def test_gpu_split_k_in_a_cuda_graph_replayed_twice(m, n, k, split):
     torch = _torch_sm90()
     from opus.ops import gemm_hopper as G
     sms = G._sm_count(torch, torch.empty(1, device="cuda"))
-    assert G._choose_split(m, n, k, 64, sms, None, split, 256)[1] > 1     # 4 on an H100
+    assert G._choose_tiling(m, n, k, 64, sms, None, None, split)[2] > 1   # 4 on an H100
     g = torch.Generator(device="cuda").manual_seed(m + k)
     a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
     b = torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16)

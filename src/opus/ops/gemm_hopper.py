@@ -820,7 +820,9 @@ def _check_block_m(block_m):
     default."""
     if block_m is None:
         return BM
-    if isinstance(block_m, bool) or block_m not in (64, 128):
+    import numbers
+    if (isinstance(block_m, bool) or not isinstance(block_m, numbers.Integral)
+            or block_m not in (64, 128)):
         _err(f"block_m must be 64 or 128 (the sm_90a tile's rows), got {block_m!r}")
     return int(block_m)
 
