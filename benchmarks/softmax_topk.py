@@ -161,6 +161,7 @@ def run_topk(torch, reps):
         t = {name: _median_ms(times, f"{rows}x{n} k={k} {name}") for name in fns}
         host = {"torch_topk": fns["torch_topk"], "opus": fns["opus"],
                 "opus_launch": lambda: rowtopk.launch(x, k, True)}
+        host.update(_host_parts(x, k))
         res.append({"rows": rows, "n": n, "k": k, "goal": goal, "correct": ok,
                     "torch_ms": t["torch_topk"], "opus_ms": t["opus"],
                     "speedup": t["torch_topk"] / t["opus"],
@@ -181,6 +182,28 @@ def _graph_of(torch, fn):
     with torch.cuda.graph(g):
         fn()
     return g.replay
+
+
+def _host_parts(x, k):
+    """The parts of opus.ops.topk's host time (its fast path, after a first call planned x's
+    layout): the plan key's making and lookup, the two output allocations, the launch by
+    addresses alone (the launch entry and cuLaunchKernelEx)."""
+    from opus.ops import _rows
+    from opus.runtime import tensor_args
+    plan = rowtopk._PLANS[(_rows.plan_key(x), _rows.target(), k, True, None)]
+    out = (x.shape[0], k)
+    new_vals, new_inds = (_rows.allocator(x, plan.dtype, out),
+                          _rows.allocator(x, opus.i64, out))
+    v, i = new_vals(), new_inds()
+    run, kern, rest, workspace = plan.launch.by_address()
+    stream, dev = tensor_args.torch_raw_stream(), x.get_device()
+    args = (x.data_ptr(), v.data_ptr(), i.data_ptr())
+
+    def bare_launch():
+        h = stream(dev)
+        run(kern, args + workspace(h) + rest, 0, h)
+    return {"part_key": lambda: rowtopk._PLANS.get(rowtopk._call_key(x, k, True, -1, None)),
+            "part_alloc": lambda: (new_vals(), new_inds()), "part_launch": bare_launch}
 
 
 def _host_us(torch, fn, calls=200):
@@ -270,6 +293,17 @@ def markdown(r, note=""):
             lines.append(f"| {t['rows']} x {t['n']}, {t['k']} | {t['torch_graph_ms']:.3f} | "
                          f"{t['opus_graph_ms']:.3f} | {t['speedup_graph']:.2f} | "
                          f"{h['torch_topk']:.1f} | {h['opus']:.1f} | {launch_us} |")
+    if r["topk"] and "part_key" in r["topk"][0]["host_us"]:
+        lines += ["", "## host us per eager opus.ops.topk call, by part (the plan key made and "
+                  "looked up; the two outputs allocated; the launch by addresses: launch entry "
+                  "and cuLaunchKernelEx)", "", "| rows x n, k | whole call | key | outputs | "
+                  "launch | rest |", "| --- | --- | --- | --- | --- | --- |"]
+        for t in r["topk"]:
+            h = t["host_us"]
+            parts = h["part_key"] + h["part_alloc"] + h["part_launch"]
+            lines.append(f"| {t['rows']} x {t['n']}, {t['k']} | {h['opus']:.1f} | "
+                         f"{h['part_key']:.1f} | {h['part_alloc']:.1f} | "
+                         f"{h['part_launch']:.1f} | {h['opus'] - parts:.1f} |")
     if r.get("topk_shapes"):
         lines += ["", "## top-k launch shapes (ms per eager call / replayed from a CUDA graph; "
                   "rule / fastest: the fastest's graph time over the rule's)", "",

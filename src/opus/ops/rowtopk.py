@@ -800,7 +800,7 @@ class _Plan:
         b = self.launch
         if b is None:
             return lambda x: (new_vals(), new_inds())
-        run, kern, rest, workspace = b.run, b.kern, b.rest, b.workspace_args
+        run, kern, rest, workspace = b.by_address()
         stream, device = _torch_stream(), x.get_device()
 
         def call(x):
@@ -834,6 +834,14 @@ class _Bound:
             return
         h = self.spaces.stream(self.spaces.device)
         self.run(self.kern, (x2, v, i) + self.spaces.pair(h) + self.rest, 0, h)
+
+    def by_address(self):
+        """(run, kern, rest, workspace) for launches by addresses (torch): rest with its
+        tensors (the unused pointers' stand-ins) as their addresses, ``workspace(h)`` the
+        workspace arguments for stream h (a bound method: it keeps this _Bound, and so rest's
+        tensors, alive)."""
+        rest = tuple(a.data_ptr() if isinstance(a, _TENSOR) else a for a in self.rest)
+        return self.run, self.kern, rest, self.workspace_args
 
     def workspace_args(self, h):
         """The workspace arguments of a launch on stream h by addresses (_Plan.call)."""
