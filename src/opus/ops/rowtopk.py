@@ -64,6 +64,7 @@ launch any more (the earlier two-launch split favoured few).
 
 import opus
 from opus import dtypes as dt
+from opus.frontend.targeting import current_target
 
 from . import _rows
 
@@ -742,7 +743,7 @@ def _call_key(x, k, largest, dim, shape):
     """A torch tensor's key in _PLANS: x's own layout (its rows are x or a view of it: the
     same alignment), the target selection and the arguments; no torch.device object built."""
     return (x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
-            _rows.target(), k, largest, dim, shape)
+            current_target(), k, largest, dim, shape)
 
 
 def _launch(x, k, largest, shape, dim):
