@@ -488,6 +488,41 @@ def test_block_m_64_sass(cv):
     assert res["spill_stores"] == 0 and res["spill_loads"] == 0, res
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("m,n,k,b_kmajor,options", [
+    (128, 8192, 8192, False, {}),         # the decode shape: the plan's 64 x 128 tiles
+    (128, 8192, 8192, True, {}),
+    (70, 4104, 3000, True, {"block_m": 64, "block_n": 256}),      # ragged
+    (100, 2056, 5000, False, {"block_m": 64, "split_k": 3}),      # ragged, split
+])
+def test_gpu_block_m_64_in_a_cuda_graph(m, n, k, b_kmajor, options):
+    """64-row tiles on the GPU against the float32 product, eager and in a CUDA graph replayed
+    twice (bitwise equal: no split, or splits summed in order)."""
+    torch = _torch_sm90()
+    from opus.ops import gemm_hopper as G
+    sms = G._sm_count(torch, torch.empty(1, device="cuda"))
+    if not options and sms == 132:
+        assert G._choose_tiling(m, n, k, 64, sms, None, None, None) == (64, 128, 1)
+    g = torch.Generator(device="cuda").manual_seed(m + k)
+    a = torch.randn(m, k, device="cuda", generator=g).to(torch.bfloat16)
+    b = torch.randn(k, n, device="cuda", generator=g).to(torch.bfloat16)
+    if b_kmajor:
+        b = b.t().contiguous().t()
+    out = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
+    opus.ops.gemm(a, b, out=out, **options)
+    torch.cuda.synchronize()
+    _check_torch(torch, out, a, b)
+    first = out.clone()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        opus.ops.gemm(a, b, out=out, **options)
+    for _ in range(2):
+        out.fill_(float("nan"))
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, first)
+
+
 def test_block_m_64_refuses_a_promoted_or_narrow_kernel():
     """A direct launch's BLOCK_M=64 with PROMOTE or a 64-wide tile (a warpgroup's half would be
     32 columns) is refused while tracing, naming the tile."""
@@ -498,12 +533,12 @@ def test_block_m_64_refuses_a_promoted_or_narrow_kernel():
                 target="sm_90a", BLOCK_M=64, **cv)
 
 
-@pytest.mark.parametrize("m,n,k,planned", [
-    (64, 128, 1024, (1, 2, 128, 64)),     # no tile shape gives 4 blocks 90 % of a wave: one
-    #                                       64 x 128 tile in min(4 // 1, 16 // 8) = 2 splits
-    (128, 256, 1024, (4, 1, 128, 64)),    # four 64 x 128 tiles fill the 4 blocks: no split
+@pytest.mark.parametrize("m,n,k,blocks,planned", [
+    (64, 128, 1024, 8, (1, 2, 128, 64)),  # one 64 x 128 tile (192 rows) on 8 blocks: 8 x 192 >
+    #                                       5 x (64 + 128): min(8 // 1, 16 // 8) = 2 splits
+    (128, 256, 1024, 4, (4, 1, 128, 64)),  # four 64 x 128 tiles on 4 blocks: 4 x 192 <= 5 x 384
 ])
-def test_the_plan_tiles_and_splits_by_the_rule(sm90, monkeypatch, m, n, k, planned):
+def test_the_plan_tiles_and_splits_by_the_rule(sm90, monkeypatch, m, n, k, blocks, planned):
     """No block_m, block_n or split_k: the plan's tile and splits (its workspace's arguments)."""
     from opus.ops import gemm_hopper as G
     seen = []
@@ -511,17 +546,19 @@ def test_the_plan_tiles_and_splits_by_the_rule(sm90, monkeypatch, m, n, k, plann
     monkeypatch.setattr(G, "_split_workspace",
                         lambda *args: seen.append(args[2:6]) or workspace(*args))
     a, b = _inputs(m, n, k, BF16, True, seed=11)
-    _check(opus.ops.gemm(a, b, blocks=4), a, b)
+    _check(opus.ops.gemm(a, b, blocks=blocks), a, b)
     assert seen == [planned]                        # (tiles, splits, block_n, block_m)
 
 
 @pytest.mark.parametrize("m,n,k,options,expect", [
-    (128, 8192, 8192, {}, (64, 128, 1)),      # decode: 128 tiles of 64 x 128 (97 % of 132 SMs)
-    (64, 8192, 8192, {}, (128, 64, 1)),       # 64 x 128: 64 tiles (48 %); 128 x 64: 128
-    (256, 8192, 8192, {}, (128, 128, 1)),     # 128 tiles of 128 x 128
-    (512, 8192, 8192, {}, (128, 128, 1)),     # 128 x 256: 128 tiles (< 132); 128 x 128: 256
-    (128, 4096, 8192, {}, (64, 128, 2)),      # 64 tiles at most (48 %): 2 splits
+    # rows streamed by the busiest SM per tile shape (128 x 128, 64 x 256, 64 x 128, 128 x 64):
+    (128, 8192, 8192, {}, (64, 128, 1)),      # decode: 256, 320, 192, 192; 132 x 192 <= 5 x 8320
+    (64, 8192, 8192, {}, (64, 128, 1)),       # M = 64: 64-row tiles only, 320 and 192
+    (256, 8192, 8192, {}, (128, 128, 1)),     # 256, 320, 2 x 192, 2 x 192; 132 x 256 <= 5 x 8448
+    (512, 8192, 8192, {}, (128, 128, 1)),     # 2 x 256, 2 x 320, 4 x 192, 4 x 192
+    (128, 4096, 8192, {}, (64, 128, 2)),      # 132 x 192 > 5 x 4224: min(132 // 64, 128 // 8)
     (128, 2048, 8192, {}, (64, 128, 4)),      # 32 tiles: 4 splits of 32 stages
+    (1024, 1024, 8192, {}, (64, 128, 1)),     # 128 tiles of 64 x 128: no room for a split
     (128, 2048, 960, {}, (64, 128, 1)),       # 15 stages: no split (each needs 8)
     (128, 2048, 8192, {"split_k": 1}, (64, 128, 1)),      # no split asked for
     (128, 8192, 8192, {"block_n": 128}, (128, 128, 2)),   # a width given: 128 rows, split

@@ -4,7 +4,8 @@ NVIDIA sm_90a: a persistent, warp-specialized kernel.
 
 * Block tile 128 x BN (256, 128 or 64) x one 128-byte row of K per stage (64 bf16/f16, 128
   fp8), f32 accumulation, 384 threads: a producer warpgroup and two consumer warpgroups (64
-  rows each). Register budgets move from the
+  rows each). Or (BLOCK_M = 64, unpromoted, for small M: ``_choose_tiling``) 64 x BN tiles,
+  each consumer warpgroup all 64 rows x BN / 2 columns. Register budgets move from the
   producer (``setmaxnreg_dec(40)``) to the consumers (``setmaxnreg_inc(232)``).
 * The producer's first thread streams tiles of A and B by TMA into a ring of STAGES shared
   stages (128-byte swizzled), each with a "full" mbarrier (the copies' bytes) and an "empty"
@@ -687,37 +688,38 @@ def _choose_split(m, n, k, bke, sms, block_n, split_k, widest, bm=BM):
     return (width, split) if split >= 2 else (block_n, 1)
 
 
-# the rule's tiles (rows, columns) where 128 x 256 tiles number fewer than the SMs, largest
-# first: a tile streams (rows + columns) x K operand elements for rows x columns results, so the
-# larger ones re-read A and B less; 64 x 128 before 128 x 64 (H100, 128 x 8192 x 8192: 0.99x
-# against 0.96x cuBLAS, docs/ops.md)
+# the rule's tiles (rows, columns) where 128 x 256 tiles number fewer than the SMs; of those
+# that stream the fewest operand rows per SM, the first (64 x 128 before 128 x 64: H100,
+# 128 x 8192 x 8192, 0.98x against 0.96x cuBLAS; docs/ops.md)
 _SMALL_TILES = ((128, 128), (64, 256), (64, 128), (128, 64))
-# the share of whole waves of SMs a choice of _SMALL_TILES must fill (128 tiles on 132 SMs: 97 %)
-_MIN_FILL = 0.9
+# split-K where the busiest SM's rows times the SMs exceed this many times M + N: one SM streams
+# ~75 GB/s, DRAM ~3 TB/s, so ~40 SMs saturate it; measured on the H100 (docs/ops.md), unsplit
+# won at 3.1 (128 x 8192 x 8192) and 4.0 (256 x 8192 x 8192), split at 6.0 (128 x 4096 x 8192)
+_SPLIT_ABOVE = 5
 
 
-def _fill(tiles, sms):
-    """The share of the SMs' turns that ``tiles`` use, over the whole waves they take."""
-    return tiles / (sms * -(-tiles // sms))
+def _streamed(m, n, bm, bn, sms):
+    """The operand rows (of A and of B's transpose, each K long) that the busiest SM streams
+    with bm x bn tiles: (bm + bn) per tile, one tile per SM and wave."""
+    return -(-(-(-m // bm) * -(-n // bn)) // sms) * (bm + bn)
 
 
 def _choose_tiling(m, n, k, bke, sms, block_m, block_n, split_k):
     """(rows, columns, splits) of an unpromoted GEMM's tile (columns None: _choose's widths).
     Where ``block_m`` or ``block_n`` is given, or 128 x 256 tiles number at least the SMs:
     ``block_m`` or 128 rows and _choose_split's columns and splits. Otherwise (few rows or
-    columns) the largest of _SMALL_TILES whose tiles fill _MIN_FILL of whole waves of the SMs,
-    unsplit; where none does, 64 x 128 tiles, split as _choose_split's rule says (unless
-    ``split_k`` says)."""
+    columns) the tile of _SMALL_TILES (no taller than M needs) whose busiest SM streams the
+    fewest operand rows, unsplit where the SMs together stream at most _SPLIT_ABOVE times the
+    operands' rows (M + N) or ``split_k`` is 1, else split as _choose_split's rule says."""
     if (block_m is not None or block_n is not None or (split_k or 1) > 1
             or -(-m // BM) * -(-n // 256) >= sms):
         bm = block_m or BM
         return (bm,) + _choose_split(m, n, k, bke, sms, block_n, split_k, 256, bm)
-    for bm, bn in _SMALL_TILES:
-        if _fill(-(-m // bm) * -(-n // bn), sms) >= _MIN_FILL:
-            return bm, bn, 1
-    if split_k == 1:
-        return 64, 128, 1
-    return (64,) + _choose_split(m, n, k, bke, sms, 128, None, 128, 64)
+    tiles = [(bm, bn) for bm, bn in _SMALL_TILES if bm == 64 or m > 64]
+    bm, bn = min(tiles, key=lambda t: _streamed(m, n, *t, sms))
+    if split_k == 1 or _streamed(m, n, bm, bn, sms) * sms <= _SPLIT_ABOVE * (m + n):
+        return bm, bn, 1
+    return (bm,) + _choose_split(m, n, k, bke, sms, bn, None, bn, bm)
 
 
 def _split_workspace(torch, a, tiles, split, bn, bm=BM):
