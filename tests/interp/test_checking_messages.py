@@ -26,7 +26,7 @@ def _at(tag):
 
 
 def _raises(exc, kernel, block, *args, text):
-    with interp.checking(), pytest.raises(exc) as e:
+    with opus.set_target("sm_90a", interpret=True), interp.checking(), pytest.raises(exc) as e:
         kernel[1, block](*args)
     msg = str(e.value)
     assert re.fullmatch(text, msg), f"\n{msg}\n!~\n{text}"
@@ -189,7 +189,7 @@ def test_a_correct_kernel_passes_in_checking_mode():
     """Writes, a barrier, reads by one and by several threads, a barrier, writes again: no
     error, and the values of the exchange."""
     out = np.zeros(8, np.float32)
-    with interp.checking():
+    with opus.set_target("sm_90a", interpret=True), interp.checking():
         correct_exchange[1, 8](out)
     np.testing.assert_array_equal(out, [7 - (t + 1) % 8 for t in range(8)])
 

@@ -58,7 +58,7 @@ def test_med3_f32_against_reference(target):
     and random values."""
     x, y, z = _special_triples(1024)
     o = np.zeros_like(x)
-    with opus.set_target(target):
+    with opus.set_target(target, interpret=True):
         med3_kernel[4, 256](x, y, z, o)
     _same(o, _median_ref(x, y, z))
 
@@ -80,7 +80,7 @@ def test_med3_other_types(target, T):
         x[:4] = [info.min, info.max, 0, info.max]
         y[:4] = [info.max, info.min, 0, info.max]
     o = np.zeros_like(x)
-    with opus.set_target(target):
+    with opus.set_target(target, interpret=True):
         k[1, 128](x, y, z, o)
     want = np.where(np.isnan(x), np.fmin(y, z), np.median(np.stack([x, y, z]), axis=0)) \
         if T.is_float else np.sort(np.stack([x, y, z]), axis=0)[1]
@@ -126,7 +126,7 @@ def test_minmax_nan_modes(target, fast):
     vals = np.array([0.0, -0.0, 1.0, -3.0, np.inf, -np.inf, np.nan, SNAN], np.float32)
     x, y = (v.ravel() for v in np.meshgrid(vals, vals))
     a, b = np.zeros_like(x), np.zeros_like(x)
-    with opus.set_target(target):
+    with opus.set_target(target, interpret=True):
         minmax_kernel[1, x.size](x, y, a, b, NAN="fast" if fast else "number")
     quiets = fast and target.startswith("gfx")  # AMD's one instruction: IEEE 754-2008
     _same(a, _minmax_ref(x, y, max, quiets))
@@ -243,7 +243,7 @@ def test_mdiv_edges_made_in_kernel(target):
     n, d = _edge_pairs()
     n, d = _pad(n, 256), _pad(d, 256)
     q, r = np.zeros_like(n), np.zeros_like(n)
-    with opus.set_target(target):
+    with opus.set_target(target, interpret=True):
         mdiv_make[n.size // 256, 256](n, d, q, r)
     _check_div(n, d, q, r)
 
@@ -257,7 +257,7 @@ def test_mdiv_random_million(target):
     d = np.maximum(RNG.integers(0, 2 ** 32, size, dtype=np.uint64) >> (32 - bits).astype(np.uint64),
                    1).astype(np.uint32)
     q, r = np.zeros_like(n), np.zeros_like(n)
-    with opus.set_target(target):
+    with opus.set_target(target, interpret=True):
         mdiv_make[size // 1024, 1024](n, d, q, r)
     _check_div(n, d, q, r)
 
@@ -267,7 +267,7 @@ def test_mdiv_random_million(target):
 def test_mdiv_host_made_parameter(target, d):
     n = _pad(np.array(_edge_dividends(d), np.uint64).astype(np.uint32), 64)
     q, r = np.zeros_like(n), np.zeros_like(n)
-    with opus.set_target(target):
+    with opus.set_target(target, interpret=True):
         mdiv_param[1, n.size](n, opus.mdiv(d), q, r)
     _check_div(n, np.full_like(n, d), q, r)
 
@@ -276,7 +276,7 @@ def test_mdiv_divisor_zero_in_kernel_is_documented():
     """Made in a kernel, a divisor of 0 gives quotient 0 and remainder n."""
     n = np.array([0, 1, 12345, 2 ** 32 - 1], np.uint32)
     q, r = np.ones_like(n), np.zeros_like(n)
-    with opus.set_target("sm_90a"):
+    with opus.set_target("sm_90a", interpret=True):
         mdiv_make[1, 4](n, np.zeros_like(n), q, r)
     np.testing.assert_array_equal(q, 0)
     np.testing.assert_array_equal(r, n)
@@ -405,7 +405,7 @@ def test_limits_fold_into_kernel_constants(target):
         o[i] = opus.min(x[i], opus.finfo(f16).max) * opus.numeric_limits(f16).epsilon()
     x = np.array([np.inf, 1.0, -2.0, 60000.0], np.float16)
     o = np.zeros_like(x)
-    with opus.set_target(target):
+    with opus.set_target(target, interpret=True):
         k[1, 4](x, o)
     np.testing.assert_array_equal(o, np.minimum(x, np.float16(65504)) * np.float16(2 ** -10))
     assert "0x7bff" in k.source(target=target)  # 65504 as f16 bits: folded to a constant
@@ -425,7 +425,7 @@ def test_readfirstlane_against_numpy(target):
     T = 256
     x = RNG.standard_normal(T).astype(np.float32)
     o, q = np.full(T, -9.0, np.float32), np.zeros(T, np.int32)
-    with opus.set_target(target):
+    with opus.set_target(target, interpret=True):
         rfl_kernel[1, T](x, o, q)
     ws = opus.targets.get_target(target).warp_size
     want = np.full(T, -9.0, np.float32)
@@ -447,7 +447,7 @@ def test_uniform_checking_mode_names_the_lane_and_line(target):
     x = np.zeros(128, np.int32)
     x[70] = 5  # lane 70: warp 2 of 32, warp 1 of 64; differs from its warp's first lane
     o = np.zeros_like(x)
-    with opus.set_target(target):
+    with opus.set_target(target, interpret=True):
         broken_uniform[1, 128](x, o)  # not checking: each lane's own value
         np.testing.assert_array_equal(o, x)
         with opus.interp.checking(), pytest.raises(opus.interp.InterpError) as e:
