@@ -206,18 +206,21 @@ def _host_parts(x, k):
             "part_alloc": lambda: (new_vals(), new_inds()), "part_launch": bare_launch}
 
 
-def _host_us(torch, fn, calls=200):
-    """Host microseconds per call of fn (calls queued back to back, the GPU not waited for).
-    CUDA events around one eager call measure the larger of this and the device time where
-    the GPU has nothing queued before it."""
+def _host_us(torch, fn, calls=200, loops=5):
+    """Host microseconds per call of fn (calls queued back to back, the GPU not waited for),
+    the least of ``loops`` loops (the machine's noise only adds time: the parts of a call,
+    timed apart, then add up). CUDA events around one eager call measure the larger of this
+    and the device time where the GPU has nothing queued before it."""
     import time
+    best = float("inf")
+    for _ in range(loops):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        best = min(best, time.perf_counter() - t0)
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    t1 = time.perf_counter()
-    torch.cuda.synchronize()
-    return (t1 - t0) / calls * 1e6
+    return best / calls * 1e6
 
 
 def run_topk_shapes(torch, reps):
