@@ -383,18 +383,21 @@ def test_split_k_in_the_interpreter(sm90, m, n, k, split, b_kmajor, block_n, blo
 
 
 @pytest.mark.parametrize("blocks", [1, 2, 4])
-def test_split_k_sums_in_split_order_whichever_split_is_last(sm90, blocks):
+@pytest.mark.parametrize("block_m", [None, 64])
+def test_split_k_sums_in_split_order_whichever_split_is_last(sm90, blocks, block_m):
     """Three one-stage splits whose f32 partials are 2^26, -2^26 and j (column j): summed in
     split order, (2^26 - 2^26) + j = j exactly; any other order rounds j + 2^26 to a multiple
     of 8 first. The interpreter runs blocks one after another, so the last split of a tile to
     arrive is split 2 (1 block), split 1 of tile 0 (2 blocks: units 0 and 2 run on block 0
-    first) or split 0 of tile 1 (4 blocks: unit 3 runs on block 3, after units 4 and 5)."""
+    first) or split 0 of tile 1 (4 blocks: unit 3 runs on block 3, after units 4 and 5).
+    64-row tiles (2 x 2 of them) sum with every slot's loads in flight at once."""
     m, n = 70, 200                          # 2 tiles 128 wide, ragged
     a = np.ones((m, 192), BF16)
     b = np.empty((192, n), np.float32)
     b[:64], b[64:128] = 2.0 ** 20, -2.0 ** 20
     b[128:] = np.arange(n, dtype=np.float32) / 64
-    out = opus.ops.gemm(a, b.astype(BF16), split_k=3, block_n=128, blocks=blocks)
+    out = opus.ops.gemm(a, b.astype(BF16), split_k=3, block_n=128, blocks=blocks,
+                        block_m=block_m)
     assert (out.astype(np.float32) == np.arange(n, dtype=np.float32)).all()
 
 
@@ -434,12 +437,14 @@ def test_split_k_scaled_fp8(sm90, m, n, k, split, block_n, fast_accum):
     _check_scaled(c, a, b, sa, sb)
 
 
-def test_split_k_more_than_the_stages_is_clamped_by_the_kernel(sm90, monkeypatch):
+@pytest.mark.parametrize("tiling", [(128, 128, 4), (64, 128, 4)])
+def test_split_k_more_than_the_stages_is_clamped_by_the_kernel(sm90, monkeypatch, tiling):
     """A launch whose SPLIT exceeds K's stages (the host refuses it, a direct launch may not):
     the kernel splits K only as many ways as it has stages, so no unit is empty (an empty one
-    would release a ring stage it never used)."""
+    would release a ring stage it never used), and 64-row tiles (every slot loaded at once)
+    add only the slots in use."""
     from opus.ops import gemm_hopper as G
-    monkeypatch.setattr(G, "_choose_tiling", lambda *args: (128, 128, 4))
+    monkeypatch.setattr(G, "_choose_tiling", lambda *args: tiling)
     monkeypatch.setattr(G, "_choose_split", lambda *args: (128, 4))     # promoted
     a, b = _inputs(130, 200, 128, BF16, False, seed=10)         # 2 stages, SPLIT = 4
     _check(opus.ops.gemm(a, b), a, b)

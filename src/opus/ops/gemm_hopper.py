@@ -117,9 +117,11 @@ def _publish_partial(d, split, partials, counts, tile, s, splits):
 def _sum_partials(split, partials, tile, splits, n):
     """The tile's sum for the last unit's warp (its ``n`` values per lane): slot 0 + slot 1 +
     ... in this order (its own slot re-read too), so the result is the same whichever unit is
-    last. In pieces of 64 values (32 where n is not a multiple of 64), each a run-time loop
-    over the slots: one slot's piece is in flight at a time (unrolled, ptxas hoisted every
-    slot's loads and spilled)."""
+    last. Where every slot's values fit in 128 registers (64 x 128 tiles: 32 per lane and
+    slot, up to 4 slots), all slots' loads are issued at once (unrolled over SPLIT; branches
+    around the slots past ``splits`` serialized the loads); else in pieces of 64 values (32 where n is not a multiple of 64),
+    each a run-time loop over the slots: one slot's piece in flight at a time (unrolled,
+    ptxas hoisted every slot's loads and spilled)."""
     first = opus.make_gmem(partials) + _partial_at(split, tile, 0)     # constant offsets below
     step = 64 if n % 64 == 0 else 32
     piece = _partial_layout(step)
@@ -127,8 +129,13 @@ def _sum_partials(split, partials, tile, splits, n):
     for p in range(0, n, step):
         at = piece + 32 * p         # runs p / 4 ..: 128 elements apart
         total = first.load(at, vec=4)
-        for j in opus.range(1, splits):
-            total = total + (first + j * split[2]).load(at, vec=4)
+        if n * split[3] <= 128:     # slots past splits re-read the last one, not added
+            for j in range(1, split[3]):
+                v = (first + opus.min(j, splits - 1) * split[2]).load(at, vec=4)
+                total = opus.select(j < splits, total + v, total)
+        else:
+            for j in opus.range(1, splits):
+                total = total + (first + j * split[2]).load(at, vec=4)
         sums.append(total)
     return opus.concat(*sums)
 
