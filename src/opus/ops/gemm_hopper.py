@@ -20,7 +20,7 @@ NVIDIA sm_90a: a persistent, warp-specialized kernel.
   64-column panel at a time, converts them to the output type, writes them into a swizzled
   shared panel, and one lane stores the panels by TMA (which clips at the tensor's edges: M,
   N and K need not be multiples of the tile; K's tail is read as zeros).
-* Split-K (SPLIT > 1, where tiles are too few for the SMs: ``_choose_split``): a tile's K
+* Split-K (SPLIT > 1, where tiles are too few for the SMs: ``_choose_tiling``): a tile's K
   stages are cut into SPLIT ranges, one work unit each; each consumer warp writes its f32
   partial to a workspace slot and counts it (acq_rel, per tile and warp); the last to arrive
   adds the slots in split order, resets the count and runs the epilogue (docs/ops.md).
@@ -497,13 +497,14 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
     :param residual: M x N of the output's type, row-major, added last
     :param blocks: persistent blocks to launch (default: one per SM on the GPU, 4 in the
         interpreter)
-    :param block_n: the block tile's width, 64, 128 or 256 (default: 256 where that gives
-        every SM a tile or K is split, else narrower)
-    :param stages: shared-memory stages in flight (default: as many as fit)
+    :param block_n: the block tile's width, 64, 128 or 256 (default: 256 where 128 x 256
+        tiles give every SM one, else the rule's small tile: docs/ops.md)
+    :param stages: shared-memory stages in flight (default: as many as fit, 8 at most)
     :param split_k: K splits per output tile (split-K: each split's f32 partial tile goes to
         a workspace, the last split to finish adds them in a fixed order and runs the
         epilogue: deterministic, one launch); 1 for none, at most K's 64-deep stages. Default:
-        split where the 256-wide tiles would leave half the SMs idle (docs/ops.md: the rule)
+        split where even the small tiles leave the SMs too much to stream each (docs/ops.md:
+        the rule)
     :param block_m: the block tile's height, 128 or 64 (64: at least 128 wide; default: the
         plan's rule, docs/ops.md)
     :returns: out
