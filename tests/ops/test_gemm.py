@@ -480,6 +480,15 @@ def test_block_m_64_f16_with_bias_activation_residual(sm90):
         assert (np.abs(c.astype(np.float64) - ref) <= tol).all()
 
 
+def test_block_m_64_scaled_fp8_fast_accum(sm90):
+    """fp8 with fast accumulation takes the unpromoted kernel, so the small-M rule's 64-row
+    tiles (here 2 x 8 of 64 x 128 for 16 blocks), with row and column scales."""
+    from opus.ops import gemm_hopper as G
+    assert G._choose_tiling(70, 1024, 528, 128, 16, None, None, None) == (64, 128, 1)
+    a, b, sa, sb = _scaled_inputs(70, 1024, 528, "row", "column", seed=14)
+    _check_scaled(opus.ops.scaled_gemm(a, b, sa, sb, fast_accum=True, blocks=16), a, b, sa, sb)
+
+
 @pytest.mark.parametrize("cv", [dict(BN=128, STAGES=8), dict(BN=128, STAGES=8, B_KMAJOR=True),
                                 dict(BN=256, STAGES=4, SPLIT=2)])
 def test_block_m_64_sass(cv):
