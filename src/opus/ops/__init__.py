@@ -1,6 +1,6 @@
 """The kernel library: torch-facing operations written with opus's public language (each module
 says its design; docs/ops.md lists them). Import it as ``opus.ops``."""
-from . import gemm_hopper
+from . import gemm_hopper, _gemm_args
 from .gemm_hopper import relu, gelu_tanh, silu
 from .norm_quant import rmsnorm, rmsnorm_quant, per_token_quant, per_group_quant
 from .rowsoftmax import softmax
@@ -35,10 +35,10 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
     from ..frontend.targeting import current_target
     if current_target().target.vendor == "amd":
         if split_k is not None:
-            gemm_hopper._err("split_k= is an sm_90a option (the AMD kernel does not split K)")
+            _gemm_args.err("split_k= is an sm_90a option (the AMD kernel does not split K)")
         for name, value in (("blocks", blocks), ("stages", stages)):
             if value is not None:
-                gemm_hopper._err(f"{name}= is an sm_90a option (the AMD kernel is not "
+                _gemm_args.err(f"{name}= is an sm_90a option (the AMD kernel is not "
                                  f"persistent and keeps two LDS stages); the AMD kernel takes "
                                  f"block_m and block_n")
         from .gemm_amd import gemm as gemm_amd
@@ -66,14 +66,14 @@ def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=
     if current_target().target.vendor == "amd":
         for name, value in (("blocks", blocks), ("stages", stages), ("split_k", split_k)):
             if value is not None:
-                gemm_hopper._err(f"{name}= is an sm_90a option; the AMD kernel takes block_m "
+                _gemm_args.err(f"{name}= is an sm_90a option; the AMD kernel takes block_m "
                                  f"and block_n")
         from .gemm_amd import scaled_gemm as scaled_gemm_amd
         return scaled_gemm_amd(a, b, scale_a, scale_b, out, out_dtype=out_dtype,
                                fast_accum=fast_accum, bias=bias, activation=activation,
                                residual=residual, block_m=block_m, block_n=block_n)
     if block_m is not None:
-        gemm_hopper._err("block_m= is an AMD option; the sm_90a kernel's tile is 128 rows")
+        _gemm_args.err("block_m= is an AMD option; the sm_90a kernel's tile is 128 rows")
     return gemm_hopper.scaled_gemm(a, b, scale_a, scale_b, out, out_dtype=out_dtype,
                                    fast_accum=fast_accum, bias=bias, activation=activation,
                                    residual=residual, blocks=blocks, block_n=block_n,

@@ -88,3 +88,74 @@ def dtype_name(x):
         return d.name
     d = dt.dtype_of_numpy(x.dtype)
     return d.name if d is not None else str(x.dtype)
+
+
+def out_dtype(a, out_dtype, scaled):
+    """The output's opus dtype: out_dtype (a torch or opus dtype), else a's type, or bf16 for
+    a scaled (fp8) GEMM."""
+    if out_dtype is None:
+        return dt.bf16 if scaled else dt.dtype_from_name(dtype_name(a))
+    if isinstance(out_dtype, dt.DType):
+        return out_dtype
+    from ..runtime import tensor_args as ta
+    if not ta._TORCH_OF_OPUS:
+        ta.init_torch()
+    d = next((o for o, tt in ta._TORCH_OF_OPUS.items() if tt is out_dtype), None)
+    if d is None:
+        err(f"out_dtype must be bf16, f16 or f32, got {out_dtype!r}")
+    return d
+
+
+def scale_mode(x, name, along, extent, torch, a):
+    """(SCALES entry, the f32 array to pass): 1 for one value, 2 for one per ``along``."""
+    if x is None:
+        return 0, None
+    if dtype_name(x) != "f32":
+        err(f"{name} must be f32, got {dtype_name(x)}")
+    if torch is not None and not x.is_cuda:
+        err(f"{name} must be on the GPU with a and b")
+    size = 1
+    for e in x.shape:
+        size *= e
+    shape = tuple(x.shape)
+    if size == 1 and len(shape) <= 2:
+        return 1, x
+    if size == extent and len(shape) <= 2 and max(shape) == extent:
+        if torch is not None and not x.is_contiguous():
+            err(f"{name} must be contiguous")
+        return 2, x
+    err(f"{name} must hold one value or one per {along} ({extent}); its shape is {shape}")
+
+
+def check_operand(x, name, shape, od, torch):
+    """An epilogue operand: ``shape``, of the output's type, row-major and contiguous."""
+    if x is None:
+        return
+    if tuple(x.shape) != shape or dtype_name(x) != od.name:
+        err(f"{name} must be {' x '.join(map(str, shape))} of {od.name} (the output's type), "
+             f"got shape {tuple(x.shape)} and {dtype_name(x)}")
+    contiguous = x.is_contiguous() if torch is not None else x.flags.c_contiguous
+    if not contiguous:
+        err(f"{name} must be contiguous (row-major)")
+    if torch is not None and not x.is_cuda:
+        err(f"{name} must be on the GPU with a and b")
+
+
+ONES_BY_DEVICE = {}
+
+
+def ones(torch, a, d):
+    """A one-element array of 1 of type ``d`` on a's device (the pointers of operands a call
+    does not use: scales of an unscaled GEMM, an absent bias or residual)."""
+    dev = (str(a.device) if torch is not None else "host", d.name)
+    x = ONES_BY_DEVICE.get(dev)
+    if x is None:
+        if torch is not None:
+            from ..runtime import tensor_args as ta
+            if not ta._TORCH_OF_OPUS:
+                ta.init_torch()
+            x = torch.ones(1, dtype=ta._TORCH_OF_OPUS[d], device=a.device)
+        else:
+            x = np().ones(1, d.np_dtype)
+        ONES_BY_DEVICE[dev] = x
+    return x

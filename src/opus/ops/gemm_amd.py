@@ -55,7 +55,7 @@ import opus
 from opus import dtypes as dt
 from opus.targets.base import UnsupportedOnTarget
 from opus.ir import Value, type_str
-from . import gemm_hopper as _hopper   # its epilogue-operand checks and dummy operands
+from . import _gemm_args as _args
 from ._gemm_args import (err as _err, operands as _operands, strides as _strides,
                          b_major as _b_major, dtype_name as _dtype_name, torch_of as _torch_of,
                          new_out as _new_out)
@@ -456,12 +456,12 @@ def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=
         sel.target.mma_instruction(d, d, dt.f32, (16, 16, 32))
     except UnsupportedOnTarget as e:
         _err(f"{da} inputs on {sel.target.name}: {e}")
-    od = _hopper._out_dtype(a, out_dtype, True)
+    od = _args.out_dtype(a, out_dtype, True)
     if od.name not in ("bf16", "f16", "f32"):
         _err(f"out_dtype must be bf16, f16 or f32, got {od.name}")
     torch = _torch_of(a)
-    mode_a, sa = _hopper._scale_mode(scale_a, "scale_a", "row of a", m, torch, a)
-    mode_b, sb = _hopper._scale_mode(scale_b, "scale_b", "column of b", n, torch, a)
+    mode_a, sa = _args.scale_mode(scale_a, "scale_a", "row of a", m, torch, a)
+    mode_b, sb = _args.scale_mode(scale_b, "scale_b", "column of b", n, torch, a)
     if k > 0 and n > 0 and not _b_major(b, k, n):
         _err("the fp8 GEMM reads B K-major: pass b as the transpose of a row-major N x K "
              "tensor (w.t())")
@@ -492,8 +492,8 @@ def _run(sel, a, b, out, d, od, scales, epilogue, block_m, block_n):
         _err(f"out must be a row-major {m} x {n} {od.name} matrix with contiguous rows, got "
              f"shape {tuple(out.shape)} and dtype {_dtype_name(out)}")
     bias, activation, residual = epilogue
-    _hopper._check_operand(bias, "bias", (n,), od, torch)
-    _hopper._check_operand(residual, "residual", (m, n), od, torch)
+    _args.check_operand(bias, "bias", (n,), od, torch)
+    _args.check_operand(residual, "residual", (m, n), od, torch)
     if activation is not None and not callable(activation):
         _err(f"activation must be a function of one value (e.g. opus.ops.relu), got "
              f"{activation!r}")
@@ -509,8 +509,8 @@ def _run(sel, a, b, out, d, od, scales, epilogue, block_m, block_n):
              f"{_strides(b)}")
     bm, bn = _choose(m, n, kmajor, block_m, block_n)
     mode_a, sa, mode_b, sb = scales
-    one = _hopper._ones(torch, a, dt.f32)     # the pointer of an absent scale
-    dummy = _hopper._ones(torch, a, od)       # of an absent bias or residual
+    one = _args.ones(torch, a, dt.f32)     # the pointer of an absent scale
+    dummy = _args.ones(torch, a, od)       # of an absent bias or residual
     wide = 16 // d.itemsize                   # elements of a 16-byte load
     atom_k = 32 if d.itemsize == 1 or sel.target.name == "gfx950" else 16
     grid = (-(-n // bn), -(-m // bm))

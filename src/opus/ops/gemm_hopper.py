@@ -478,9 +478,6 @@ _DTYPES = ("bf16", "f16")
 _FP8 = ("fp8_e4m3", "fp8_e5m2")
 
 
-
-
-
 def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=None,
          block_n=None, stages=None, split_k=None, block_m=None):
     """``a @ b`` on the GPU (torch tensors, on the current stream; usable inside CUDA graphs) or
@@ -564,7 +561,7 @@ def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promot
     if plan is None:
         scaled = scale_a is not None or scale_b is not None
         if out is None:
-            out = _new_out(a, b, _out_dtype(a, out_dtype, scaled))
+            out = _new_out(a, b, _args.out_dtype(a, out_dtype, scaled))
             key = key[:4] + (_key(out),) + key[5:]
         plan = _plan(a, b, out, sel, blocks, block_n, stages, scaled, scale_a, scale_b,
                      out_dtype, promote, epilogue, split_k, block_m)
@@ -588,46 +585,6 @@ def _key(x):
     if type(x).__module__.startswith("torch"):
         return (x.data_ptr(), tuple(x.shape), x.stride(), x.dtype, x.device)
     return (x.ctypes.data, x.shape, x.strides, x.dtype)
-
-
-def _out_dtype(a, out_dtype, scaled):
-    """The output's opus dtype: out_dtype (a torch or opus dtype), else a's type, or bf16 for
-    a scaled (fp8) GEMM."""
-    if out_dtype is None:
-        return dt.bf16 if scaled else dt.dtype_from_name(_dtype_name(a))
-    if isinstance(out_dtype, dt.DType):
-        return out_dtype
-    from ..runtime import tensor_args as ta
-    if not ta._TORCH_OF_OPUS:
-        ta.init_torch()
-    d = next((o for o, tt in ta._TORCH_OF_OPUS.items() if tt is out_dtype), None)
-    if d is None:
-        _err(f"out_dtype must be bf16, f16 or f32, got {out_dtype!r}")
-    return d
-
-
-
-
-
-def _scale_mode(x, name, along, extent, torch, a):
-    """(SCALES entry, the f32 array to pass): 1 for one value, 2 for one per ``along``."""
-    if x is None:
-        return 0, None
-    if _dtype_name(x) != "f32":
-        _err(f"{name} must be f32, got {_dtype_name(x)}")
-    if torch is not None and not x.is_cuda:
-        _err(f"{name} must be on the GPU with a and b")
-    size = 1
-    for e in x.shape:
-        size *= e
-    shape = tuple(x.shape)
-    if size == 1 and len(shape) <= 2:
-        return 1, x
-    if size == extent and len(shape) <= 2 and max(shape) == extent:
-        if torch is not None and not x.is_contiguous():
-            _err(f"{name} must be contiguous")
-        return 2, x
-    _err(f"{name} must hold one value or one per {along} ({extent}); its shape is {shape}")
 
 
 _SMEM = 232448  # bytes of shared memory a block may have on sm_90
@@ -735,7 +692,7 @@ def _split_workspace(torch, a, tiles, split, bn, bm=BM):
     bm x bn per tile, and an int32 arrival count per tile and consumer warp (8), zero (each
     launch leaves them zero)."""
     if split == 1:      # unused: the kernel's pointers need something
-        return _ones(torch, a, dt.f32), _ones(torch, a, dt.i32)
+        return _args.ones(torch, a, dt.f32), _args.ones(torch, a, dt.i32)
     size = tiles * split * bm * bn
     if size >= 2 ** 31:
         _err(f"split_k={split}: the partial tiles ({size} f32 values) need 32-bit offsets; "
@@ -757,7 +714,7 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
                                  "" if scaled else " (fp8 inputs: opus.ops.scaled_gemm)")
     torch = _torch_of(a)
     d = dt.dtype_from_name(da)
-    od = _out_dtype(a, out_dtype, scaled)
+    od = _args.out_dtype(a, out_dtype, scaled)
     if od.name not in ("bf16", "f16", "f32"):
         _err(f"out_dtype must be bf16, f16 or f32, got {od.name}")
     if _strides(a)[1] != 1 and k > 1 and m > 0:
@@ -771,11 +728,11 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
         if (extent * isz) % 16:
             _err(f"{name} = {extent} is not a multiple of {16 // isz}: TMA needs every row to "
                  f"start 16-byte aligned")
-    mode_a, sa = _scale_mode(scale_a, "scale_a", "row of a", m, torch, a)
-    mode_b, sb = _scale_mode(scale_b, "scale_b", "column of b", n, torch, a)
+    mode_a, sa = _args.scale_mode(scale_a, "scale_a", "row of a", m, torch, a)
+    mode_b, sb = _args.scale_mode(scale_b, "scale_b", "column of b", n, torch, a)
     bias, act, res = epilogue
-    _check_operand(bias, "bias", (n,), od, torch)
-    _check_operand(res, "residual", (m, n), od, torch)
+    _args.check_operand(bias, "bias", (n,), od, torch)
+    _args.check_operand(res, "residual", (m, n), od, torch)
     if act is not None and not callable(act):
         _err(f"activation must be a function of one value (e.g. opus.ops.relu), got {act!r}")
     if split_k is not None:
@@ -807,8 +764,8 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     if od.itemsize != 2:
         _err(f"out_dtype {od.name}: the epilogue stores 2-byte elements (bf16, f16)")
     tc = opus.TensorMap(out, (16, 64), swizzle=128)
-    ones = _ones(torch, a, dt.f32)
-    dummy = _ones(torch, a, od)
+    ones = _args.ones(torch, a, dt.f32)
+    dummy = _args.ones(torch, a, od)
     smem = st * (bm + bn) * 128 + bm * bn * od.itemsize
     tiles = -(-m // bm) * -(-n // bn)
     launch = gemm_kernel_for(od, promote)[max(1, min(blocks, tiles * split)), _THREADS]
@@ -835,40 +792,6 @@ def _check_block_m(block_m):
             or block_m not in (64, 128)):
         _err(f"block_m must be 64 or 128 (the sm_90a tile's rows), got {block_m!r}")
     return int(block_m)
-
-
-def _check_operand(x, name, shape, od, torch):
-    """An epilogue operand: ``shape``, of the output's type, row-major and contiguous."""
-    if x is None:
-        return
-    if tuple(x.shape) != shape or _dtype_name(x) != od.name:
-        _err(f"{name} must be {' x '.join(map(str, shape))} of {od.name} (the output's type), "
-             f"got shape {tuple(x.shape)} and {_dtype_name(x)}")
-    contiguous = x.is_contiguous() if torch is not None else x.flags.c_contiguous
-    if not contiguous:
-        _err(f"{name} must be contiguous (row-major)")
-    if torch is not None and not x.is_cuda:
-        _err(f"{name} must be on the GPU with a and b")
-
-
-_ONES = {}
-
-
-def _ones(torch, a, d):
-    """A one-element array of 1 of type ``d`` on a's device (the pointers of operands a call
-    does not use: scales of an unscaled GEMM, an absent bias or residual)."""
-    dev = (str(a.device) if torch is not None else "host", d.name)
-    x = _ONES.get(dev)
-    if x is None:
-        if torch is not None:
-            from ..runtime import tensor_args as ta
-            if not ta._TORCH_OF_OPUS:
-                ta.init_torch()
-            x = torch.ones(1, dtype=ta._TORCH_OF_OPUS[d], device=a.device)
-        else:
-            x = _np().ones(1, d.np_dtype)
-        _ONES[dev] = x
-    return x
 
 
 # -- activations for the epilogue (functions of one f32 value, written with opus operations) ------
