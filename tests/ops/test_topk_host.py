@@ -16,7 +16,7 @@ import opus
 import opus.ops
 from opus.errors import ArgumentError
 from opus.frontend import gpu_launch, launch, targeting
-from opus.ops import _rows, rowtopk
+from opus.ops import _fast_call, _rows, rowtopk
 from opus.runtime.launcher import LaunchConfig
 from opus.targets import get_target
 
@@ -95,9 +95,10 @@ def standin(request, monkeypatch):
     from opus.runtime import tensor_args
     monkeypatch.setattr(tensor_args, "_torch_stream", None)   # read again from torch._C
     monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: state["capturing"])
-    for name, value in (("_PLANS", {}), ("_DUMMIES", {}), ("_TENSOR", rowtopk._NoTensor),
-                        ("_IS_COMPILING", None)):
+    for name, value in (("_PLANS", {}), ("_DUMMIES", {})):
         monkeypatch.setattr(rowtopk, name, value)
+    monkeypatch.setattr(_fast_call, "TENSOR", _fast_call.NoTensor)
+    monkeypatch.setattr(_fast_call, "IS_COMPILING", None)
     token = targeting._selected.set(targeting._selection(get_target("sm_90a"), "gpu"))
     yield torch, launches, state
     targeting._selected.reset(token)
@@ -231,7 +232,7 @@ def test_under_torch_compile_the_torch_op_is_called(standin, monkeypatch):
             ops.append(a)
             return "the op's result"
     monkeypatch.setattr(rowtopk, "_torch_ops", lambda: Ops)
-    monkeypatch.setattr(rowtopk, "_IS_COMPILING", lambda: True)
+    monkeypatch.setattr(_fast_call, "IS_COMPILING", lambda: True)
     monkeypatch.setattr(_rows, "compiling", lambda: True)
     assert opus.ops.topk(x, 5) == "the op's result"
     assert ops == [(x, 5, True)] and len(launches) == 1

@@ -49,7 +49,7 @@ counts last (it sees every other slice's list) merges the S - 1 other lists into
 the others merged sorted against sorted: one max and log2 K steps, no sort), then through
 shared memory, writes the row and sets the counter back to 0, so the next launch (and every
 CUDA-graph replay) starts from zero without a reset. The workspace and counters are made
-once per launch plan and stream (``_Workspaces``): no allocation or host sync per call.
+once per launch plan and stream (``_fast_call.Workspaces``): no allocation or host sync per call.
 
 Launch shapes (``plan``, the rule; ``launch`` runs any shape): the short-row kernel where it
 applies. Otherwise one warp per row (4 per block) for rows of up to 4096 elements or where the
@@ -66,7 +66,7 @@ import opus
 from opus import dtypes as dt
 from opus.frontend.targeting import current_target
 
-from . import _rows
+from . import _fast_call, _rows
 
 __all__ = ["topk", "plan", "launch", "short_shape", "TOPK", "TOPK_SHORT"]
 
@@ -660,14 +660,6 @@ def plan(rows, n, k, sms, warp_size):
 
 # -- host side ---------------------------------------------------------------------------------
 
-class _NoTensor:
-    """Stands in for torch.Tensor until a torch tensor has been planned for."""
-
-
-_TENSOR = _NoTensor          # torch.Tensor, once the first torch call passed its checks
-_IS_COMPILING = None         # torch.compiler.is_compiling, likewise
-
-
 def topk(x, k, dim=-1, largest=True, sorted=True):
     """The k largest (or smallest) elements of each row of x along the last dimension, as
     ``torch.topk``: ``(values, indices)``, values in x's type, indices int64, each row sorted
@@ -687,8 +679,8 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
     :returns: (values, indices), each of x's shape with the last dimension k
     :targets: all targets
     """
-    if (type(x) is _TENSOR and type(k) is int and type(dim) is int and type(largest) is bool
-            and sorted is True and not _IS_COMPILING()):
+    if (type(x) is _fast_call.TENSOR and type(k) is int and type(dim) is int
+            and type(largest) is bool and sorted is True and not _fast_call.IS_COMPILING()):
         call = _PLANS.get(_call_key(x, k, largest, dim, None))
         if call is not None:       # this layout with these arguments passed the checks before
             return call(x)
@@ -726,7 +718,7 @@ def launch(x, k, largest, shape=None):
     layout of x's rows (shape, strides, dtype, device, alignment), target, k, largest and
     shape, and kept (_PLANS); a repeated call with a torch tensor is one dict lookup by a key
     made from a few accessors, then the outputs' allocation and one bound launch."""
-    if type(x) is _TENSOR and not _IS_COMPILING():
+    if type(x) is _fast_call.TENSOR and not _fast_call.IS_COMPILING():
         call = _PLANS.get(_call_key(x, k, largest, -1, shape))
         if call is not None:
             return call(x)
@@ -759,19 +751,9 @@ def _launch(x, k, largest, shape, dim):
     out = tuple(x.shape[:-1]) + (k,)
     result = plan(x2, out)    # the launch entries accepted x (its device, its alignment)
     if _rows.is_torch(x) and x2.data_ptr() == x.data_ptr():
-        _adopt_torch()
+        _fast_call.adopt_torch()
         _PLANS[_call_key(x, k, largest, dim, shape)] = plan.call(x, out)
     return result
-
-
-def _adopt_torch():
-    """Torch's tensor type and compile check for the fast paths of topk and launch."""
-    global _TENSOR, _IS_COMPILING
-    if _TENSOR is _NoTensor:
-        import torch
-        _IS_COMPILING = getattr(getattr(torch, "compiler", None), "is_compiling", None) or (
-            lambda: False)
-        _TENSOR = torch.Tensor
 
 
 class _Plan:
@@ -802,7 +784,7 @@ class _Plan:
         if b is None:
             return lambda x: (new_vals(), new_inds())
         run, kern, rest, workspace = b.by_address()
-        stream, device = _torch_stream(), x.get_device()
+        stream, device = _fast_call.torch_stream(), x.get_device()
 
         def call(x):
             vals, inds = new_vals(), new_inds()
@@ -811,12 +793,6 @@ class _Plan:
                 0, h)
             return vals, inds
         return call
-
-
-def _torch_stream():
-    """``f(device index)``: torch's current stream there, as a raw handle."""
-    from opus.runtime import tensor_args
-    return tensor_args.torch_raw_stream()
 
 
 class _Bound:
@@ -834,15 +810,14 @@ class _Bound:
             self.run(self.kern, (x2, v, i) + self.rest, 0, None)
             return
         h = self.spaces.stream(self.spaces.device)
-        self.run(self.kern, (x2, v, i) + self.spaces.pair(h) + self.rest, 0, h)
+        self.run(self.kern, (x2, v, i) + self.spaces.set_for(h) + self.rest, 0, h)
 
     def by_address(self):
         """(run, kern, rest, workspace) for launches by addresses (torch): rest with its
         tensors (the unused pointers' stand-ins) as their addresses, ``workspace(h)`` the
         workspace arguments for stream h (a bound method: it keeps this _Bound, and so rest's
         tensors, alive)."""
-        rest = tuple(a.data_ptr() if isinstance(a, _TENSOR) else a for a in self.rest)
-        return self.run, self.kern, rest, self.workspace_args
+        return self.run, self.kern, _fast_call.by_address(self.rest), self.workspace_args
 
     def workspace_args(self, h):
         """The workspace arguments of a launch on stream h by addresses (_Plan.call)."""
@@ -877,7 +852,7 @@ def _plan_short(x2, d, k, largest, p, g):
 def _plan_rows(x, x2, d, k, largest, wpr, slices):
     """The streaming kernel: one warp per row (4 rows per block), or blocks of wpr warps per
     row; with slices > 1 each row is cut into that many blocks, which merge in the same
-    launch through a workspace kept per stream (_Workspaces)."""
+    launch through a workspace kept per stream (_fast_call.Workspaces)."""
     rows, n = x2.shape
     ws = _rows.target().target.warp_size
     stride = _rows.row_stride(x2)
@@ -894,58 +869,9 @@ def _plan_rows(x, x2, d, k, largest, wpr, slices):
     kern = TOPK[d][(rows, slices), wpr * ws]
     run, full = kern.bind_entry(x2, x2, x2, work, counts, rows, n, stride, slice_len, WPR=wpr,
                                 BLOCK=wpr * ws, SPLIT=True, **common)
-    return _Bound(kern, run, full[5:], _Workspaces(x, rows * slices * common["K"], rows))
-
-
-class _Workspaces:
-    """A split launch's workspace (each slice's list) and per-row counts (zero between
-    launches: the kernel's last block of a row sets its count back), kept per stream: the
-    calls on one stream run in order, so one pair serves them all, and calls in flight on two
-    streams never share one. A call while its stream is captured into a CUDA graph gets a new
-    pair (allocated and zeroed in the capture: the graph owns it and zeroes the counts at
-    each replay). A graph captured on a stream that has run the plan before uses that
-    stream's pair: replay it on that stream, not beside calls of the same shape on another."""
-
-    __slots__ = ("new", "kept", "addresses", "stream", "device", "capturing")
-
-    def __init__(self, x, work_len, rows):
-        new_work, new_counts = _rows.allocator(x, dt.u64), _rows.allocator(x, dt.i32)
-
-        def new():
-            counts = new_counts((rows,))
-            counts[...] = 0
-            return new_work((work_len,)), counts
-        self.new, self.kept, self.addresses = new, {}, {}
-        self.stream, self.device, self.capturing = (lambda device: None), None, None
-        if _rows.is_torch(x):
-            import torch
-            self.stream, self.device = _torch_stream(), x.device.index
-            self.capturing = torch.cuda.is_current_stream_capturing
-
-    def get(self):
-        """(work, counts) for the current stream."""
-        return self.pair(self.stream(self.device))
-
-    def pair(self, h):
-        """(work, counts) for stream h: the kept pair, or a new one (kept unless h is being
-        captured)."""
-        pair = self.kept.get(h)
-        if pair is None:
-            pair = self.new()
-            if self.capturing is None or not self.capturing():
-                self.kept[h] = pair
-        return pair
-
-    def args(self, h):
-        """The pair for stream h as launch arguments: the kept pair's addresses (torch
-        tensors kept here), or a pair made in a capture itself (alive through the launch)."""
-        a = self.addresses.get(h)
-        if a is None:
-            pair = self.pair(h)
-            if self.kept.get(h) is not pair:
-                return pair
-            a = self.addresses[h] = (pair[0].data_ptr(), pair[1].data_ptr())
-        return a
+    work_len = rows * slices * common["K"]
+    return _Bound(kern, run, full[5:], _fast_call.Workspaces(
+        x, lambda: (_rows.empty(x, (work_len,), dt.u64), _fast_call.zeroed(x, dt.i32, (rows,)))))
 
 
 _DUMMIES = {}
