@@ -343,7 +343,11 @@ def _sr_inputs(m, emin):
     r = RNG.standard_normal(64) * 2.0 ** RNG.integers(emin - m - 4, emin + 12, 64)
     edges = [2.0**emin, -(2.0**emin), 2.0**(emin - 1), 2.0**(emin - m - 1), 1.0 + 2**-m,
              1.0 - 2**-24, 3.0, 0.0, -0.0, math.inf, -math.inf, math.nan]
-    return np.concatenate([r, edges]).astype(np.float32)
+    # the smallest f32 subnormal (rounds up to the format's smallest value with enough random
+    # bits), and NaNs whose payload lies only below the kept mantissa bits (cut there, they
+    # would be infinities)
+    codes = np.array([0x00000001, 0x7F800001, 0xFFFFFFFF, 0x7F8001FF], np.uint32).view(np.float32)
+    return np.concatenate([np.array(np.concatenate([r, edges]), np.float32), codes])
 
 
 @pytest.mark.parametrize("fmt", sorted(SR))
