@@ -294,3 +294,27 @@ def test_each_block_starts_with_no_copy_pending():
     with opus.set_target("sm_90a", interpret=True), interp.checking():
         copy_per_block[3, 32](x, out)
     np.testing.assert_array_equal(out, x.reshape(3, 32)[:, ::-1].reshape(-1))
+
+
+@opus.kernel(block=4)
+def write_after_thread_0s_read(out: Ptr[f32]):
+    pad = opus.alloc_smem(f32, 8)
+    s = opus.alloc_smem(f32, 4)
+    t = opus.thread_id_x()
+    pad[t] = 0.0
+    s[t] = 1.0
+    opus.sync_threads()
+    x = 0.0
+    if t == 0:
+        x = s[2]  # ERR: read0
+    if t == 1:
+        s[2] = 3.0  # ERR: war0
+    out[t] = x + pad[t]
+
+
+def test_a_write_after_thread_0s_read():
+    """Thread 1 writes s[2], which only thread 0 (the lowest thread id) read since the barrier."""
+    _raises(interp.SharedRaceError, write_after_thread_0s_read, 4, np.zeros(4, np.float32), text=(
+        re.escape(_at("war0")) + r" `.*`: shared-memory race on " + _sm(r"\[2\]") + ": "
+        + re.escape(f"{B0} (1, 0, 0) writes it after {B0} (0, 0, 0) read it at {_at('read0')}")
+        + r" `.*` with no barrier in between"))
