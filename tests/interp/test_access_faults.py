@@ -2,7 +2,8 @@
 every lane; a bounded access whose bound exceeds the buffer (the lanes inside the bound but
 past the buffer fault, without the "unchecked on the GPU" note); misaligned vector accesses by
 part of the lanes (inside a branch); masked shared-memory loads in checking mode (loads, not
-writes: several readers are no race). Expected texts written by hand from the kernels."""
+writes: several readers are no race); packed fp4 accesses off a byte's start (named as loads;
+lanes outside a branch unchecked). Expected texts written by hand from the kernels."""
 import os
 import sys
 
@@ -110,3 +111,39 @@ def test_masked_shared_loads_are_reads_in_checking_mode():
     with opus.set_target("sm_90a", interpret=True), interp.checking():
         masked_shared_reads[1, N](out)
     np.testing.assert_array_equal(out, [20, 20, 20, 20, 0, 10, 20, 30])
+
+
+# -- packed (4-bit) elements: an access starts a byte, aligned to its size ------------------------
+
+@opus.kernel
+def packed_load_at(x: Ptr[opus.fp4], y: Ptr[opus.fp4], k: i32):
+    t = opus.thread_id_x()
+    off = 8 * t + k * (t // 2)  # lanes 0 and 1 at 0 and 8, lanes 2 and 3 shifted by k
+    if t < 2:
+        opus.store(y, opus.load(x, off, vec=8), 8 * t)
+
+
+def test_packed_lanes_outside_the_branch_are_not_checked():
+    """k = 3: lanes 2 and 3 would load 8 fp4 elements from offsets 19 and 27 (not a byte's
+    start) but are outside the branch, so nothing faults and lanes 0 and 1 copy x[0:16]."""
+    x = np.arange(32, dtype=np.uint8)  # 64 packed fp4 elements
+    y = np.zeros(32, np.uint8)
+    with opus.set_target("sm_90a", interpret=True):
+        packed_load_at[1, 4](x, y, 3)
+    np.testing.assert_array_equal(y, np.where(np.arange(32) < 8, x, 0))
+
+
+def test_a_packed_load_off_a_byte_is_named_as_a_load():
+    """k = 3: lane 0 loads 8 fp4 elements from offset 3, which does not start a byte: the
+    fault names the load, the element, the lane and the rule."""
+    x = np.zeros(32, np.uint8)
+    msg = _fault(packed_odd_load, x, np.zeros(32, np.uint8), 3, block=2)
+    want = (f": misaligned 8-element load of x[3] by {WHO.format(0)}: element offset 3 does not "
+            f"start a byte (4-bit elements come 2 to 1 byte)")
+    assert msg.startswith(f"{_line('odd')} `") and msg.endswith(want), msg
+
+
+@opus.kernel
+def packed_odd_load(x: Ptr[opus.fp4], y: Ptr[opus.fp4], k: i32):
+    t = opus.thread_id_x()
+    opus.store(y, opus.load(x, 8 * t + k, vec=8), 8 * t)  # ERR: odd
