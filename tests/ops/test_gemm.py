@@ -684,3 +684,79 @@ def test_split_k_sass(promoted, cv):
     add = next(i for i, ln in enumerate(lines) if ln.startswith("ATOMG.E.ADD.S32.STRONG.GPU"))
     assert "MEMBAR.ALL.GPU" in lines[add - 4:add] and lines[add + 1] == "CCTL.IVALL", \
         lines[add - 4:add + 2]
+
+
+# -- the host fast path on the GPU (tests/ops/test_gemm_host.py: its launches without one) -------
+
+def _close(torch, got, want):
+    """got (bf16/f16) equals the f32 reference to the output type's rounding."""
+    assert torch.allclose(got.float(), want, rtol=2e-2, atol=2e-2 * want.abs().max().item())
+
+
+@pytest.mark.gpu
+def test_gpu_fast_path_interleaved_layouts_of_one_shape():
+    """Dense and padded a, row-major b and b = w.t(), called in turn with new values each
+    time (out=None and out=): every result is its own inputs' product."""
+    torch = _torch_sm90()
+    m, n, k = 128, 1024, 512
+    g = torch.Generator(device="cuda").manual_seed(7)
+
+    def rand(*shape):
+        return torch.randn(*shape, device="cuda", generator=g).to(torch.bfloat16)
+    makers = [lambda: (rand(m, k), rand(k, n)), lambda: (rand(m, k + 64)[:, :k], rand(k, n)),
+              lambda: (rand(m, k), rand(n, k).t()), lambda: (rand(m, k + 64)[:, :k],
+                                                            rand(n, k).t())]
+    for i in range(3):
+        for make in makers:
+            a, b = make()
+            out = opus.ops.gemm(a, b) if i % 2 == 0 else opus.ops.gemm(
+                a, b, out=torch.empty(m, n, device="cuda", dtype=torch.bfloat16))
+            _close(torch, out, a.float() @ b.float())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("split_k", [1, 2])
+def test_gpu_fast_path_side_stream_then_graph_capture(split_k):
+    """After eager calls (the fast path's), the same layout on a side stream and captured
+    into a CUDA graph (split-K: the capture's own workspace) gives each call's product; the
+    graph replays new values copied into its inputs."""
+    torch = _torch_sm90()
+    m, n, k = 128, 768, 1024
+    a, w = torch.randn(m, k, device="cuda").half(), torch.randn(n, k, device="cuda").half()
+    for _ in range(3):
+        _close(torch, opus.ops.gemm(a, w.t(), split_k=split_k), a.float() @ w.float().t())
+    side = torch.cuda.Stream()
+    a2 = torch.randn(m, k, device="cuda").half()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out2 = opus.ops.gemm(a2, w.t(), split_k=split_k)
+        out3 = opus.ops.gemm(a, w.t(), split_k=split_k)
+    torch.cuda.current_stream().wait_stream(side)
+    _close(torch, out2, a2.float() @ w.float().t())
+    _close(torch, out3, a.float() @ w.float().t())
+    static_a = torch.zeros_like(a)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static_out = opus.ops.gemm(static_a, w.t(), split_k=split_k)
+    for x in (a, a2):
+        static_a.copy_(x)
+        graph.replay()
+        torch.cuda.synchronize()
+        _close(torch, static_out, x.float() @ w.float().t())
+    _close(torch, opus.ops.gemm(a2, w.t(), split_k=split_k), a2.float() @ w.float().t())
+
+
+@pytest.mark.gpu
+def test_gpu_fast_path_scaled_gemm_with_new_scales():
+    """Repeated fp8 calls with per-row / per-column scales and a bias, new values each call:
+    each result is (a @ b) * scales + bias of its own operands."""
+    torch = _torch_sm90()
+    m, n, k = 128, 512, 512
+    for _ in range(3):
+        a = torch.randn(m, k, device="cuda").to(torch.float8_e4m3fn)
+        w = torch.randn(n, k, device="cuda").to(torch.float8_e4m3fn)
+        sa, sb = torch.rand(m, device="cuda") + 0.5, torch.rand(n, device="cuda") + 0.5
+        bias = torch.randn(n, device="cuda").to(torch.bfloat16)
+        out = opus.ops.scaled_gemm(a, w.t(), sa, sb, bias=bias)
+        want = (a.float() @ w.float().t()) * sa[:, None] * sb[None, :] + bias.float()
+        _close(torch, out, want)

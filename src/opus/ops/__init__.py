@@ -32,6 +32,10 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
     :returns: out
     :targets: sm_90a, gfx942, gfx950
     """
+    done = gemm_hopper.fast(a, b, out, None, None, None, bias, activation, residual,
+                            (blocks, block_n, stages, split_k, block_m), False)
+    if done is not None:     # torch tensors of layouts planned before (sm_90a)
+        return done
     from ..frontend.targeting import current_target
     if current_target().target.vendor == "amd":
         if split_k is not None:
@@ -62,6 +66,12 @@ def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=
 
     :targets: sm_90a, gfx942, gfx950
     """
+    if block_m is None:
+        done = gemm_hopper.fast(a, b, out, scale_a, scale_b, out_dtype, bias, activation,
+                                residual, (blocks, block_n, stages, split_k, None),
+                                not fast_accum)
+        if done is not None:
+            return done
     from ..frontend.targeting import current_target
     if current_target().target.vendor == "amd":
         for name, value in (("blocks", blocks), ("stages", stages), ("split_k", split_k)):

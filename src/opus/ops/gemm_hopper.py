@@ -31,6 +31,8 @@ types, of 16 for fp8); other shapes are refused with that reason.
 
 import opus
 from opus import dtypes as dt
+from opus.frontend.targeting import current_target
+from . import _fast_call, _rows
 from . import _gemm_args as _args
 from ._gemm_args import (err as _err, strides as _strides, b_major as _b_major,
                          new_out as _new_out, torch_of as _torch_of, np as _np,
@@ -507,6 +509,10 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
     :returns: out
     :targets: sm_90a
     """
+    done = fast(a, b, out, None, None, None, bias, activation, residual,
+                (blocks, block_n, stages, split_k, block_m), False)
+    if done is not None:
+        return done
     return _run(a, b, out, None, None, None, blocks, block_n, stages,
                 epilogue=(bias, activation, residual), split_k=split_k, block_m=block_m)
 
@@ -539,6 +545,10 @@ def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=
     :returns: out
     :targets: sm_90a
     """
+    done = fast(a, b, out, scale_a, scale_b, out_dtype, bias, activation, residual,
+                (blocks, block_n, stages, split_k, None), not fast_accum)
+    if done is not None:
+        return done
     return _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages,
                 promote=not fast_accum, epilogue=(bias, activation, residual), split_k=split_k)
 
@@ -550,14 +560,13 @@ def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promot
         _check_split_k(split_k)     # refused before it reaches the plan key (a list: unhashable)
     if block_m is not None and type(block_m) is not int:
         _check_block_m(block_m)
-    from ..frontend.targeting import current_target
     sel = current_target()
     key = (sel.target.name, sel.mode, _key(a), _key(b), None if out is None else _key(out),
            None if scale_a is None else _key(scale_a), None if scale_b is None else _key(scale_b),
            str(out_dtype), blocks, block_n, stages, promote,
            None if bias is None else _key(bias), act, None if res is None else _key(res), split_k,
            block_m)
-    plan = _PLANS.get(key)
+    plan, given = _PLANS.get(key), out
     if plan is None:
         scaled = scale_a is not None or scale_b is not None
         if out is None:
@@ -570,9 +579,74 @@ def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promot
         _PLANS[key] = plan
     if plan is not None:
         plan()
+        if sel.mode == "gpu" and torch_exact(a, b, given, scale_a, scale_b, bias, res):
+            _remember(plan, a, b, given, scale_a, scale_b, out_dtype, epilogue,
+                      (blocks, block_n, stages, split_k, block_m), promote)
     elif out is not None and a.shape[1] == 0:
         out[...] = 0
     return out
+
+
+# -- the fast path: a repeated torch call of a layout planned before --------------------------
+
+# call key (_call_key: the layouts, not the addresses) -> call(a, b, out, scale_a, scale_b,
+# bias, residual) -> out (_ByAddress.call)
+_CALLS = {}
+_NO_OPTIONS = (None,) * 5
+_FOREIGN = object()       # an operand of another type in a key: never stored
+
+
+def fast(a, b, out, scale_a, scale_b, out_dtype, bias, act, res, options, promote):
+    """The call's result where torch tensors of these layouts, with these options, were
+    checked and planned before (one dict lookup, out's allocation, one launch by addresses);
+    None otherwise (the caller takes the general path)."""
+    if type(a) is not _fast_call.TENSOR or _fast_call.IS_COMPILING():
+        return None
+    call = _CALLS.get(_call_key(a, b, out, scale_a, scale_b, out_dtype, bias, act, res,
+                                options, promote))
+    return None if call is None else call(a, b, out, scale_a, scale_b, bias, res)
+
+
+def _call_key(a, b, out, scale_a, scale_b, out_dtype, bias, act, res, options, promote):
+    """The layouts (shape, strides, dtype, device, address alignment) of a torch call's
+    tensors, the target selection, the options (None or ints only: a bool or numpy integer
+    takes the general path) and the rest; None where an option is of another type."""
+    if options != _NO_OPTIONS and not all(v is None or type(v) is int for v in options):
+        return None
+    return (current_target(), a.shape, a.stride(), a.dtype, a.get_device(), a.data_ptr() & 15,
+            _layout(b), _layout(out), _layout(scale_a), _layout(scale_b),
+            None if out_dtype is None else (type(out_dtype), str(out_dtype)),
+            _layout(bias), act, _layout(res), options, promote)
+
+
+def _layout(x):
+    if x is None:
+        return None
+    if type(x) is not _fast_call.TENSOR:
+        return _FOREIGN
+    return x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15
+
+
+def torch_exact(*arrays):
+    """Whether the first array is a torch.Tensor and each other one a torch.Tensor or None
+    (exact types: the fast path's gate; subclasses take the general path)."""
+    if not _rows.is_torch(arrays[0]):
+        return False
+    _fast_call.adopt_torch()
+    tensor = _fast_call.TENSOR
+    return type(arrays[0]) is tensor and all(x is None or type(x) is tensor
+                                             for x in arrays[1:])
+
+
+def _remember(plan, a, b, out, scale_a, scale_b, out_dtype, epilogue, options, promote):
+    """Keep the fast path's call for this call's layouts (``out`` the one given, or None)."""
+    bias, act, res = epilogue
+    key = _call_key(a, b, out, scale_a, scale_b, out_dtype, bias, act, res, options, promote)
+    if key is None:
+        return
+    if len(_CALLS) >= 256:
+        _CALLS.clear()
+    _CALLS[key] = plan.by_address.call(a, out is not None)
 
 
 # (target, mode, a, b, out, options) -> the bound launch (a function of nothing) or None
@@ -617,7 +691,7 @@ def _choose(m, n, sms, block_n, stages, isz, widths=(64, 128, 256), bm=BM):
     if not 1 <= stages <= fit:
         _err(f"stages={stages}: {fit} stages of {stage} bytes fit in shared memory with a "
              f"{block_n}-wide tile")
-    return block_n, stages
+    return int(block_n), int(stages)     # (numpy integers too: TensorMap boxes take ints)
 
 
 # split-K: the fewest K stages a split gets from the rule, so that its f32 partial (BM x BN x 4
@@ -779,7 +853,87 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
                                   PROMOTE=_PROMOTE_PIECES[bn] if promote else 0,
                                   EPILOGUE=(bias is not None, act, res is not None),
                                   SPLIT=split, BLOCK_M=bm)
-    return lambda: run(launch, full, smem, None)
+    by_address = _ByAddress(run, launch, full, smem, (ones, dummy), kmajor, od)
+    if split > 1:
+        by_address.spaces = _fast_call.Workspaces(
+            a, lambda: _split_workspace(torch, a, tiles, split, bn, bm))
+    return _Bound(run, launch, full, smem, by_address)
+
+
+class _Bound:
+    """A plan's launch with its bound entry (``run``) and arguments (``full``: the tensor
+    maps of the planned tensors); ``by_address`` makes the fast path's call from it."""
+
+    __slots__ = ("run", "launch", "full", "smem", "by_address")
+
+    def __init__(self, run, launch, full, smem, by_address):
+        self.run, self.launch, self.full, self.smem = run, launch, full, smem
+        self.by_address = by_address
+
+    def __call__(self):
+        self.run(self.launch, self.full, self.smem, None)
+
+
+class _ByAddress:
+    """What a launch by addresses of a plan's layout needs: the entry, the arguments after
+    the pointers (the split workspace, per stream where split, and the constexprs), the
+    unused pointers' stand-ins, and how the tensor maps are made (``call``)."""
+
+    __slots__ = ("run", "launch", "full", "smem", "stand_ins", "kmajor", "od", "spaces")
+
+    def __init__(self, run, launch, full, smem, stand_ins, kmajor, od):
+        self.run, self.launch, self.full, self.smem = run, launch, full, smem
+        self.stand_ins, self.kmajor, self.od, self.spaces = stand_ins, kmajor, od, None
+
+    def call(self, a, out_given):
+        """``call(a, b, out, scale_a, scale_b, bias, residual)`` for tensors of the planned
+        layouts (the call key says so): out made when None (``out_given`` False), the tensor
+        maps by address (each encoded once per address), the other operands by address, on
+        torch's current stream; returns out."""
+        run, launch, smem, full = self.run, self.launch, self.smem, self.full
+        m, n, k = full[3:6]
+        map_a, map_b, map_c = _maps_at(full[0]), _maps_at(full[1], self.kmajor), _maps_at(full[2])
+        one, dummy = (x.data_ptr() for x in self.stand_ins)
+        rest = _fast_call.by_address(full[10:] if self.spaces is None else full[12:])
+        spaces = self.spaces.args if self.spaces is not None else (lambda h: ())
+        new_out = None if out_given else _rows.allocator(a, self.od, (m, n))
+        stream, device = _fast_call.torch_stream(), a.get_device()
+
+        def call(a, b, out, scale_a, scale_b, bias, residual):   # (stand-ins: kept by _args)
+            if out is None:
+                out = new_out()
+            h = stream(device)
+            run(launch, (map_a(a), map_b(b), map_c(out), m, n, k,
+                         one if scale_a is None else scale_a.data_ptr(),
+                         one if scale_b is None else scale_b.data_ptr(),
+                         dummy if bias is None else bias.data_ptr(),
+                         dummy if residual is None else residual.data_ptr())
+                + spaces(h) + rest, smem, h)
+            return out
+        return call
+
+
+_MAPS_KEPT = 4096     # encoded maps kept per planned map (128 bytes each): one per address
+
+
+def _maps_at(tm, transposed=False):
+    """``map_of(x)``: the 128-byte encoding of a tensor map like ``tm`` (its box, swizzle and
+    the layout the call key fixes) over tensor x (over x's transpose where ``transposed``: b
+    K-major), encoded once per address: x's address is all that differs between the tensors
+    of one call key."""
+    kept = {tm.address: tm.encode()}
+    box, swizzle = tm.box, tm.swizzle
+
+    def map_of(x):
+        p = x.data_ptr()
+        e = kept.get(p)
+        if e is None:
+            if len(kept) >= _MAPS_KEPT:
+                kept.clear()
+            e = kept[p] = opus.TensorMap(x.t() if transposed else x, box,
+                                         swizzle=swizzle).encode()
+        return e
+    return map_of
 
 
 def _check_block_m(block_m):
