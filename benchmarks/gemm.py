@@ -27,6 +27,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common  # noqa: E402
+from softmax_topk import _host_us  # noqa: E402  (host us per call, calls queued back to back)
 
 import opus  # noqa: E402
 import opus.ops  # noqa: E402
@@ -52,7 +53,7 @@ DECODE = {(128, 8192, 8192), (8192, 8192, 1024)}     # --only decode: these SHAP
 GRAPH_CALLS = 10
 
 
-def _compare(torch, f_ours, f_torch, ours, reps, flops, row):
+def _compare(torch, f_ours, f_torch, ours, reps, flops, row, host=None):
     """``row`` completed with the error of ours (written to ``ours``) against torch's result
     (what ``f_torch`` returns) and both timings (two passes in alternating order, each the median
     of ``reps`` CUDA-event timings; the best pass counts)."""
@@ -77,6 +78,10 @@ def _compare(torch, f_ours, f_torch, ours, reps, flops, row):
                     "eager_ms": eager_ms, "eager_passes_ms": eager[who]}
     row["ratio_opus_vs_torch"] = row["torch"]["ms"] / row["opus"]["ms"]
     row["eager_ratio_opus_vs_torch"] = row["torch"]["eager_ms"] / row["opus"]["eager_ms"]
+    # host us per call (``host``: more calls to time, e.g. without out=): the least of 3 loops
+    # of 100 calls queued back to back
+    fns.update(host or {})
+    row["host_us"] = {who: _host_us(torch, fn, calls=100, loops=3) for who, fn in fns.items()}
     return row
 
 
@@ -120,7 +125,9 @@ def _one(torch, m, n, k, b_kmajor, reps, options=None):
     return _compare(torch, lambda: opus.ops.gemm(a, b, out=ours, **options),
                     lambda: torch.matmul(a, b, out=ref), ours, reps, 2.0 * m * n * k,
                     {"m": m, "n": n, "k": k, "b": label,
-                     "plan": _plan_choice(torch, m, n, k, options)})
+                     "plan": _plan_choice(torch, m, n, k, options)},
+                    {"opus_no_out": lambda: opus.ops.gemm(a, b, **options),
+                     "torch_no_out": lambda: torch.matmul(a, b)})
 
 
 def _one_fp8(torch, m, n, k, rowwise, reps, fast=False, block_n=None):
@@ -283,6 +290,16 @@ def markdown(res):
                      f"{r['ratio_opus_vs_torch']:.3f} | {r['opus']['ms'] * 1e3:.1f} | "
                      f"{r['torch']['ms'] * 1e3:.1f} | {r['eager_ratio_opus_vs_torch']:.3f} | "
                      f"{r['max_rel_err_vs_torch']:.2g} |")
+    host = [r for r in res["gemm"]["shapes"] if "opus_no_out" in r.get("host_us", {})]
+    if host:
+        lines += ["", "Host us per eager call (100 calls queued back to back, the least of 3 "
+                  "loops; with out= as timed above, and without):", "",
+                  "| M x N x K | B | opus out= | torch out= | opus | torch |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for r in host:
+            h = r["host_us"]
+            lines.append(f"| {r['m']} x {r['n']} x {r['k']} | {r['b']} | {h['opus']:.1f} | "
+                         f"{h['torch']:.1f} | {h['opus_no_out']:.1f} | {h['torch_no_out']:.1f} |")
     lines += ["", "Kernel (sm_90a, bf16; 128 x 256 and 3 stages unless it says):", ""]
     lines += _facts_lines(res["gemm"]["kernel"], lambda v: f"{v['hgmma_in_sass']} HGMMA in SASS")
     if "kernel_fp8" in res["gemm"]:

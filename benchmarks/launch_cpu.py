@@ -11,8 +11,9 @@ load only adds time); run it interleaved with another checkout to compare.
 
     PYTHONPATH=src python benchmarks/launch_cpu.py --ops     (needs torch, CPU-only is enough)
 
-times whole opus.ops calls (topk, softmax, rmsnorm, the quantizations) on torch CPU tensors
-that pass for CUDA ones: ``Tensor.is_cuda`` reads True, launch entries are GpuEntry objects
+times whole opus.ops calls (gemm, topk, softmax, rmsnorm, the quantizations) on torch CPU
+tensors that pass for CUDA ones (cuTensorMapEncodeTiled returns 128 zero bytes for the GEMM's
+tensor maps): ``Tensor.is_cuda`` reads True, launch entries are GpuEntry objects
 over a stand-in function and the no-op cuLaunchKernelEx (nothing is compiled or loaded), the
 current stream is 0 and the chip has 132 SMs. What is timed is opus's host work per call plus
 torch's own (allocating outputs: CPU allocations of large tensors cost more than the CUDA
@@ -151,6 +152,10 @@ def ops_main(count, reps):
                                                        # reads it at every entry's adoption)
     torch.cuda.is_current_stream_capturing = lambda: False
     targeting._selected.set(targeting._selection(get_target("sm_90a"), "gpu"))
+    from opus.ops import gemm_hopper
+    from opus.runtime import cuda_driver
+    gemm_hopper._sm_count = lambda torch, a: 132
+    cuda_driver.tensor_map_encode_tiled = lambda *args: bytes(128)   # no driver: bytes stand in
     norm_quant._torch_op("rmsnorm")   # a CPU kernel for the torch.library ops too (older
     for name, (_, impl) in norm_quant._OPS.items():   # opus dispatched eager calls there)
         norm_quant._TORCH_LIB[0].impl(name, impl(True), "CPU")
@@ -160,7 +165,12 @@ def ops_main(count, reps):
     y, q = torch.empty_like(x), torch.empty(4096, 8192, dtype=torch.float8_e4m3fn)
     s, sg = torch.empty(4096), torch.empty(4096, 64)
     t1, t2, t3 = torch.randn(4096, 32768), torch.randn(64, 131072), torch.randn(16384, 256)
+    ga, gw = torch.randn(128, 8192).to(bf), torch.randn(8192, 8192).to(bf)
+    gout = torch.empty(128, 8192, dtype=bf)
     cases = {
+        "gemm 128x8192x8192 bf16 w.t()": lambda: ops.gemm(ga, gw.t()),
+        "gemm 128x8192x8192 bf16 w.t() out=": lambda: ops.gemm(ga, gw.t(), out=gout),
+        "gemm 128x8192x8192 bf16 out=": lambda: ops.gemm(ga, gw, out=gout),
         "topk 4096x32768 k=8": lambda: ops.topk(t1, 8),
         "topk 64x131072 k=64 (split, one launch)": lambda: ops.topk(t2, 64),
         "topk 16384x256 k=8": lambda: ops.topk(t3, 8),
