@@ -17,15 +17,13 @@ import opus
 import opus.ops
 from opus import dtypes as dt
 from opus.errors import ArgumentError
-from opus.frontend import gpu_launch, launch, targeting
 from opus.ops import _fast_call, _gemm_args, gemm_hopper
+from ops_standin import cpu_as_cuda
 from opus.runtime import cuda_driver
 from opus.runtime.launcher import LaunchConfig
-from opus.targets import get_target
 
 STREAM = 0x5000
 SMS = 132
-_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] * 4)
 _MAPS = ("a", "b", "c")
 _PARAMS = _MAPS + ("M", "N", "K", "scale_a", "scale_b", "bias", "residual", "partials",
                    "counts")
@@ -66,46 +64,16 @@ class Launches(list):
 def standin(request, monkeypatch):
     """(torch, launches, state) with torch CPU tensors passing for CUDA ones; state["stream"]
     is torch's current raw stream, state["capturing"] whether it is being captured."""
-    torch = pytest.importorskip("torch")
-    monkeypatch.setenv("OPUS_FAST_LAUNCH", "1" if request.param == "C" else "0")
-    if request.param == "C" and gpu_launch.fast_launch_module() is None:
-        pytest.skip("the C hot path (opus._fastlaunch) is not built")
     launches = Launches()
-    cu_launch = _LAUNCH(launches.record)
-
-    class CpuEntry(gpu_launch.GpuEntry):
-        def _adopt_torch(self):
-            from opus.runtime import tensor_args
-            tensor_args.init_torch()
-            dtypes = self._per_param(tensor_args.torch_dtype)
-            stream = tensor_args.torch_raw_stream()
-            self._adopt(torch.Tensor, dtypes, stream)
-            if self.fast is not None:
-                self.fast.adopt_torch(torch.Tensor, torch.nn.Parameter, dtypes, stream)
-            self._torch_adopted = True
-
-    monkeypatch.setattr(launch, "_make_entry", lambda k, sel, spec: CpuEntry(
-        k.name, spec.target, spec.static_smem, gpu_launch.plan_of(k, spec), _Function(),
-        227 * 1024, cu_launch))
-    for od, promoted in ((dt.bf16, False), (dt.bf16, True)):
-        monkeypatch.setattr(gemm_hopper.gemm_kernel_for(od, promoted), "launch_entries", {})
-    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    kernels = [gemm_hopper.gemm_kernel_for(dt.bf16, promoted) for promoted in (False, True)]
+    torch, state = cpu_as_cuda(request, monkeypatch, launches.record, lambda name: _Function(),
+                               kernels, STREAM)
     monkeypatch.setattr(gemm_hopper, "_sm_count", lambda torch, a: SMS)
     monkeypatch.setattr(cuda_driver, "tensor_map_encode_tiled", _fake_encode)
-    state = dict(stream=STREAM, capturing=False)
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda d: state["stream"],
-                        raising=False)
-    from opus.runtime import tensor_args
-    monkeypatch.setattr(tensor_args, "_torch_stream", None)
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: state["capturing"])
     for name in ("_PLANS", "_CALLS"):
         monkeypatch.setattr(gemm_hopper, name, {})
     monkeypatch.setattr(_gemm_args, "ONES_BY_DEVICE", {})
-    monkeypatch.setattr(_fast_call, "TENSOR", _fast_call.NoTensor)
-    monkeypatch.setattr(_fast_call, "IS_COMPILING", None)
-    token = targeting._selected.set(targeting._selection(get_target("sm_90a"), "gpu"))
-    yield torch, launches, state
-    targeting._selected.reset(token)
+    return torch, launches, state
 
 
 @pytest.fixture

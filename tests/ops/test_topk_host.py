@@ -15,15 +15,14 @@ import pytest
 import opus
 import opus.ops
 from opus.errors import ArgumentError
-from opus.frontend import gpu_launch, launch, targeting
+from opus.frontend import launch
 from opus.ops import _fast_call, _rows, rowtopk
+from ops_standin import cpu_as_cuda
 from opus.runtime.launcher import LaunchConfig
-from opus.targets import get_target
 
 STREAM = 0x5000          # the raw handle torch's current stream has in these tests
 SMS = 132
 
-_LAUNCH = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] * 4)
 
 
 class _Function:
@@ -64,44 +63,13 @@ def standin(request, monkeypatch):
     """torch CPU tensors as CUDA ones (see the module docstring); yields (torch, launches,
     state): state["stream"] is the raw handle of torch's current stream, state["capturing"]
     whether it is being captured."""
-    torch = pytest.importorskip("torch")
-    monkeypatch.setenv("OPUS_FAST_LAUNCH", "1" if request.param == "C" else "0")
-    if request.param == "C" and gpu_launch.fast_launch_module() is None:
-        pytest.skip("the C hot path (opus._fastlaunch) is not built")
     launches = Launches()
-    cu_launch = _LAUNCH(launches.record)
-
-    class CpuEntry(gpu_launch.GpuEntry):
-        def _adopt_torch(self):
-            from opus.runtime import tensor_args
-            tensor_args.init_torch()
-            dtypes = self._per_param(tensor_args.torch_dtype)
-            stream = tensor_args.torch_raw_stream()
-            self._adopt(torch.Tensor, dtypes, stream)
-            if self.fast is not None:
-                self.fast.adopt_torch(torch.Tensor, torch.nn.Parameter, dtypes, stream)
-            self._torch_adopted = True
-
-    monkeypatch.setattr(launch, "_make_entry", lambda k, sel, spec: CpuEntry(
-        k.name, spec.target, spec.static_smem, gpu_launch.plan_of(k, spec), _Function(k.name),
-        227 * 1024, cu_launch))
-    for kern in list(rowtopk.TOPK.values()) + list(rowtopk.TOPK_SHORT.values()):
-        monkeypatch.setattr(kern, "launch_entries", {})   # the stand-in entries stay here
-    monkeypatch.setattr(torch.Tensor, "is_cuda", property(lambda self: True))
+    kernels = list(rowtopk.TOPK.values()) + list(rowtopk.TOPK_SHORT.values())
+    torch, state = cpu_as_cuda(request, monkeypatch, launches.record, _Function, kernels, STREAM)
     monkeypatch.setattr(_rows, "sm_count", lambda x: SMS)
-    state = dict(stream=STREAM, capturing=False)
-    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda d: state["stream"],
-                        raising=False)
-    from opus.runtime import tensor_args
-    monkeypatch.setattr(tensor_args, "_torch_stream", None)   # read again from torch._C
-    monkeypatch.setattr(torch.cuda, "is_current_stream_capturing", lambda: state["capturing"])
     for name, value in (("_PLANS", {}), ("_DUMMIES", {})):
         monkeypatch.setattr(rowtopk, name, value)
-    monkeypatch.setattr(_fast_call, "TENSOR", _fast_call.NoTensor)
-    monkeypatch.setattr(_fast_call, "IS_COMPILING", None)
-    token = targeting._selected.set(targeting._selection(get_target("sm_90a"), "gpu"))
-    yield torch, launches, state
-    targeting._selected.reset(token)
+    return torch, launches, state
 
 
 @pytest.fixture
