@@ -3,7 +3,8 @@ every lane; a bounded access whose bound exceeds the buffer (the lanes inside th
 past the buffer fault, without the "unchecked on the GPU" note); misaligned vector accesses by
 part of the lanes (inside a branch); masked shared-memory loads in checking mode (loads, not
 writes: several readers are no race); packed fp4 accesses off a byte's start (named as loads;
-lanes outside a branch unchecked). Expected texts written by hand from the kernels."""
+lanes outside a branch unchecked); vector alignment by address in a shifted shared array,
+scalar accesses unchecked. Expected texts written by hand from the kernels."""
 import os
 import sys
 
@@ -147,3 +148,51 @@ def test_a_packed_load_off_a_byte_is_named_as_a_load():
 def packed_odd_load(x: Ptr[opus.fp4], y: Ptr[opus.fp4], k: i32):
     t = opus.thread_id_x()
     opus.store(y, opus.load(x, 8 * t + k, vec=8), 8 * t)  # ERR: odd
+
+
+# -- alignment is of the address, not of the index: a shared array placed off 16 bytes -----------
+
+@opus.kernel
+def vector_from_shifted_smem(out: Ptr[f32], k: i32):
+    t = opus.thread_id_x()
+    pad = opus.alloc_smem(f32, 1, align=4)  # bytes 0..3
+    s = opus.alloc_smem(f32, 15, align=4)   # bytes 4..63: s[3] starts at byte 16
+    pad[0] = 0.0
+    if t < 15:
+        s[t] = opus.f32(t)
+    opus.sync_threads()
+    if t == 0:
+        opus.store(out, s.load(k, vec=4), 0)  # ERR: smem-vec
+
+
+def test_a_vector_load_aligned_by_its_address_in_a_shifted_array():
+    """s starts at byte 4: s[3..6] lie at bytes 16..31, a 16-byte aligned vector (its index 3
+    is not a multiple of 4, its address is); s[4..7] at bytes 20..35 is misaligned."""
+    out = np.zeros(4, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        vector_from_shifted_smem[1, 16](out, 3)
+    np.testing.assert_array_equal(out, [3, 4, 5, 6])
+    msg = _fault(vector_from_shifted_smem, out, 4, block=16)
+    assert msg.startswith(f"{_line('smem-vec')} `") and ": misaligned 4-element load of " in msg and (
+        f"[4] by {WHO.format(0)}: a vector access needs a 16-byte aligned address") in msg, msg
+
+
+@opus.kernel
+def scalars_of_an_under_aligned_array(out: Ptr[f32]):
+    t = opus.thread_id_x()
+    pad = opus.alloc_smem(opus.u8, 1, align=1)
+    s = opus.alloc_smem(f32, 4, align=1)  # placed at byte 1 in the interpreter
+    pad[0] = opus.u8(0)
+    s[t] = opus.f32(t)
+    opus.sync_threads()
+    out[t] = s[3 - t]
+
+
+def test_scalar_accesses_are_not_checked_for_alignment():
+    """A scalar access is aligned by its type (C gives the `__shared__ __align__(1) float`
+    array its natural alignment): an f32 array asked for 1-byte alignment after one byte is
+    read and written element by element without a fault."""
+    out = np.zeros(4, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        scalars_of_an_under_aligned_array[1, 4](out)
+    np.testing.assert_array_equal(out, [3, 2, 1, 0])
