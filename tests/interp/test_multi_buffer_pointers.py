@@ -75,3 +75,26 @@ def test_an_out_of_bounds_lane_names_its_own_buffer():
         pick_and_copy[1, N](x, y, np.zeros(6 * N, np.float32), 2)
     assert re.search(r"out-of-bounds store of y\[68\] \(y has 68 elements\) by block \(0, 0, 0\) "
                      r"thread \(1, 0, 0\)", str(e.value)), str(e.value)
+
+
+@opus.kernel(block=N)
+def pick_then_compute(x: Ptr[f32], y: Ptr[f32], out: Ptr[f32], lim: i32):
+    t = opus.thread_id_x()
+    p = y
+    if t % 3 == 0:
+        p = x
+    if t < lim:                                     # lanes lim.. load nothing
+        out[t] = opus.load(p, t) * 2.0 + 1.0
+
+
+def test_a_masked_load_through_two_buffers_feeds_arithmetic():
+    """lim = 10: lanes 0..9 load from their own buffer and compute on the value (the
+    interpreter computes on every lane, masked or not: the loaded value must be numbers on
+    all of them); out[10:] stays untouched."""
+    x = np.arange(N, dtype=np.float32)
+    y = 100.0 + np.arange(N, dtype=np.float32)
+    out = np.full(N, -1.0, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        pick_then_compute[1, N](x, y, out, 10)
+    want = [2 * (x[t] if t % 3 == 0 else y[t]) + 1 for t in range(10)] + [-1.0] * (N - 10)
+    np.testing.assert_array_equal(out, want)
