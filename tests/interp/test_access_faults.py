@@ -3,7 +3,7 @@ every lane; a bounded access whose bound exceeds the buffer (the lanes inside th
 past the buffer fault, without the "unchecked on the GPU" note); misaligned vector accesses by
 part of the lanes (inside a branch); masked shared-memory loads in checking mode (loads, not
 writes: several readers are no race); packed fp4 accesses off a byte's start (named as loads;
-lanes outside a branch unchecked); vector alignment by address in a shifted shared array,
+lanes outside a branch unchecked) and pointer steps by whole bytes; vector alignment by address in a shifted shared array,
 scalar accesses unchecked. Expected texts written by hand from the kernels."""
 import os
 import sys
@@ -196,3 +196,24 @@ def test_scalar_accesses_are_not_checked_for_alignment():
     with opus.set_target("sm_90a", interpret=True):
         scalars_of_an_under_aligned_array[1, 4](out)
     np.testing.assert_array_equal(out, [3, 2, 1, 0])
+
+
+@opus.kernel
+def packed_pointer_step(x: Ptr[opus.fp4], y: Ptr[opus.fp4], k: i32):
+    t = opus.thread_id_x()
+    p = x + k * t  # ERR: step
+    opus.store(y, opus.load(p, 0, vec=2), 2 * t)
+
+
+def test_packed_pointer_steps_by_whole_bytes():
+    """k = 2: lane t's pointer starts at element 2t (byte t) and copies that byte to y[2t:2t+2];
+    k = 3: lane 1's step of 3 fp4 elements splits a byte, named with the type and the rule."""
+    x = (np.arange(8, dtype=np.uint8) * 17).astype(np.uint8)  # 16 packed fp4 elements
+    y = np.zeros(8, np.uint8)
+    with opus.set_target("sm_90a", interpret=True):
+        packed_pointer_step[1, 8](x, y, 2)
+    np.testing.assert_array_equal(y, x)
+    msg = _fault(packed_pointer_step, x, y, 3, block=8)
+    want = (f": pointer step of 3 fp4_e2m1 elements by {WHO.format(1)} does not land on a byte: "
+            f"fp4_e2m1 is packed 2 to whole bytes, so pointer steps are multiples of 2")
+    assert msg.startswith(f"{_line('step')} `") and msg.endswith(want), msg
