@@ -313,6 +313,66 @@ _ERRSTATE = ("numpy's error state left as it is for overflow or invalid operatio
 _ARANGE_I64 = "numpy's default integer for np.arange(T) is int64 on the 64-bit platforms we run"
 _SCALAR_ROW = ("element indices are one-dimensional only for a scalar access (vec == 1; a vector "
                "access's are (T, vec)), where k // vec is k")
+_SHIFT_DEFINED = ("numpy's shift ufuncs define shifts by the width or more (npy_lshift/npy_rshift: 0, "
+                  "or the sign fill of a signed >>; an unsigned amount cast to the signed type is "
+                  "negative, i.e. huge): without the guard those lanes get the same values (checked "
+                  "for every integer type at amounts w, w + 1, 2w, -1 and -w)")
+_SHIFT_STAND_IN = ("the stand-in amount of the lanes shifting by the width or more: their results "
+                   "are replaced by np.where(ge, ...)")
+_SAME_VIEW = "a view of an array as its own dtype has the same values"
+_AS_F64 = "astype(None) is numpy's default float type, float64: the same conversion"
+_EXACT_COMPARE = ("16-bit and storage floats compared in float64, or directly (numpy's float16, "
+                  "ml_dtypes' comparisons), instead of in float32: their values are exact in each, "
+                  "so every comparison agrees")
+_FIX_ONLY_OFF_S = "the branch runs only where rd != s, so s > rd and s >= rd agree"
+_TIE_ERR_NONZERO = "tie lanes are fix lanes, which have err != 0: err > 0 and err >= 0 agree"
+_F32_FMA_PATH = ("an f32 fma through the 16-bit path: fma_f32 of astype(f32) copies, then astype(f32): "
+                 "the same values")
+_FMA_F32_WIDENS = "fma_f32 converts its operands to float64 first: the same values"
+_FMA_W_ZERO = ("at w == 0 the half gap taken above r instead of below: the lane is fast only if "
+               "2|q| is below it, and at a power of two (the only place the gaps differ, by a factor "
+               "2) that still keeps |q| below the smaller half gap, so r is correctly rounded")
+_FMA_W_GRID = ("w is a multiple of ulp(z) and |q| <= ulp(z) / 2, so r is correctly rounded whenever "
+               "|w| < half; at |w| == half, 2 / |q| > 0 still fails the test (the exact path)")
+_HUGE_SIGN = "float(x) overflows only for |x| >= 2^1024, where x > 0, x >= 0 and x > 1 agree"
+_TWO_SUM_WRONG = ("the error term off by 2(s - bb), about 2a: far beyond half a gap, so no lane "
+                  "passes fma_f64's near-tie test and every one takes the exact Fraction path "
+                  "(fma_f32 has its own TwoSum): the same values, only speed differs")
+_SPLIT_CONSTANT = ("Veltkamp's constant 2^27 + 2 = 2 (2^26 + 1) still splits a double into a hi and "
+                   "a lo of at most 26 significant bits with hi + lo exact (checked on 200000 random "
+                   "and all-ones significands), so Dekker's partial products stay exact")
+_TWO_TO_64 = ("float(hi) + 1.0, float(hi) - 1.0 and float(hi) + 2.0 all round to 2^63 (2^64 for u64) "
+              "in float64: the same threshold")
+_TRUNCATE_CONVERTS = ("truncate_to_bf16 converts its input to f32 itself (ascontiguousarray(x, F32)): "
+                      "the same numpy/ml_dtypes round-to-nearest conversion cast_fn(src, f32) makes")
+_BOOL_OF_EXACT = ("x != 0 of f16/bf16/storage floats compared directly (numpy, ml_dtypes) or in f64 "
+                  "instead of f32: the values are exact in each, the same answer")
+_BOOL_SOURCE = ("a bool's values 0 and 1 are exact and in range in every destination type, so "
+                "rounding and sat change nothing ('sr' and the truncations return earlier)")
+_SAT_UNREAD = ("sat is read only for conversions to storage floats (_to_small_float), which return "
+               "earlier: from a storage float to any other type it is never read")
+_STORAGE_EXACT = ("a storage float's values are exact in f32 and f64, and the conversions from f32 "
+                  "below treat an f64 array of them alike")
+_SRC_UNREAD = "_float_to_int never reads its src argument"
+_F32_AS_F32 = "an f32 source through astype(F32) first: the same array"
+_SAME_WIDTH = ("a same-width float -> float conversion (f32 -> f32, f64 -> f64) is the identity "
+               "through astype or through round-toward-zero")
+_E8M0_EDGE = "at u == 0x800000 (2^-126), the one value between the two tests, both branches give k = 1"
+_SR_SOURCES_EXACT = ("the source's values reach stochastic_grid unconverted (or through an f32 -> "
+                     "f32 identity): stochastic_grid makes them f32 itself, exactly for "
+                     "f16/bf16/f32 sources (SR_SOURCES)")
+_FIRST_BINADE = ("the first normal binade through the small path: floor(|x| * 2^(23 - emin)) is "
+                 "there the 24-bit significand the normal path adds the random bits to, and the "
+                 "result q * 2^(emin - m) the same value")
+_INF_STAYS = ("+-inf through the normal path: its zero fraction plus random bits below the kept "
+              "mantissa never carries, and the mask leaves the infinity")
+_PEND_NONE = "the pending bytes are read only as pend >= 0: -2 and -1 both mean none"
+_RZ_HALVES_ONLY = ("an int (or narrower float) source to f32/f64 through rnd instead of astype: "
+                   "rnd is astype itself but for 'rz', which reaches only f16/bf16/e8m0 "
+                   "destinations (RZ_CONVERSIONS; those return earlier)")
+_E8M0_K_F64 = ("the subnormal branch's k as float64 (0.0 or 1.0) instead of uint32: small integers, "
+               "exact, made uint8 at the end: the same codes")
+_TWO_OPERANDS = "ptr_add has two operands: operands[:3] is operands[:2]"
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -632,6 +692,109 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "lane = k / vec if eidx_b.ndim > 1 else k",
         "the lane as a float k / vec: it is only passed to state.who(), which takes int(t), and "
         "int(k / vec) is k // vec for 0 <= k < 2^53"),
+    # session 9: the survivors left after the by-hand kills (docs/testing.md)
+    **{f"opus.interp.semantics.x__shift__mutmut_{n}": (text, _SHIFT_DEFINED) for n, text in (
+        (22, 'ge = None'),
+        (23, 'ge = bu > w'),
+        (25, 'sh = np.where(None, uz, bu)'))},
+    **{f"opus.interp.semantics.x__shift__mutmut_{n}": (text, _SHIFT_STAND_IN) for n, text in (
+        (4, 'uz, z = ut.type(1), nd.type(0)'),)},
+    **{f"opus.interp.semantics.x__shift__mutmut_{n}": (text, _SAME_VIEW) for n, text in (
+        (19, 'bu = b.view(ut) if (b.dtype != ut) or True else b'),
+        (36, 'r = (a.view(ut) << sh).view(nd) if (a.dtype != ut) or True else a << sh'))},
+    **{f"opus.interp.semantics.x_cmp_fn__mutmut_{n}": (text, _EXACT_COMPARE) for n, text in (
+        (2, 'if _is_half(e) and e.storage_only:'),
+        (9, 'return lambda a, b: f(a.astype(None), b.astype(F32))'),
+        (10, 'return lambda a, b: f(a.astype(F32), b.astype(None))'))},
+    **{f"opus.interp.semantics.x_fma_f32__mutmut_{n}": (text, _AS_F64) for n, text in (
+        (2, 'a, b, c = a.astype(None), b.astype(F64), c.astype(F64)'),
+        (3, 'a, b, c = a.astype(F64), b.astype(None), c.astype(F64)'),
+        (4, 'a, b, c = a.astype(F64), b.astype(F64), c.astype(None)'),
+        (19, 'rd = r.astype(None)'),
+        (46, 'tie = fix & ((rd + other.astype(None)) * 0.5 == s)'))},
+    **{f"opus.interp.semantics.x_fma_f32__mutmut_{n}": (text, _FIX_ONLY_OFF_S) for n, text in (
+        (38, 'other = np.nextafter(r, np.where(s >= rd, np.float32(np.inf), np.float32(-np.inf)))'),)},
+    **{f"opus.interp.semantics.x_fma_f32__mutmut_{n}": (text, _TIE_ERR_NONZERO) for n, text in (
+        (72, 'r = np.where(tie, np.where(err >= 0, up, dn), r)'),)},
+    **{f"opus.interp.semantics.x_fma_fn__mutmut_{n}": (text, _F32_FMA_PATH) for n, text in (
+        (5, 'if e.name == "XXf32XX":'),
+        (6, 'if e.name == "F32":'))},
+    **{f"opus.interp.semantics.x_fma_fn__mutmut_{n}": (text, _FMA_F32_WIDENS) for n, text in (
+        (16, 'return lambda a, b, c: fma_f32(a.astype(None), b.astype(F32), c.astype(F32)).astype(nd)'),
+        (17, 'return lambda a, b, c: fma_f32(a.astype(F32), b.astype(None), c.astype(F32)).astype(nd)'),
+        (18, 'return lambda a, b, c: fma_f32(a.astype(F32), b.astype(F32), c.astype(None)).astype(nd)'))},
+    **{f"opus.interp.semantics.x_fma_f64__mutmut_{n}": (text, _FMA_W_ZERO) for n, text in (
+        (74, 'half = np.abs(np.nextafter(r, np.where(w >= 0, np.inf, -np.inf)) - r) * 0.5'),)},
+    **{f"opus.interp.semantics.x_fma_f64__mutmut_{n}": (text, _FMA_W_GRID) for n, text in (
+        (82, 'far_from_tie = (np.abs(w) + 2 / np.abs(q) < half) & (np.abs(r) >= 2.0**-1000)'),)},
+    **{f"opus.interp.semantics.x__fma_exact__mutmut_{n}": (text, _HUGE_SIGN) for n, text in (
+        (14, 'return math.inf if x >= 0 else -math.inf'),
+        (15, 'return math.inf if x > 1 else -math.inf'))},
+    **{f"opus.interp.semantics.x__two_sum__mutmut_{n}": (text, _TWO_SUM_WRONG) for n, text in (
+        (6, 'return s, (a + (s - bb)) + (b - bb)'),)},
+    **{f"opus.interp.semantics.x__split__mutmut_{n}": (text, _SPLIT_CONSTANT) for n, text in (
+        (3, 't = a * 134217730.0  # 2**27 + 1'),)},
+    **{f"opus.interp.semantics.x__float_to_int__mutmut_{n}": (text, _AS_F64) for n, text in (
+        (5, 'x = np.trunc(a.astype(None))'),)},
+    **{f"opus.interp.semantics.x__float_to_int__mutmut_{n}": (text, _TWO_TO_64) for n, text in (
+        (12, 'big = x >= float(hi) - 1.0  # 2**63 or 2**64'),
+        (14, 'big = x >= float(hi) + 2.0  # 2**63 or 2**64'))},
+    **{f"opus.interp.semantics.x__round_rz__mutmut_{n}": (text, _AS_F64) for n, text in (
+        (5, 'over = np.abs(r.astype(None)) > np.abs(x.astype(F64))'),
+        (8, 'over = np.abs(r.astype(F64)) > np.abs(x.astype(None))'))},
+    **{f"opus.interp.semantics.x_cast_fn__mutmut_{n}": (text, _TRUNCATE_CONVERTS) for n, text in (
+        (19, 'to_f32 = cast_fn(src, dt.f32) if (src.name != "f32") and False else (lambda a: a)'),
+        (20, 'to_f32 = cast_fn(src, dt.f32) if (src.name != "f32") or True else (lambda a: a)'),
+        (25, 'to_f32 = cast_fn(src, dt.f32) if src.name == "f32" else (lambda a: a)'),
+        (26, 'to_f32 = cast_fn(src, dt.f32) if src.name != "XXf32XX" else (lambda a: a)'),
+        (27, 'to_f32 = cast_fn(src, dt.f32) if src.name != "F32" else (lambda a: a)'))},
+    **{f"opus.interp.semantics.x_cast_fn__mutmut_{n}": (text, _BOOL_OF_EXACT) for n, text in (
+        (39, 'if _is_half(src) and src.storage_only:'),
+        (42, 'return lambda a: a.astype(None) != 0'))},
+    **{f"opus.interp.semantics.x_cast_fn__mutmut_{n}": (text, _BOOL_SOURCE) for n, text in (
+        (51, 'inner = cast_fn(dt.i32, to, None, sat)'),
+        (52, 'inner = cast_fn(dt.i32, to, rounding, None)'),
+        (55, 'inner = cast_fn(dt.i32, to, sat)'),
+        (56, 'inner = cast_fn(dt.i32, to, rounding, )'),
+        (59, 'return lambda a: inner(a.astype(None))'))},
+    **{f"opus.interp.semantics.x_cast_fn__mutmut_{n}": (text, _SAT_UNREAD) for n, text in (
+        (76, 'inner = cast_fn(dt.f32, to, rounding, None)'),
+        (80, 'inner = cast_fn(dt.f32, to, rounding, )'))},
+    **{f"opus.interp.semantics.x_cast_fn__mutmut_{n}": (text, _STORAGE_EXACT) for n, text in (
+        (83, 'return lambda a: inner(a.astype(None))  # exact'),)},
+    **{f"opus.interp.semantics.x_cast_fn__mutmut_{n}": (text, _SRC_UNREAD) for n, text in (
+        (87, 'return _float_to_int(None, to)'),)},
+    **{f"opus.interp.semantics.x_cast_fn__mutmut_{n}": (text, _F32_AS_F32) for n, text in (
+        (98, 'if src.name == "XXf32XX":'),
+        (99, 'if src.name == "F32":'))},
+    **{f"opus.interp.semantics.x_cast_fn__mutmut_{n}": (text, _SAME_WIDTH) for n, text in (
+        (104, 'if src.is_int or src.bits < to.bits:'),)},
+    **{f"opus.interp.semantics.x_cast_fn__mutmut_{n}": (text, _RZ_HALVES_ONLY) for n, text in (
+        (103, 'if src.is_int and src.bits <= to.bits:'),)},
+    **{f"opus.interp.semantics.x__nan_code__mutmut_{n}": (text, _AS_F64) for n, text in (
+        (7, 'return 0x80 if np.isnan(np.uint8(0x80).view(d.np_dtype).astype(None)) else 0x7F'),)},
+    **{f"opus.interp.semantics.x__to_e8m0__mutmut_{n}": (text, _E8M0_EDGE) for n, text in (
+        (21, 'k = np.where(u <= 0x800000, (u >= 0x600000).astype(np.uint32), (u + 0x400000) >> 23)'),
+        (22, 'k = np.where(u < 8388609, (u >= 0x600000).astype(np.uint32), (u + 0x400000) >> 23)'))},
+    **{f"opus.interp.semantics.x__to_e8m0__mutmut_{n}": (text, _E8M0_K_F64) for n, text in (
+        (23, 'k = np.where(u < 0x800000, (u >= 0x600000).astype(None), (u + 0x400000) >> 23)'),)},
+    **{f"opus.interp.semantics.x__to_small_float__mutmut_{n}": (text, _ERRSTATE) for n, text in (
+        (26, 'with np.errstate(over=None, invalid="ignore"):'),
+        (27, 'with np.errstate(over="ignore", invalid=None):'),
+        (28, 'with np.errstate(invalid="ignore"):'),
+        (29, 'with np.errstate(over="ignore", ):'))},
+    **{f"opus.interp.semantics.x__stochastic__mutmut_{n}": (text, _SR_SOURCES_EXACT) for n, text in (
+        (14, 'exact = cast_fn(src, dt.f32) if (src.name != "f32") and False else (lambda a: a)'),
+        (15, 'exact = cast_fn(src, dt.f32) if (src.name != "f32") or True else (lambda a: a)'))},
+    **{f"opus.interp.semantics.x_stochastic_grid__mutmut_{n}": (text, _FIRST_BINADE) for n, text in (
+        (73, 'mag = np.where(a >= np.uint32((emin + 128) << 23), normal, small)'),)},
+    **{f"opus.interp.semantics.x_stochastic_grid__mutmut_{n}": (text, _INF_STAYS) for n, text in (
+        (85, 'special = (a == 0) | (a > np.uint32(0x7F800000))'),
+        (87, 'special = (a == 0) | (a >= np.uint32(2139095041))'))},
+    "opus.interp.engine.xǁProgramǁexec_ptr_add__mutmut_2": (
+        'address, sr = self._address(*op.operands[:3]), self.slot(op.results[0])',
+        _TWO_OPERANDS),
+    "opus.interp.engine.xǁShadowǁnew_block__mutmut_6": ('self.pend[:] = -2', _PEND_NONE),
     # codegen/cemit.py
     "opus.codegen.cemit.xǁCEmitterǁrender_printf__mutmut_15": ('elif e.name == "XXf32XX":',
                                                             _PROMOTED),

@@ -3,8 +3,9 @@ every lane; a bounded access whose bound exceeds the buffer (the lanes inside th
 past the buffer fault, without the "unchecked on the GPU" note); misaligned vector accesses by
 part of the lanes (inside a branch); masked shared-memory loads in checking mode (loads, not
 writes: several readers are no race); packed fp4 accesses off a byte's start (named as loads;
-lanes outside a branch unchecked) and pointer steps by whole bytes; vector alignment by address in a shifted shared array,
-scalar accesses unchecked. Expected texts written by hand from the kernels."""
+lanes outside a branch unchecked) and pointer steps by whole bytes; vector alignment by
+address in a shifted shared array, scalar accesses unchecked. Expected texts written by hand
+from the kernels."""
 import os
 import sys
 

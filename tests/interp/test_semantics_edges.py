@@ -1,9 +1,9 @@
 """Edges of the interpreter's element functions that the reference tests did not reach (the
 semantics mutation run's survivors, docs/testing.md): f64 fma lanes on a tie beside a power of
-two and past the fast path's range, saturating float -> 64-bit int at exactly 2^63 / 2^64,
+two, past a tie by exactly one and past the fast path's range, saturating float -> 64-bit int at exactly 2^63 / 2^64,
 conversion defaults, bf16 truncation of a NaN whose payload is in the low half, f64 -> f16
 through f32 (as the emitted C does), e8m0 -> f16 toward zero, rsqrt of 16-bit floats rounded
-once, and the internal refusal of an unknown unary op. Expected values are worked out by hand
+once, and the internal refusals of an unknown unary op and of fp8 rounding other than 'rn'. Expected values are worked out by hand
 in the comments (IEEE 754 rounding, exact integer arithmetic)."""
 import numpy as np
 import pytest
@@ -41,6 +41,15 @@ def test_fma_f64_outside_the_fast_range_whose_sum_is_one():
     a = (2**30 + 1) * 2.0**965
     b = (2**30 + 1) * 2.0**-965
     assert _fma64(a, b, -(2.0**60 + 2.0**31)) == 1.0
+
+
+def test_fma_f64_past_a_tie_by_exactly_one():
+    """274177 * 67280421310721 = 2^64 + 1 (Landry's factors of the Fermat number F6), so
+    a*b + 2^117 = 2^117 + 2^64 + 1: just past the midpoint between 2^117 and 2^117 + 2^65
+    (the gap there), so it rounds up. Rounding a*b to 2^64 leaves an error of exactly 1 (the
+    fast path's q): the lane must still take the exact path."""
+    assert 274177 * 67280421310721 == 2**64 + 1
+    assert _fma64(274177.0, 67280421310721.0, 2.0**117) == 2.0**117 + 2.0**65
 
 
 def test_float_to_64_bit_ints_saturate_at_exactly_two_to_the_width():
@@ -107,3 +116,11 @@ def test_rsqrt_of_every_positive_16_bit_float_rounds_once(e):
 def test_unknown_unary_op_on_an_integer_is_refused_by_name():
     with pytest.raises(NotImplementedError, match=r"^unary sqrt on i32$"):
         unary_fn("sqrt", dt.i32)
+
+
+def test_fp8_conversions_other_than_to_nearest_are_refused_by_name():
+    """Target.conversion refuses them first; the element function says why as well."""
+    with pytest.raises(NotImplementedError, match=(
+            r"^rounding 'rz' for conversions to fp8_e4m3: 8- and 4-bit float conversions round "
+            r"to nearest even$")):
+        cast_fn(dt.f32, dt.fp8_e4m3, "rz")
