@@ -4,8 +4,8 @@ past the buffer fault, without the "unchecked on the GPU" note); misaligned vect
 part of the lanes (inside a branch); masked shared-memory loads in checking mode (loads, not
 writes: several readers are no race); packed fp4 accesses off a byte's start (named as loads;
 lanes outside a branch unchecked) and pointer steps by whole bytes; vector alignment by
-address in a shifted shared array, scalar accesses unchecked. Expected texts written by hand
-from the kernels."""
+address in a shifted shared array, scalar accesses unchecked; a bounded pair through
+per-lane pointers. Expected texts written by hand from the kernels."""
 import os
 import sys
 
@@ -218,3 +218,20 @@ def test_packed_pointer_steps_by_whole_bytes():
     want = (f": pointer step of 3 fp4_e2m1 elements by {WHO.format(1)} does not land on a byte: "
             f"fp4_e2m1 is packed 2 to whole bytes, so pointer steps are multiples of 2")
     assert msg.startswith(f"{_line('step')} `") and msg.endswith(want), msg
+
+
+@opus.kernel
+def per_lane_window(x: Ptr[f32], out: Ptr[f32], n: i32):
+    t = opus.thread_id_x()
+    p = x + 2 * t  # each lane's window starts at its own pointer
+    opus.store(out, opus.load(p, 0, bound=n, vec=2), 2 * t)
+
+
+def test_a_bounded_pair_through_per_lane_pointers():
+    """bound 1 counts from each lane's pointer x + 2t: its pair's first element x[2t] is inside
+    the window, the second is dropped (0)."""
+    x = np.arange(1, 17, dtype=np.float32)
+    out = np.full(16, -1.0, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        per_lane_window[1, N](x, out, 1)
+    np.testing.assert_array_equal(out, [v if i % 2 == 0 else 0 for i, v in enumerate(x)])
