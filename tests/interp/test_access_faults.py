@@ -5,7 +5,8 @@ part of the lanes (inside a branch); masked shared-memory loads in checking mode
 writes: several readers are no race); packed fp4 accesses off a byte's start (named as loads;
 lanes outside a branch unchecked) and pointer steps by whole bytes; vector alignment by
 address in a shifted shared array, scalar accesses unchecked; a bounded pair through
-per-lane pointers. Expected texts written by hand from the kernels."""
+per-lane pointers; a bounded store inside a branch. Expected texts written by hand from the
+kernels."""
 import os
 import sys
 
@@ -235,3 +236,18 @@ def test_a_bounded_pair_through_per_lane_pointers():
     with opus.set_target("sm_90a", interpret=True):
         per_lane_window[1, N](x, out, 1)
     np.testing.assert_array_equal(out, [v if i % 2 == 0 else 0 for i, v in enumerate(x)])
+
+
+@opus.kernel
+def bounded_store_in_branch(out: Ptr[f32], n: i32):
+    t = opus.thread_id_x()
+    if t < 4:
+        opus.store(out, opus.f32(t) + 1.0, t, bound=n)
+
+
+def test_a_bounded_store_inside_a_branch_stores_only_the_branchs_lanes():
+    """bound 6 admits lanes 0..5, the branch only 0..3: lanes 4 and 5 store nothing."""
+    out = np.zeros(N, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        bounded_store_in_branch[1, N](out, 6)
+    np.testing.assert_array_equal(out, [1, 2, 3, 4, 0, 0, 0, 0])
