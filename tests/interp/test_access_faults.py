@@ -5,8 +5,8 @@ part of the lanes (inside a branch); masked shared-memory loads in checking mode
 writes: several readers are no race); packed fp4 accesses off a byte's start (named as loads;
 lanes outside a branch unchecked) and pointer steps by whole bytes; vector alignment by
 address in a shifted shared array, scalar accesses unchecked; a bounded pair through
-per-lane pointers; a bounded store inside a branch. Expected texts written by hand from the
-kernels."""
+per-lane pointers; a bounded store inside a branch; a whole misaligned pair faulting beside
+a pair the bound cuts. Expected texts written by hand from the kernels."""
 import os
 import sys
 
@@ -251,3 +251,19 @@ def test_a_bounded_store_inside_a_branch_stores_only_the_branchs_lanes():
     with opus.set_target("sm_90a", interpret=True):
         bounded_store_in_branch[1, N](out, 6)
     np.testing.assert_array_equal(out, [1, 2, 3, 4, 0, 0, 0, 0])
+
+
+@opus.kernel
+def bounded_pairs_at(x: Ptr[f32], idx: Ptr[i32], out: Ptr[f32], n: i32):
+    t = opus.thread_id_x()
+    opus.store(out, opus.load(x, idx[t], bound=n, vec=2), 2 * t)  # ERR: pairs
+
+
+def test_a_misaligned_whole_pair_faults_beside_a_cut_one():
+    """Lanes at 1, 2, 4, ..., 14 with bound 15: lane 7's pair is cut by the bound (element-wise,
+    no alignment needed), lane 0's x[1..2] is whole and misaligned: it faults."""
+    idx = np.array([1, 2, 4, 6, 8, 10, 12, 14], np.int32)
+    msg = _fault(bounded_pairs_at, np.zeros(16, np.float32), idx, np.zeros(16, np.float32), 15)
+    want = (f": misaligned 2-element load of x[1] by {WHO.format(0)}: a vector access needs a "
+            f"8-byte aligned address")
+    assert msg.startswith(f"{_line('pairs')} `") and msg.endswith(want), msg
