@@ -211,7 +211,7 @@ def test_topk_split_workspaces_kept():
     """The split path's workspace and counters: made once (zeroed counters) and handed out
     again on the next call (numpy: the interpreter's single stream)."""
     x = np.zeros((3, 100), np.float32)
-    spaces = rowtopk._Workspaces(x, 3 * 2 * 32, 3)
+    spaces = rowtopk._split_workspaces(x, 3 * 2 * 32, 3)
     work, counts = spaces.get()
     assert work.shape == (192,) and work.dtype == np.uint64
     assert counts.dtype == np.int32 and counts.shape == (3,) and not counts.any()

@@ -869,9 +869,13 @@ def _plan_rows(x, x2, d, k, largest, wpr, slices):
     kern = TOPK[d][(rows, slices), wpr * ws]
     run, full = kern.bind_entry(x2, x2, x2, work, counts, rows, n, stride, slice_len, WPR=wpr,
                                 BLOCK=wpr * ws, SPLIT=True, **common)
-    work_len = rows * slices * common["K"]
-    return _Bound(kern, run, full[5:], _fast_call.Workspaces(
-        x, lambda: (_rows.empty(x, (work_len,), dt.u64), _fast_call.zeroed(x, dt.i32, (rows,)))))
+    return _Bound(kern, run, full[5:], _split_workspaces(x, rows * slices * common["K"], rows))
+
+
+def _split_workspaces(x, work_len, rows):
+    """The split launch's (work, counts) per stream: each slice's list and per-row counts."""
+    return _fast_call.Workspaces(x, lambda: (_rows.empty(x, (work_len,), dt.u64),
+                                             _fast_call.zeroed(x, dt.i32, (rows,))))
 
 
 _DUMMIES = {}
