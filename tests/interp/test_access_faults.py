@@ -8,6 +8,7 @@ address in a shifted shared array, scalar accesses unchecked; a bounded pair thr
 per-lane pointers; a bounded store inside a branch; a whole misaligned pair faulting beside
 a pair the bound cuts. Expected texts written by hand from the kernels."""
 import os
+import re
 import sys
 
 import numpy as np
@@ -183,7 +184,7 @@ def test_a_vector_load_aligned_by_its_address_in_a_shifted_array():
 def scalars_of_an_under_aligned_array(out: Ptr[f32]):
     t = opus.thread_id_x()
     pad = opus.alloc_smem(opus.u8, 1, align=1)
-    s = opus.alloc_smem(f32, 4, align=1)  # placed at byte 1 in the interpreter
+    s = opus.alloc_smem(f32, 4, align=1)  # at byte 4: an f32 array is 4-byte aligned
     pad[0] = opus.u8(0)
     s[t] = opus.f32(t)
     opus.sync_threads()
@@ -198,6 +199,33 @@ def test_scalar_accesses_are_not_checked_for_alignment():
     with opus.set_target("sm_90a", interpret=True):
         scalars_of_an_under_aligned_array[1, 4](out)
     np.testing.assert_array_equal(out, [3, 2, 1, 0])
+
+
+@opus.kernel
+def pair_of_an_under_aligned_array(out: Ptr[f32]):
+    pad = opus.alloc_smem(opus.u8, 1, align=1)
+    s = opus.alloc_smem(f32, 8, align=1)   # C places it 4-byte aligned whatever align says
+    t = opus.thread_id_x()
+    pad[0] = opus.u8(0)
+    s[t] = opus.f32(t)
+    opus.sync_threads()
+    if t == 0:
+        v = s.load(1, vec=2)               # elements 1, 2: byte 8 once s is at byte 4
+        out[0] = v[0] + v[1]
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "gfx942"])
+def test_arrays_keep_their_elements_natural_alignment(target):
+    """alloc_smem's align is raised to the element's size, as C does for `__align__(1) float`:
+    the rendered declaration says 4, and the interpreter places the array at byte 4 (at byte 1,
+    the pair at elements 1-2 would fault as misaligned)."""
+    with opus.set_target(target, interpret=True):
+        src = pair_of_an_under_aligned_array.specialize().source
+        out = np.zeros(1, np.float32)
+        pair_of_an_under_aligned_array[1, 8](out)
+    assert re.search(r"__align__\(4\)\s+float\s+smem1\b|__attribute__\(\(aligned\(4\)\)\)\s+float\s+smem1\b",
+                     src), src[:600]
+    assert out[0] == 3.0
 
 
 @opus.kernel

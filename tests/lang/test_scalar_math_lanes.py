@@ -145,7 +145,12 @@ def _sass(k, **cx):
 
 
 def _amd(k, arch="gfx942", **cx):
-    pytest.importorskip("ziglang")
+    from opus.errors import OpusRuntimeError
+    from opus.runtime.amd_build import hip_compiler
+    try:
+        hip_compiler()        # skipped with the reason where no AMD compiler is installed
+    except OpusRuntimeError as e:
+        pytest.skip(str(e))
     return [l.strip() for l in k.asm(target=arch, **cx).splitlines()
             if l.startswith("\t") and not l.strip().startswith((".", ";"))]
 

@@ -686,7 +686,10 @@ def alloc_smem(dtype: DType, count: int, align: int = 16):
         _err(f"alloc_smem count must be a positive compile-time int, got {count!r}")
     if align not in (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024):
         _err(f"alloc_smem align must be a power of two up to 1024, got {align}")
-    # arrays are laid out in order, each at its alignment (as the interpreter places them)
+    # C cannot place an array below its element's natural alignment (`__align__(1) float`
+    # is still 4-byte aligned): the interpreter lays the arrays out in order, each at the
+    # larger of the two, so that its addresses keep every guarantee the compiled code has
+    align = max(align, 1 if dtype.packed else dtype.itemsize)
     if count % dtype.pack_elems:
         _err(f"alloc_smem({dtype.name}, {count}): {dtype.name} is packed {dtype.pack_elems} "
              f"elements to whole bytes, so count must be a multiple of {dtype.pack_elems}")
