@@ -98,3 +98,30 @@ def test_a_masked_load_through_two_buffers_feeds_arithmetic():
         pick_then_compute[1, N](x, y, out, 10)
     want = [2 * (x[t] if t % 3 == 0 else y[t]) + 1 for t in range(10)] + [-1.0] * (N - 10)
     np.testing.assert_array_equal(out, want)
+
+
+@opus.kernel(block=N)
+def pick_and_load_past(x: Ptr[f32], y: Ptr[f32], out: Ptr[f32], k: i32):
+    t = opus.thread_id_x()
+    p = y
+    if t % 3 == 0:
+        p = x
+    out[t] = opus.load(p, t + k)  # ERR: multi-load
+
+
+def test_an_out_of_bounds_load_names_its_buffer_and_the_kernel_line():
+    """A load through the merged pointer past y's end (lane 1 at 1 + 4 = 5 of 4 elements) is
+    named as a fault of this kernel line, of y and of lane 1, as a one-buffer load is."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                                    "bad_input"))
+    from expect import line_of
+    x = np.zeros(4 * N, np.float32)
+    y = np.zeros(4, np.float32)
+    with opus.set_target("sm_90a", interpret=True), pytest.raises(interp.MemoryFault) as e:
+        pick_and_load_past[1, N](x, y, np.zeros(N, np.float32), 4)
+    msg = str(e.value)
+    assert msg.startswith(f"{__file__}:{line_of('multi-load', __file__)} `"), msg
+    assert re.search(r"out-of-bounds load of y\[5\] \(y has 4 elements\) by block \(0, 0, 0\) "
+                     r"thread \(1, 0, 0\)", msg), msg
