@@ -2,7 +2,9 @@
 parameters): each lane's loads and stores reach its own buffer, scalar and vector, for all
 lanes and inside a branch (inactive lanes, pointing anywhere, touch nothing); an out-of-bounds
 lane names its own buffer. Against numpy on copies of the arrays."""
+import os
 import re
+import sys
 
 import numpy as np
 import pytest
@@ -10,6 +12,9 @@ import pytest
 import opus
 import opus.interp as interp
 from opus import f32, i32, Ptr
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bad_input"))
+from expect import line_of  # noqa: E402
 
 N = 16
 
@@ -112,11 +117,6 @@ def pick_and_load_past(x: Ptr[f32], y: Ptr[f32], out: Ptr[f32], k: i32):
 def test_an_out_of_bounds_load_names_its_buffer_and_the_kernel_line():
     """A load through the merged pointer past y's end (lane 1 at 1 + 4 = 5 of 4 elements) is
     named as a fault of this kernel line, of y and of lane 1, as a one-buffer load is."""
-    import os
-    import sys
-    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                                    "bad_input"))
-    from expect import line_of
     x = np.zeros(4 * N, np.float32)
     y = np.zeros(4, np.float32)
     with opus.set_target("sm_90a", interpret=True), pytest.raises(interp.MemoryFault) as e:
