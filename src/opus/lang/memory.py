@@ -689,7 +689,7 @@ def alloc_smem(dtype: DType, count: int, align: int = 16):
     # C cannot place an array below its element's natural alignment (`__align__(1) float`
     # is still 4-byte aligned): the interpreter lays the arrays out in order, each at the
     # larger of the two, so that its addresses keep every guarantee the compiled code has
-    align = max(align, 1 if dtype.packed else dtype.itemsize)
+    align = max(align, dtype.itemsize)      # sub-byte types: 1
     if count % dtype.pack_elems:
         _err(f"alloc_smem({dtype.name}, {count}): {dtype.name} is packed {dtype.pack_elems} "
              f"elements to whole bytes, so count must be a multiple of {dtype.pack_elems}")
