@@ -33,6 +33,12 @@ def torch_stream():
     return tensor_args.torch_raw_stream()
 
 
+def layout(x):
+    """A torch tensor's layout as a call key holds it: shape, strides, dtype, device index
+    and address modulo 16 (no torch.device object built)."""
+    return x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15
+
+
 def by_address(args):
     """``args`` with each torch tensor replaced by its address (what a launch entry packs)."""
     return tuple(a.data_ptr() if isinstance(a, TENSOR) else a for a in args)
@@ -89,5 +95,5 @@ def zeroed(x, d, shape):
     return z
 
 
-__all__ = ["NoTensor", "TENSOR", "IS_COMPILING", "adopt_torch", "torch_stream", "by_address",
-           "Workspaces", "zeroed"]
+__all__ = ["NoTensor", "TENSOR", "IS_COMPILING", "adopt_torch", "torch_stream", "layout",
+           "by_address", "Workspaces", "zeroed"]

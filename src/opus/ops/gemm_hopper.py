@@ -613,8 +613,7 @@ def _call_key(a, b, out, scale_a, scale_b, out_dtype, bias, act, res, options, p
     takes the general path) and the rest; None where an option is of another type."""
     if options != _NO_OPTIONS and not all(v is None or type(v) is int for v in options):
         return None
-    return (current_target(), a.shape, a.stride(), a.dtype, a.get_device(), a.data_ptr() & 15,
-            _layout(b), _layout(out), _layout(scale_a), _layout(scale_b),
+    return (current_target(), _fast_call.layout(a), _layout(b), _layout(out), _layout(scale_a), _layout(scale_b),
             None if out_dtype is None else (type(out_dtype), str(out_dtype)),
             _layout(bias), act, _layout(res), options, promote)
 
@@ -624,7 +623,7 @@ def _layout(x):
         return None
     if type(x) is not _fast_call.TENSOR:
         return _FOREIGN
-    return x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15
+    return _fast_call.layout(x)
 
 
 def torch_exact(*arrays):

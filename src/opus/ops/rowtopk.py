@@ -725,7 +725,7 @@ def launch(x, k, largest, shape=None):
     return _launch(x, k, largest, shape, -1)
 
 
-# Launch plans, two kinds of key (never equal: 5 and 10 entries):
+# Launch plans, two kinds of key (never equal: 5 and 6 entries):
 #   (x's rows' layout: _rows.plan_key, target, k, largest, shape) -> _Plan (any array);
 #   _call_key of a torch tensor (whose rows are x itself or a view) -> call(x) -> (vals, inds).
 _PLANS = {}
@@ -734,8 +734,7 @@ _PLANS = {}
 def _call_key(x, k, largest, dim, shape):
     """A torch tensor's key in _PLANS: x's own layout (its rows are x or a view of it: the
     same alignment), the target selection and the arguments; no torch.device object built."""
-    return (x.shape, x.stride(), x.dtype, x.get_device(), x.data_ptr() & 15,
-            current_target(), k, largest, dim, shape)
+    return (_fast_call.layout(x), current_target(), k, largest, dim, shape)
 
 
 def _launch(x, k, largest, shape, dim):
