@@ -1,11 +1,13 @@
 """A pointer chosen at run time between two buffers (a run-time `if` merging two pointer
 parameters): each lane's loads and stores reach its own buffer, scalar and vector, for all
 lanes and inside a branch (inactive lanes, pointing anywhere, touch nothing); an out-of-bounds
-lane names its own buffer. Against numpy on copies of the arrays."""
+lane names its own buffer; a bound holds in each buffer (loads past it read 0, stores past it are
+dropped); packed fp4 pairs keep their type. Against numpy on copies of the arrays."""
 import os
 import re
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -125,3 +127,52 @@ def test_an_out_of_bounds_load_names_its_buffer_and_the_kernel_line():
     assert msg.startswith(f"{__file__}:{line_of('multi-load', __file__)} `"), msg
     assert re.search(r"out-of-bounds load of y\[5\] \(y has 4 elements\) by block \(0, 0, 0\) "
                      r"thread \(1, 0, 0\)", msg), msg
+
+
+@opus.kernel(block=N)
+def pick_bounded(x: Ptr[f32], y: Ptr[f32], out: Ptr[f32], n: i32):
+    t = opus.thread_id_x()
+    p = y
+    if t % 3 == 0:
+        p = x
+    out[t] = opus.load(p, t, bound=n)
+    opus.store(p, opus.f32(t) + 0.5, t, bound=n)
+
+
+def test_the_bound_holds_through_a_pointer_merged_from_two_buffers():
+    """n = 10 (both buffers have 16 elements): lanes 0..9 read and then overwrite element t of
+    their own buffer; lanes 10..15 are past the bound: they read 0 and store nothing."""
+    x = np.arange(N, dtype=np.float32) + 100.0
+    y = np.arange(N, dtype=np.float32) + 200.0
+    out = np.full(N, -1.0, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        pick_bounded[1, N](x, y, out, 10)
+    assert out.tolist() == [(100.0 if t % 3 == 0 else 200.0) + t for t in range(10)] + [0.0] * 6
+    assert x.tolist() == [t + 0.5 if t % 3 == 0 and t < 10 else 100.0 + t for t in range(N)]
+    assert y.tolist() == [t + 0.5 if t % 3 != 0 and t < 10 else 200.0 + t for t in range(N)]
+
+
+@opus.kernel(block=N)
+def pick_fp4_pairs(x: Ptr[opus.fp4], y: Ptr[opus.fp4], out: Ptr[f32]):
+    t = opus.thread_id_x()
+    p = y
+    if t % 2 == 0:
+        p = x
+    opus.store(out, opus.cast(opus.load(p, 2 * t, vec=2), f32), 2 * t)
+
+
+def test_fp4_pairs_through_a_pointer_merged_from_two_buffers():
+    """Even lanes read x's pair 2t, 2t+1, odd lanes y's: fp4 codes (two a byte, low nibble
+    first) decoded by ml_dtypes; x holds codes 0..15 twice, y the same reversed."""
+    cx = np.array(list(range(16)) * 2, np.uint8)
+    cy = cx[::-1].copy()
+    pack = lambda c: (c[0::2] | (c[1::2] << 4)).astype(np.uint8)
+    out = np.zeros(2 * N, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        pick_fp4_pairs[1, N](pack(cx), pack(cy), out)
+    mine = np.concatenate([(cx if t % 2 == 0 else cy)[2 * t:2 * t + 2] for t in range(N)])
+    decoded = mine.view(ml_dtypes.float4_e2m1fn).astype(np.float32)
+    assert out.tolist() == decoded.tolist()
+    # by hand: x[0], x[1] are codes 0, 1; lane 1 reads y[2], y[3] = codes 13, 12 (e2m1: sign,
+    # exponent 10, mantissa 1 and 0: -1.5 * 2 and -1.0 * 2)
+    assert decoded[:4].tolist() == [0.0, 0.5, -3.0, -2.0]

@@ -216,7 +216,7 @@ def _check_align(state, op, kind, buf, idx, lanes, vec):
                           f"access needs a {a}-byte aligned address")
 
 
-def _eidx_valid(state, idx, vec, bound, m):
+def _eidx_valid(idx, vec, bound, m):
     """Element indices [T|1(, vec)] and the valid mask (None = all), plus the lanes whose
     access is one vector instruction (None = all). ``bound`` is the window ``(lo, hi)`` of
     element indices a bounded access may touch (Program._window), or None."""
@@ -308,14 +308,16 @@ def _check_all(state, op, kind, buf, idx, eidx, vec, bound):
     _shadow(state, op, kind, buf, eidx, None)
 
 
-def _check_masked(state, op, kind, buf, idx, eidx, valid, vl, m, vec, bound):
-    """The same for an access by the ``valid`` lanes only (a size bound drops the others)."""
+def _check_masked(state, op, kind, buf, idx, eidx, valid, vl, vec, bound):
+    """The same for an access by the ``valid`` lanes only (a size bound drops the others);
+    ``vl``: the lanes whose vector is one instruction, never None for a vector here (without a
+    bound it is the lane mask, and an access with neither is checked by _check_all)."""
     n = buf.nel
     bad = valid & ((eidx < 0) | (eidx >= n))
     if bad.any():
         _fault(state, op, kind, buf, eidx, bad, vec, bound is not None)
     if vec > 1:
-        _check_align(state, op, kind, buf, idx, vl if vl is not None else _full(m, state.T), vec)
+        _check_align(state, op, kind, buf, idx, vl, vec)
     _shadow(state, op, kind, buf, eidx, valid)
 
 
@@ -326,10 +328,10 @@ def _shadow(state, op, kind, buf, eidx, valid):
 
 
 def mem_load(state, op, buf, idx, vec, bound, m, zero, dtype):
-    eidx, valid, vl = _eidx_valid(state, idx, vec, bound, m)
-    if type(buf) is not Buf:
-        return _multi(state, op, buf, idx, valid,
-                      lambda b, v: mem_load(state, op, b, idx, vec, bound, v, zero, dtype), m, vec)
+    if type(buf) is not Buf:  # a pointer merged from several buffers: each its own access
+        return _multi(state, buf, m,
+                      lambda b, v: mem_load(state, op, b, idx, vec, bound, v, zero, dtype))
+    eidx, valid, vl = _eidx_valid(idx, vec, bound, m)
     arr = buf.arr
     if valid is None or valid.all():
         _check_all(state, op, "load", buf, idx, eidx, vec, bound)
@@ -338,20 +340,19 @@ def mem_load(state, op, buf, idx, vec, bound, m, zero, dtype):
         eidx_b, valid_b = eidx, valid
     else:
         eidx_b, valid_b = np.broadcast_arrays(eidx, valid)
-    _check_masked(state, op, "load", buf, idx, eidx_b, valid_b, vl, m, vec, bound)
+    _check_masked(state, op, "load", buf, idx, eidx_b, valid_b, vl, vec, bound)
     if arr.shape[0] == 0:
         return np.zeros(valid_b.shape, dtype)
+    inside = np.where(valid_b, eidx_b, 0)  # the lanes left out read element 0, then zero
     if buf.ebits < 8:
-        codes = read_codes(buf, np.where(valid_b, eidx_b, 0))
-        return np.where(valid_b, codes, np.uint8(0)).view(dtype)
-    return np.where(valid_b, arr[np.where(valid_b, eidx_b, 0)], zero)
+        return np.where(valid_b, read_codes(buf, inside), np.uint8(0)).view(dtype)
+    return np.where(valid_b, arr[inside], zero)
 
 
 def mem_store(state, op, buf, idx, val, vec, bound, m):
-    eidx, valid, vl = _eidx_valid(state, idx, vec, bound, m)
     if type(buf) is not Buf:
-        return _multi(state, op, buf, idx, valid,
-                      lambda b, v: mem_store(state, op, b, idx, val, vec, bound, v), m, vec)
+        return _multi(state, buf, m, lambda b, v: mem_store(state, op, b, idx, val, vec, bound, v))
+    eidx, valid, vl = _eidx_valid(idx, vec, bound, m)
     arr = buf.arr
     if not arr.flags.writeable:
         raise InterpError(f"{where(op.loc)}: store to {buf.name}, whose numpy array is read-only")
@@ -368,7 +369,7 @@ def mem_store(state, op, buf, idx, val, vec, bound, m):
         eidx_b, val_b, valid_b = eidx, val, valid
     else:
         eidx_b, val_b, valid_b = np.broadcast_arrays(eidx, val, valid)
-    _check_masked(state, op, "store", buf, idx, eidx_b, valid_b, vl, m, vec, bound)
+    _check_masked(state, op, "store", buf, idx, eidx_b, valid_b, vl, vec, bound)
     if buf.ebits < 8:
         write_codes(buf, eidx_b[valid_b], np.ascontiguousarray(val_b[valid_b]))
     else:
@@ -387,8 +388,9 @@ def _flat_with_tids(state, eidx, valid):
     return e[v], t[v]
 
 
-def _multi(state, op, ids, idx, valid, access, m, vec):
-    """An access through pointers into several buffers: one access per buffer."""
+def _multi(state, ids, m, access):
+    """An access through pointers into several buffers (``ids`` [T|1], lanes ``m``, None =
+    all): one ``access(buffer, its lanes)`` per buffer, each with its own checks."""
     ids = _full(ids, state.T)
     act = np.ones(state.T, bool) if m is None else m
     out = None

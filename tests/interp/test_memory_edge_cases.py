@@ -1,0 +1,153 @@
+"""The interpreter's loads and stores at their edges, against hand-written values and messages:
+bounded and masked loads from zero-length, two- and one-element arrays (the lanes left out read
+nothing, the others their element; the zeros past a bound keep the array's type and the
+vector's shape), a masked load
+of one element for all lanes past the end (named by the first active lane), sub-byte elements
+past a bound reading 0, a bounded store whose bound exceeds the array (with every lane inside
+the bound and with some dropped by it: the fault has no "unchecked" note) and a store to a
+read-only numpy array, word for word with the kernel's file:line."""
+import os
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import opus
+import opus.interp as interp
+from opus import f32, i32, Ptr
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "bad_input"))
+from expect import line_of  # noqa: E402
+
+N = 8
+WHO = "block (0, 0, 0) thread ({}, 0, 0)"
+UNCHECKED = " — an access without a bound is unchecked on the GPU and faults or corrupts memory there"
+
+
+def _line(tag):
+    """'<this file>:<line>' of the line marked ``# ERR: tag``."""
+    return f"{__file__}:{line_of(tag, __file__)}"
+
+
+def _error(exc, kernel, *args):
+    with opus.set_target("sm_90a", interpret=True), pytest.raises(exc) as e:
+        kernel[1, N](*args)
+    return str(e.value)
+
+
+# -- masked loads from tiny arrays -----------------------------------------------------------------
+
+@opus.kernel
+def pairs_bounded(x: Ptr[i32], out: Ptr[i32], n: i32):
+    t = opus.thread_id_x()
+    v = opus.load(x, 2 * t, vec=2, bound=n)
+    out[t] = (v[0] ^ v[1]) + 5   # an integer operator: the pairs past the bound are i32 too
+
+
+def test_a_bounded_vector_load_from_a_zero_length_array():
+    """n = 0: every lane's pair is past the bound of the empty x and reads (0, 0): 0 ^ 0 + 5."""
+    out = np.zeros(N, np.int32)
+    with opus.set_target("sm_90a", interpret=True):
+        pairs_bounded[1, N](np.zeros(0, np.int32), out, 0)
+    assert out.tolist() == [5] * N
+
+
+def test_a_bounded_vector_load_from_two_elements():
+    """n = 2: lane 0 loads x[0:2] = (13, 7): 13 ^ 7 + 5 = 10 + 5; the others read (0, 0)."""
+    out = np.zeros(N, np.int32)
+    with opus.set_target("sm_90a", interpret=True):
+        pairs_bounded[1, N](np.array([13, 7], np.int32), out, 2)
+    assert out.tolist() == [15] + [5] * (N - 1)
+
+
+@opus.kernel
+def scalar_below(x: Ptr[f32], out: Ptr[f32], n: i32):
+    t = opus.thread_id_x()
+    r = f32(-1.0)
+    if t < n:
+        r = x[t] * 2.0
+    out[t] = r
+
+
+@pytest.mark.parametrize("n", [0, 1])
+def test_a_masked_load_from_a_one_element_array(n):
+    """x = [2.5]: with n = 1 lane 0 reads it (5.0), the lanes left out read nothing; n = 0:
+    nobody reads it."""
+    out = np.zeros(N, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        scalar_below[1, N](np.array([2.5], np.float32), out, n)
+    assert out.tolist() == [5.0] * n + [-1.0] * (N - n)
+
+
+@opus.kernel
+def one_element_for_the_upper_lanes(x: Ptr[f32], out: Ptr[f32], k: i32):
+    t = opus.thread_id_x()
+    if t >= 3:
+        out[t] = x[k]  # ERR: uniform-past
+
+
+def test_a_uniform_element_past_the_end_names_the_first_active_lane():
+    """Every lane reads the same x[8] of 8 elements, inside a branch lanes 0..2 skip: the fault
+    names lane 3, the first lane that reads it."""
+    msg = _error(interp.MemoryFault, one_element_for_the_upper_lanes, np.zeros(N, np.float32),
+                 np.zeros(N, np.float32), N)
+    want = f": out-of-bounds load of x[8] (x has 8 elements) by {WHO.format(3)}{UNCHECKED}"
+    assert msg.startswith(f"{_line('uniform-past')} `") and msg.endswith(want), msg
+
+
+# -- sub-byte elements past a bound ----------------------------------------------------------------
+
+@opus.kernel
+def fp4_pairs_bounded(x: Ptr[opus.fp4], out: Ptr[f32], n: i32):
+    t = opus.thread_id_x()
+    v = opus.make_gmem(x, n).load(2 * t, vec=2)
+    opus.store(out, opus.cast(v, f32), 2 * t)
+
+
+def test_fp4_elements_past_the_bound_read_zero():
+    """x: 16 fp4 codes 1..15, 9 (nonzero: 0 is what an element past the bound reads), packed
+    two a byte, low nibble first; bound n = 5: elements 0..4 decode (ml_dtypes), 5..15 read 0."""
+    codes = np.array(list(range(1, 16)) + [9], np.uint8)
+    x = (codes[0::2] | (codes[1::2] << 4)).astype(np.uint8)
+    out = np.full(2 * N, -1.0, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        fp4_pairs_bounded[1, N](x, out, 5)
+    decoded = codes.view(ml_dtypes.float4_e2m1fn).astype(np.float32)
+    assert out.tolist() == decoded[:5].tolist() + [0.0] * 11
+    assert decoded[:5].tolist() == [0.5, 1.0, 1.5, 2.0, 3.0]   # e2m1 codes 1..5 by hand
+
+
+# -- store faults ----------------------------------------------------------------------------------
+
+@opus.kernel
+def bounded_store(out: Ptr[f32], n: i32):
+    t = opus.thread_id_x()
+    opus.store(out, opus.f32(t), t, bound=n)  # ERR: bounded-store
+
+
+@pytest.mark.parametrize("n", [N, N - 1], ids=["every-lane-inside", "lane-7-dropped"])
+def test_a_bounded_store_past_the_array_faults_without_the_unchecked_note(n):
+    """out has 5 elements, the bound n is 8 (every lane inside it) or 7 (lane 7 dropped): lane
+    5 stores past out's end; the access has a bound, so the message has no note. Nothing is
+    stored by the faulting instruction."""
+    out = np.full(5, -1.0, np.float32)
+    msg = _error(interp.MemoryFault, bounded_store, out, n)
+    want = f": out-of-bounds store of out[5] (out has 5 elements) by {WHO.format(5)}"
+    assert msg.startswith(f"{_line('bounded-store')} `") and msg.endswith(want), msg
+    assert out.tolist() == [-1.0] * 5
+
+
+@opus.kernel
+def store_one(out: Ptr[f32]):
+    t = opus.thread_id_x()
+    out[t] = 1.0  # ERR: read-only
+
+
+def test_a_store_to_a_read_only_array_names_it_and_the_line():
+    out = np.zeros(N, np.float32)
+    out.setflags(write=False)
+    msg = _error(interp.InterpError, store_one, out)
+    assert msg.startswith(f"{_line('read-only')} `"), msg
+    assert msg.endswith(": store to out, whose numpy array is read-only"), msg
+    assert out.tolist() == [0.0] * N
