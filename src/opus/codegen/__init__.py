@@ -4,6 +4,9 @@ from .cemit import CodegenError, kernel_symbol
 
 def render(fn, target) -> str:
     """Device source for a traced Function on ``target``."""
+    if target.vendor == "nvidia" and fn.attrs.get("body") == "ptx":
+        from .ptx import render_ptx_shell  # docs/ptx_body.md
+        return render_ptx_shell(fn, target)
     if target.vendor == "nvidia":
         from .cuda import render_cuda
         return render_cuda(fn, target)

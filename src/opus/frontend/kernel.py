@@ -144,7 +144,8 @@ class Kernel:
 
     _opus_launch_only = True  # calls.call: not callable from kernel code
 
-    def __init__(self, fn, block=None, min_blocks=None, maxnreg=None):
+    def __init__(self, fn, block=None, min_blocks=None, maxnreg=None, body="cuda"):
+        _check_body(body)
         _check_hint("block", block, 1, 1024)
         _check_hint("min_blocks", min_blocks, 1, None)
         _check_hint("maxnreg", maxnreg, 1, None)
@@ -156,6 +157,7 @@ class Kernel:
         self.name = fn.__name__
         self.block = block
         self.min_blocks, self.maxnreg = min_blocks, maxnreg
+        self.body = body  # "cuda" or "ptx" (docs/ptx_body.md): how the kernel is rendered
         # The source as it is now: a file edited later does not change the kernel.
         self._source = capture_source(fn)
         self.params = _parse_params(fn, self._source)
@@ -352,6 +354,7 @@ class Kernel:
         c.frontend = state
         state.frames.append(Frame("kernel"))
         builder.loc_fn = c.loc
+        c.body = self.body
         self._check_launch_hints(target)
         params, call_args = [], []
         cit = iter(cvals)
@@ -386,7 +389,8 @@ class Kernel:
             except Exception as e:
                 raise self._located(e, f"{type(e).__name__}: {e}", state) from e
         attrs = {"block_size": self.block, "min_blocks": self.min_blocks,
-                 "maxnreg": self.maxnreg, "target": target.name, "dyn_smem": c.uses_dyn_smem,
+                 "maxnreg": self.maxnreg, "target": target.name, "body": self.body,
+                 "dyn_smem": c.uses_dyn_smem,
                  "dyn_smem_align": c.dyn_smem_align,
                  "smem_bytes": c.smem_bytes,
                  "align": {p.name: c.align_req.get(p.value, 1) for p in params},
@@ -398,7 +402,11 @@ class Kernel:
         """Occupancy and register hints the chip cannot meet: a TraceError at the def line."""
         from ..ir import Loc
         from ..targets.occupancy import launch_hints
+        from ..targets.ptx_body import body_refusal
+        why = body_refusal(self.body, target)
         try:
+            if why is not None:
+                raise UnsupportedOnTarget(why)
             launch_hints(target, self.block, self.min_blocks, self.maxnreg)
         except UnsupportedOnTarget as e:
             line = param_line(self.fn, self._source, "")  # the def line
@@ -463,6 +471,14 @@ class Kernel:
                          f"{info.name!r}): {info.source.line(n).strip()}")
             callee = f"{info.kind} {info.name!r}"
         return TraceError(message, Loc(loc.file, loc.line), src, self.name, notes)
+
+
+def _check_body(body):
+    """@opus.kernel's body: "cuda" (C++) or "ptx" (a PTX body in a C++ shell)."""
+    from ..targets.ptx_body import BODIES
+    if not isinstance(body, str) or body not in BODIES:
+        raise OpusError(f"@opus.kernel(body=...) must be one of {', '.join(map(repr, BODIES))}, "
+                        f"got {body!r}")
 
 
 def _check_hint(name, value, lo, hi):
@@ -569,7 +585,7 @@ class Specialization:
         return assemble_amd(self.source, self.target)
 
 
-def kernel(fn=None, *, block=None, min_blocks=None, maxnreg=None):
+def kernel(fn=None, *, block=None, min_blocks=None, maxnreg=None, body="cuda"):
     """Decorate a Python function as an opus kernel: ``@opus.kernel`` or
     ``@opus.kernel(block=256, min_blocks=2)``. Parameters are annotated ``opus.Ptr[dtype]`` (global memory),
     a scalar dtype (a run-time value) or ``opus.constexpr`` (a compile-time Python value: one
@@ -595,10 +611,15 @@ def kernel(fn=None, *, block=None, min_blocks=None, maxnreg=None):
         beside it, so it cannot be combined with ``min_blocks``); AMD VGPRs per lane,
         architectural and accumulation together (16..512: ``amdgpu_num_vgpr(maxnreg // 2)``)
     :type maxnreg: int or None
+    :param body: how an NVIDIA kernel is rendered: ``"cuda"`` (CUDA C++, the default) or
+        ``"ptx"`` (PTX written from the IR inside one C++ shell, which NVRTC compiles faster:
+        docs/ptx_body.md). A PTX body renders the ops its table lists (targets/ptx_body.py);
+        any other op is a TraceError at its line. AMD targets refuse ``"ptx"``.
+    :type body: str
     :returns: the kernel (or, without ``fn``, the decorator that makes it)
     :rtype: Kernel
     :targets: all targets
     """
     if fn is None:
-        return lambda f: Kernel(f, block, min_blocks, maxnreg)
-    return Kernel(fn, block, min_blocks, maxnreg)
+        return lambda f: Kernel(f, block, min_blocks, maxnreg, body)
+    return Kernel(fn, block, min_blocks, maxnreg, body)

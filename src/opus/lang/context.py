@@ -63,6 +63,9 @@ class TraceContext:
         self.dyn_smem_align = 16  # bytes: the largest alignment a dynamic_smem view asked for
         self.align_req = {}  # pointer parameter Value -> bytes of alignment its accesses need
         self.tensor_maps = {}  # TensorMap parameter Value -> its TensorMapNeed (tmap.declare)
+        # @opus.kernel(body=...): with "ptx", each op emitted is checked against the PTX body's
+        # table (targets/ptx_body.py), so what it lacks is an error at the user's line
+        self.body = "cuda"
 
     def loc(self):
         f = sys._getframe(1)

@@ -46,7 +46,18 @@ def emit(kind, operands=(), result_types=(), attrs=None, regions=()):
             c.target.require_dtype(e, "pointers" if isinstance(t, PointerType) else "values")
         if isinstance(t, VectorType) and t.n % e.pack_elems:
             _err(packed_length_error(e, t.n))
+    if c.body == "ptx":
+        _check_ptx_body(kind, operands, result_types, attrs or {})
     return c.builder.emit(kind, operands, result_types, attrs, regions)
+
+
+def _check_ptx_body(kind, operands, result_types, attrs):
+    """A TraceError (at the user's line) for an op a PTX body does not render yet."""
+    from ..targets.ptx_body import ptx_body_refusal
+    why = ptx_body_refusal(kind, [o.type for o in operands], result_types, attrs)
+    if why is not None:
+        _err(f"{why} is not available in a PTX body yet (@opus.kernel(body='ptx'): "
+             f"docs/ptx_body.md lists what it renders); use body='cuda' for this kernel")
 
 
 def packed_length_error(e: DType, n: int) -> str:

@@ -1,0 +1,1056 @@
+"""PTX bodies: a kernel rendered as PTX inside one CUDA C++ shell (``@opus.kernel(body="ptx")``).
+
+docs/ptx_body.md has the design and the measurements that chose it. The shell is the CUDA
+dialect's (codegen/cuda.py): the same signature, launch bounds and shared declarations; its body
+is one ``asm volatile("{ ... }" :: inputs : "memory")`` whose inputs are the kernel's
+parameters and the shared arrays' 32-bit shared-window addresses. Inside, ``PtxBody`` walks the
+IR once and writes PTX:
+
+* every SSA value is one register per lane: ``%ob<N>`` .b32 (i32/u32, and i8/i16/u8/u16 held
+  sign- or zero-extended, so compares, division and shifts work on 32 bits and only + - * and
+  the like re-narrow their result), ``%od<N>`` .b64 (64-bit integers, global pointers),
+  ``%of<N>`` .f32, ``%ofd<N>`` .f64, ``%oh<N>`` .b16 (f16/bf16 bits), ``%op<N>`` .pred (bool);
+  a shared pointer is a .b32 shared-window address. Vectors are lists of lane registers, so
+  building, slicing and permuting them renames and emits nothing;
+* integer and 32/64-bit float constants are immediates (f16/bf16 and bool ones a register);
+* structured control flow becomes labels ``$O<N>`` and branches; a ``for``/``while`` gets one
+  register per carried lane, which its ``yield`` writes.
+
+Semantics are the IR's (ir/ops.py) exactly as cemit renders them: integer + - * wrap, floor
+division and modulo with the sign fix-up and the by-zero/-1 rules, shifts by >= the width,
+exact per-element bounds, f16/bf16 computed in f32 and rounded once, float arithmetic with
+explicit ``.rn`` (PTX may fuse a mul and an add without it: the IR forbids that, as NVRTC's
+``--fmad=false`` does for the C++ body). The op kinds rendered are targets/ptx_body.py's
+table, which tracing enforces; one ``render_<kind>`` per kind, dispatched by one table.
+"""
+from __future__ import annotations
+
+import math
+import struct
+
+from .. import dtypes as dt
+from ..dtypes import DType
+from ..ir import VectorType, PointerType, TensorMapType, scalar_of, op_handlers, access_operands
+from .cemit import CodegenError, _located, _to_f32
+from .cuda import CudaEmitter
+
+__all__ = ["PtxBody", "PtxShellEmitter", "render_ptx_shell"]
+
+# register class of each scalar type, and the name prefix of its registers
+_CLASS = {"bool": "pred", "f16": "b16", "bf16": "b16", "f32": "f32", "f64": "f64",
+          "i64": "b64", "u64": "b64"}
+_PREFIX = {"pred": "%op", "b16": "%oh", "b32": "%ob", "b64": "%od", "f32": "%of", "f64": "%ofd"}
+_MOV = {"pred": "mov.pred", "b16": "mov.b16", "b32": "mov.b32", "b64": "mov.b64",
+        "f32": "mov.f32", "f64": "mov.f64"}
+_HALF = ("f16", "bf16")
+# ld/st type of one element in memory (narrow integers load into .b32 registers, extended)
+_MEM = {"bool": "u8", "i8": "s8", "u8": "u8", "i16": "s16", "u16": "u16", "i32": "s32",
+        "u32": "u32", "i64": "s64", "u64": "u64", "f32": "f32", "f64": "f64", "f16": "b16",
+        "bf16": "b16"}
+_ST = {**{n: f"b{dt.dtype_from_name(n).bits}" for n in "i8 u8 i16 u16 i32 u32 i64 u64".split()},
+       "bool": "b8", "f32": "f32", "f64": "f64", "f16": "b16", "bf16": "b16"}
+_SPECIAL = {"thread_id": "%tid", "block_id": "%ctaid", "block_dim": "%ntid",
+            "num_blocks": "%nctaid"}
+_MATH = {"floor": "cvt.rmi", "ceil": "cvt.rpi", "trunc": "cvt.rzi", "rint": "cvt.rni"}
+
+
+def _reg_class(t) -> str:
+    if isinstance(t, PointerType):
+        return "b32" if t.space == "shared" else "b64"
+    return _CLASS.get(scalar_of(t).name, "b32")
+
+
+def _wide(e: DType) -> int:
+    """The register width integer type ``e`` computes in (narrow types in 32 bits)."""
+    return 64 if e.bits == 64 else 32
+
+
+def _ity(e: DType) -> str:
+    """PTX integer type of ``e``'s arithmetic: s32/u32/s64/u64."""
+    return ("s" if e.kind == "int" else "u") + str(_wide(e))
+
+
+def _narrow_int(e: DType) -> bool:
+    return e.is_int and not e.is_bool and e.bits < 32
+
+
+class PtxBody:
+    """The PTX lines of one Function's body. ``inputs``: {Value: [operand index per lane]}, the
+    asm operands holding the parameters and shared arrays; their registers are filled first."""
+
+    def __init__(self, fn, target, inputs):
+        self.fn, self.target, self.inputs = fn, target, inputs
+        self.names = {}      # Value -> [operand per lane: register or immediate]
+        self.counts = {c: 0 for c in _PREFIX}
+        self.labels = 0
+        self.lines = []
+        self.loc = None
+        self.exit_label = self.label()
+        self.renderers = op_handlers(self, "render_")  # op kind -> render_<kind>
+
+    # -- registers, immediates, labels ---------------------------------------------------------
+    def new(self, cls) -> str:
+        self.counts[cls] += 1
+        return f"{_PREFIX[cls]}{self.counts[cls]}"
+
+    def new_of(self, e) -> str:
+        return self.new(_reg_class(e))
+
+    def label(self) -> str:
+        self.labels += 1
+        return f"$O{self.labels}"
+
+    def lanes(self, v) -> list:
+        n = self.names.get(v)
+        if n is None:
+            raise CodegenError(f"internal: value {v!r} used before definition")
+        return n
+
+    def lane(self, v, i=0):
+        ls = self.lanes(v)
+        return ls[i if len(ls) > 1 else 0]
+
+    def reg(self, x, cls) -> str:
+        """Operand ``x`` in a register (an immediate moved into a fresh one of class cls)."""
+        if x.startswith("%"):
+            return x
+        r = self.new(cls)
+        self.ins(f"{_MOV[cls]} {r}, {x};")
+        return r
+
+    def imm(self, x, e: DType) -> str:
+        """The PTX immediate of Python scalar ``x`` as type ``e`` (32/64-bit floats, integers)."""
+        if e.name == "f32":
+            return f"0f{struct.unpack('<I', struct.pack('<f', _to_f32(float(x))))[0]:08X}"
+        if e.name == "f64":
+            return f"0d{struct.unpack('<Q', struct.pack('<d', float(x)))[0]:016X}"
+        return str(int(x))
+
+    @staticmethod
+    def const_of(x):
+        """The int value of immediate operand ``x``, or None for a register."""
+        if x.startswith("%") or x.startswith("0f") or x.startswith("0d"):
+            return None
+        return int(x, 0)
+
+    # -- output -----------------------------------------------------------------------------
+    def ins(self, text):
+        self.lines.append("  " + text)
+
+    def put_label(self, name):
+        self.lines.append(f"{name}:")
+
+    def render(self) -> list:
+        """The body's PTX lines, register declarations first."""
+        for v, operands in self.inputs.items():
+            self._bind_input(v, operands)
+        self.emit_block(self.fn.body)
+        self.put_label(self.exit_label)
+        decls = [f"  .reg .{'pred' if c == 'pred' else c} {_PREFIX[c]}<{n + 1}>;"
+                 for c, n in self.counts.items() if n]
+        return decls + self.lines
+
+    def _bind_input(self, v, operands):
+        t = v.type
+        if isinstance(t, TensorMapType):
+            cls, elem = "b64", None
+        else:
+            cls = _reg_class(t)
+            elem = None if isinstance(t, PointerType) else scalar_of(t)
+        regs = []
+        for o in operands:
+            r = self.new(cls)
+            if elem is not None and elem.is_bool:
+                self.ins(f"setp.ne.u32 {r}, #in{o}#, 0;")
+            else:
+                self.ins(f"{_MOV[cls]} {r}, #in{o}#;")
+            regs.append(r)
+        self.names[v] = regs
+
+    def emit_block(self, block):
+        for op in block.ops:
+            self.emit_op(op)
+
+    def emit_op(self, op):
+        """Render ``op`` by the table; an error becomes a CodegenError at its kernel line."""
+        outer = self.loc
+        self.loc = op.loc or outer
+        try:
+            render = self.renderers.get(op.kind)
+            if render is None:
+                raise CodegenError(f"internal: the PTX body has no rendering of op {op.kind!r} "
+                                   "(targets/ptx_body.py refuses it while tracing)")
+            render(op)
+        except Exception as e:
+            if isinstance(e, CodegenError) and e.loc is not None:
+                raise
+            raise _located(e, op, self.fn.name, f"ptx ({self.target.name})") from e
+        finally:
+            self.loc = outer
+
+    def define(self, v, lanes):
+        self.names[v] = list(lanes)
+
+    def bcast(self, v, n):
+        ls = self.lanes(v)
+        return ls * n if len(ls) == 1 else ls
+
+    # -- f16/bf16 through f32 ------------------------------------------------------------------
+    def to_f32(self, x, e: DType) -> str:
+        """f32 register of lane ``x`` of type e (f16/bf16 widened exactly; f32 as is)."""
+        if e.name == "f16":
+            f = self.new("f32")
+            self.ins(f"cvt.f32.f16 {f}, {x};")
+            return f
+        if e.name == "bf16":
+            w, f = self.new("b32"), self.new("f32")
+            self.ins(f"cvt.u32.u16 {w}, {x};")
+            self.ins(f"shl.b32 {w}, {w}, 16;")
+            self.ins(f"mov.b32 {f}, {w};")
+            return f
+        return x
+
+    def from_f32(self, f, e: DType, rounding="rn") -> str:
+        """Lane of type e (f16/bf16) from f32 ``f``, rounded as cemit's from_f32 does."""
+        h = self.new("b16")
+        if rounding in ("truncate", "truncate_with_nan"):  # the high half of the bits
+            w, hi = self.new("b32"), self.new("b32")
+            self.ins(f"mov.b32 {w}, {self.reg(f, 'f32')};")
+            self.ins(f"shr.u32 {hi}, {w}, 16;")
+            if rounding == "truncate_with_nan":  # keep a NaN whose payload is in the low half
+                p, q, t = self.new("pred"), self.new("pred"), self.new("b32")
+                self.ins(f"and.b32 {t}, {w}, 2139095040;")
+                self.ins(f"setp.eq.u32 {p}, {t}, 2139095040;")
+                self.ins(f"and.b32 {t}, {w}, 65535;")
+                self.ins(f"setp.ne.and.u32 {q}, {t}, 0, {p};")
+                self.ins(f"@{q} or.b32 {hi}, {hi}, 1;")
+            self.ins(f"cvt.u16.u32 {h}, {hi};")
+            return h
+        self.ins(f"cvt.{rounding}.{e.name}.f32 {h}, {self.reg(f, 'f32')};")
+        return h
+
+    def narrow(self, d, e: DType) -> str:
+        """Re-extend register d (b32) to narrow integer type e's canonical form."""
+        if _narrow_int(e):
+            if e.kind == "int":
+                self.ins(f"bfe.s32 {d}, {d}, 0, {e.bits};")
+            else:
+                self.ins(f"and.b32 {d}, {d}, {(1 << e.bits) - 1};")
+        return d
+
+    # -- constants ---------------------------------------------------------------------------
+    def const_lane(self, x, e: DType) -> str:
+        if e.is_bool:
+            p = self.new("pred")
+            self.ins(f"setp.ne.u32 {p}, {1 if x else 0}, 0;")
+            return p
+        if e.name in _HALF:
+            import numpy as np  # only kernels with such constants pay for the import
+            bits = int(np.array(x, dtype=e.np_dtype).view(np.uint16))
+            h = self.new("b16")
+            self.ins(f"mov.b16 {h}, {bits};")
+            return h
+        if e.is_int:
+            return str(int(x))
+        return self.imm(x, e)
+
+    def render_const(self, op):
+        r = op.results[0]
+        e = scalar_of(r.type)
+        val = op.attrs["value"]
+        vals = list(val) if isinstance(r.type, VectorType) else [val]
+        self.define(r, [self.const_lane(x, e) for x in vals])
+
+    # -- arithmetic ---------------------------------------------------------------------------
+    def render_binary(self, op):
+        a, b = op.operands
+        r = op.results[0]
+        e = scalar_of(r.type)
+        n = r.type.n if isinstance(r.type, VectorType) else 1
+        self.define(r, [self.binary_lane(op.attrs["op"], x, y, e)
+                        for x, y in zip(self.bcast(a, n), self.bcast(b, n))])
+
+    def binary_lane(self, o, x, y, e: DType) -> str:
+        if e.is_float:
+            if e.name in _HALF:
+                return self.from_f32(self.binary_lane(o, self.to_f32(x, e), self.to_f32(y, e),
+                                                      dt.f32), e)
+            d = self.new_of(e)
+            rn = "" if o in ("min", "max") else ".rn"
+            self.ins(f"{o}{rn}.{e.name} {d}, {x}, {y};")
+            return d
+        if e.is_bool:
+            logic = {"and": "and", "or": "or", "xor": "xor", "min": "and", "max": "or"}.get(o)
+            if logic is None:
+                raise CodegenError(f"{o} on bool")
+            d = self.new("pred")
+            self.ins(f"{logic}.pred {d}, {x}, {y};")
+            return d
+        w, ity = _wide(e), _ity(e)
+        if o in ("floordiv", "mod", "tdiv", "tmod"):
+            return self.divide(o, x, y, e)
+        if o in ("shl", "shr"):
+            return self.shift(o, x, y, e)
+        d = self.new_of(e)
+        if o in ("add", "sub"):
+            self.ins(f"{o}.{ity} {d}, {x}, {y};")
+            return self.narrow(d, e)
+        if o == "mul":
+            self.ins(f"mul.lo.{ity} {d}, {x}, {y};")
+            return self.narrow(d, e)
+        if o in ("and", "or", "xor"):
+            self.ins(f"{o}.b{w} {d}, {x}, {y};")
+            return d
+        if o in ("min", "max"):
+            self.ins(f"{o}.{ity} {d}, {x}, {y};")
+            return d
+        if o == "mulhi":  # 32-bit only (lang)
+            self.ins(f"mul.hi.{ity} {d}, {x}, {y};")
+            return d
+        raise CodegenError(f"binary {o} on {e.name}")
+
+    def divide(self, o, x, y, e: DType) -> str:
+        """floordiv/mod/tdiv/tmod with ir/ops.py's rules (cemit's helper_div): by zero the
+        quotient is all ones and the remainder a; signed by -1 the quotient is -a (wrapping),
+        the remainder 0; floor forms move a non-zero remainder to the divisor's sign."""
+        w, ity = _wide(e), _ity(e)
+        signed = e.kind == "int"
+        quotient = o in ("floordiv", "tdiv")
+        d = self.new_of(e)
+        self.ins(f"{'div' if quotient else 'rem'}.{ity} {d}, {x}, {y};")
+        if signed and o in ("floordiv", "mod"):
+            rem = d if o == "mod" else self.new_of(e)
+            if o == "floordiv":
+                self.ins(f"rem.{ity} {rem}, {x}, {y};")
+            p, t = self.new("pred"), self.new_of(e)
+            self.ins(f"setp.ne.{ity} {p}, {rem}, 0;")
+            self.ins(f"xor.b{w} {t}, {x if o == 'floordiv' else rem}, {y};")
+            self.ins(f"setp.lt.and.{ity} {p}, {t}, 0, {p};")
+            self.ins(f"@{p} {'sub' if o == 'floordiv' else 'add'}.{ity} {d}, {d}, "
+                     f"{1 if o == 'floordiv' else y};")
+        k = self.const_of(y)
+        if signed and k in (None, -1):  # by -1: -a (wrapping), remainder 0
+            p = self.new("pred")
+            self.ins(f"setp.eq.{ity} {p}, {y}, -1;")
+            if quotient:
+                self.ins(f"@{p} sub.{ity} {d}, 0, {x};")
+            else:
+                self.ins(f"@{p} mov.b{w} {d}, 0;")
+        if k in (None, 0):  # by zero: all ones, remainder a
+            p = self.new("pred")
+            ones = -1 if signed else (1 << e.bits) - 1
+            self.ins(f"setp.eq.{ity} {p}, {y}, 0;")
+            self.ins(f"@{p} mov.b{w} {d}, {ones if quotient else x};")
+        return self.narrow(d, e)
+
+    def shift(self, o, x, y, e: DType) -> str:
+        """shl/shr: the amount read as unsigned at e's width; amounts >= the width give 0 (shl,
+        logical shr) or the sign fill. PTX clamps shift amounts above the register width to
+        it, which gives exactly that on 32-bit registers; 64-bit amounts are clamped first
+        (the instruction takes 32 bits of amount)."""
+        w = _wide(e)
+        kind = "shl.b" if o == "shl" else ("shr.s" if e.kind == "int" else "shr.u")
+        d = self.new_of(e)
+        k = self.const_of(y)
+        if w == 64:
+            if k is not None:
+                amt = str(min(k & ((1 << 64) - 1), 64))
+            else:
+                t, amt = self.new("b64"), self.new("b32")
+                self.ins(f"min.u64 {t}, {y}, 64;")
+                self.ins(f"cvt.u32.u64 {amt}, {t};")
+            self.ins(f"{kind}64 {d}, {x}, {amt};")
+            return d
+        mask = (1 << e.bits) - 1
+        if k is not None:
+            amt = str(min(k & mask, 32))
+        elif _narrow_int(e) and e.kind == "int":  # the amount's bits at e's width, unsigned
+            amt = self.new("b32")
+            self.ins(f"and.b32 {amt}, {y}, {mask};")
+        else:
+            amt = y
+        self.ins(f"{kind}32 {d}, {x}, {amt};")
+        return self.narrow(d, e) if o == "shl" else d
+
+    def render_cmp(self, op):
+        a, b = op.operands
+        r = op.results[0]
+        e = scalar_of(a.type)
+        pred = op.attrs["pred"]
+        out = []
+        for x, y in zip(self.lanes(a), self.lanes(b)):
+            p = self.new("pred")
+            if e.is_float:
+                f = e if e.name in ("f32", "f64") else dt.f32
+                x, y = self.to_f32(x, e), self.to_f32(y, e)
+                self.ins(f"setp.{'neu' if pred == 'ne' else pred}.{f.name} {p}, {x}, {y};")
+            elif e.is_bool:  # false < true
+                x, y = self.pred_to_u32(x), self.pred_to_u32(y)
+                self.ins(f"setp.{pred}.u32 {p}, {x}, {y};")
+            else:
+                self.ins(f"setp.{pred}.{_ity(e)} {p}, {x}, {y};")
+            out.append(p)
+        self.define(r, out)
+
+    def pred_to_u32(self, p) -> str:
+        d = self.new("b32")
+        self.ins(f"selp.u32 {d}, 1, 0, {p};")
+        return d
+
+    def render_unary(self, op):
+        (a,) = op.operands
+        r = op.results[0]
+        e = scalar_of(a.type)
+        o = op.attrs["op"]
+        out = []
+        for x in self.lanes(a):
+            if o == "not":
+                d = self.new("pred")
+                self.ins(f"not.pred {d}, {x};")
+            elif e.is_float:
+                f = e if e.name in ("f32", "f64") else dt.f32
+                y = self.to_f32(x, e)
+                d = self.new_of(f)
+                self.ins(f"{'neg' if o == 'neg' else 'abs'}.{f.name} {d}, {self.reg(y, f.name)};")
+                if e.name in _HALF:
+                    d = self.from_f32(d, e)
+            elif o == "invert":
+                d = self.new_of(e)
+                self.ins(f"not.b{_wide(e)} {d}, {x};")
+                d = self.narrow(d, e) if e.kind == "uint" else d
+            elif o == "neg":
+                d = self.new_of(e)
+                self.ins(f"sub.{_ity(e)} {d}, 0, {x};")
+                d = self.narrow(d, e)
+            elif o == "abs":
+                if e.kind == "uint":
+                    d = x
+                else:
+                    d = self.new_of(e)
+                    self.ins(f"abs.{_ity(e)} {d}, {self.reg(x, _reg_class(e))};")
+                    d = self.narrow(d, e)
+            elif o == "popc":
+                src = x
+                if _narrow_int(e):
+                    src = self.new("b32")
+                    self.ins(f"and.b32 {src}, {x}, {(1 << e.bits) - 1};")
+                c = self.new("b32")
+                self.ins(f"popc.b{_wide(e)} {c}, {src};")
+                d = c
+                if e.bits == 64:
+                    d = self.new("b64")
+                    self.ins(f"cvt.u64.u32 {d}, {c};")
+            else:
+                raise CodegenError(f"unary {o} on {e.name}")
+            out.append(d)
+        self.define(r, out)
+
+    def render_math(self, op):
+        (a,) = op.operands
+        r = op.results[0]
+        e = scalar_of(a.type)
+        fn = op.attrs["fn"]
+        f = e if e.name in ("f32", "f64") else dt.f32
+        out = []
+        for x in self.lanes(a):
+            y = self.reg(self.to_f32(x, e), f.name)
+            d = self.new_of(f)
+            if fn == "sqrt":
+                self.ins(f"sqrt.rn.{f.name} {d}, {y};")
+            else:
+                self.ins(f"{_MATH[fn]}.{f.name}.{f.name} {d}, {y};")
+            out.append(self.from_f32(d, e) if e.name in _HALF else d)
+        self.define(r, out)
+
+    def render_fma(self, op):
+        r = op.results[0]
+        e = scalar_of(r.type)
+        n = r.type.n if isinstance(r.type, VectorType) else 1
+        f = e if e.name in ("f32", "f64") else dt.f32
+        out = []
+        for x, y, z in zip(*(self.bcast(v, n) for v in op.operands)):
+            d = self.new_of(f)
+            xs = [self.to_f32(v, e) for v in (x, y, z)]
+            self.ins(f"fma.rn.{f.name} {d}, {', '.join(xs)};")
+            out.append(self.from_f32(d, e) if e.name in _HALF else d)
+        self.define(r, out)
+
+    def render_select(self, op):
+        c, a, b = op.operands
+        r = op.results[0]
+        n = r.type.n if isinstance(r.type, VectorType) else 1
+        cls = _reg_class(r.type)
+        out = []
+        for p, x, y in zip(self.bcast(c, n), self.bcast(a, n), self.bcast(b, n)):
+            d = self.new(cls)
+            if cls == "pred":
+                self.ins(f"@{p} mov.pred {d}, {x};")
+                self.ins(f"@!{p} mov.pred {d}, {y};")
+            else:
+                self.ins(f"selp.{cls} {d}, {x}, {y}, {p};")
+            out.append(d)
+        self.define(r, out)
+
+    def render_uniform(self, op):
+        self.define(op.results[0], self.lanes(op.operands[0]))  # NVIDIA: the value itself
+
+    # -- conversions -------------------------------------------------------------------------
+    def render_cast(self, op):
+        a, r = op.operands[0], op.results[0]
+        src, to = scalar_of(a.type), op.attrs["to"]
+        self.define(r, [self.cast_lane(x, src, to, op.attrs["rounding"])
+                        for x in self.lanes(a)])
+
+    def cast_lane(self, x, src: DType, to: DType, rounding) -> str:
+        """One lane of a cast, as cemit's cast_expr (and the CUDA dialect's float_to_int)."""
+        if to.is_bool:
+            p = self.new("pred")
+            if src.is_bool:
+                return x
+            if src.is_float:
+                f = src if src.name in ("f32", "f64") else dt.f32
+                zero = self.imm(0.0, f)
+                self.ins(f"setp.neu.{f.name} {p}, {self.to_f32(x, src)}, {zero};")
+            else:
+                self.ins(f"setp.ne.{_ity(src)} {p}, {x}, 0;")
+            return p
+        if src.is_bool:
+            return self.cast_lane(self.pred_to_u32(x), dt.i32, to, rounding)
+        if to.is_int and src.is_int:
+            return self.int_to_int(x, src, to)
+        if to.is_int:
+            return self.float_to_int(x, src, to)
+        if to.name in _HALF:
+            f = self.to_f32(x, src) if src.name in _HALF else self.cast_lane(x, src, dt.f32, "rn")
+            return self.from_f32(f, to, rounding)
+        if rounding != "rn":
+            raise CodegenError(f"internal: rounding {rounding!r} to {to.name} reached the PTX body")
+        if src.is_int:
+            d = self.new_of(to)
+            self.ins(f"cvt.rn.{to.name}.{_ity(src)} {d}, {self.reg(x, _reg_class(src))};")
+            return d
+        f = self.to_f32(x, src)
+        fsrc = dt.f32 if src.name in _HALF else src
+        if fsrc.name == to.name:
+            return f
+        d = self.new_of(to)
+        rn = ".rn" if to.name == "f32" else ""  # f64 -> f32 rounds; f32 -> f64 is exact
+        self.ins(f"cvt{rn}.{to.name}.{fsrc.name} {d}, {self.reg(f, fsrc.name)};")
+        return d
+
+    def int_to_int(self, x, src: DType, to: DType) -> str:
+        """Wraps: the low bits, extended by the source's signedness (C's conversions)."""
+        ws, wt = _wide(src), _wide(to)
+        if ws == wt:
+            if not _narrow_int(to):
+                return x
+            d = self.new("b32")
+            self.ins(f"mov.b32 {d}, {x};")
+            return self.narrow(d, to)
+        d = self.new_of(to)
+        x = self.reg(x, _reg_class(src))
+        if wt == 64:  # extended by the source's signedness
+            self.ins(f"cvt.{_ity(to)}.{_ity(src)} {d}, {x};")
+            return d
+        self.ins(f"cvt.u32.u64 {d}, {x};")
+        return self.narrow(d, to)
+
+    def float_to_int(self, x, src: DType, to: DType) -> str:
+        """Toward zero, saturating (cvt.rzi saturates), NaN -> 0; narrow types through i32,
+        clamped to their range."""
+        f = self.to_f32(x, src)
+        fty = "f64" if src.name == "f64" else "f32"
+        f = self.reg(f, fty)
+        via = to if to.bits >= 32 else dt.i32
+        w = _wide(via)
+        d, p = self.new_of(via), self.new("pred")
+        self.ins(f"cvt.rzi.{_ity(via)}.{fty} {d}, {f};")
+        self.ins(f"setp.nan.{fty} {p}, {f}, {f};")
+        self.ins(f"@{p} mov.b{w} {d}, 0;")
+        if via is not to:
+            lo, hi = to.int_range()
+            self.ins(f"min.s32 {d}, {d}, {hi};")
+            self.ins(f"max.s32 {d}, {d}, {lo};")
+        return d
+
+    # -- vectors (renames) --------------------------------------------------------------------
+    def render_vector(self, op):
+        self.define(op.results[0], [self.lane(x) for x in op.operands])
+
+    def render_extract(self, op):
+        self.define(op.results[0], [self.lanes(op.operands[0])[op.attrs["index"]]])
+
+    def render_insert(self, op):
+        v, s = op.operands
+        ls = list(self.lanes(v))
+        ls[op.attrs["index"]] = self.lane(s)
+        self.define(op.results[0], ls)
+
+    def render_broadcast(self, op):
+        self.define(op.results[0], [self.lane(op.operands[0])] * op.attrs["n"])
+
+    def render_vector_permute(self, op):
+        ls = self.lanes(op.operands[0])
+        self.define(op.results[0], [ls[i] for i in op.attrs["indices"]])
+
+    # -- threads ------------------------------------------------------------------------------
+    def linear_thread_id(self) -> str:
+        """The thread's index in its block (cemit's linear_thread_id)."""
+        t = self.new("b32")
+        self.ins(f"mov.u32 {t}, %tid.x;")
+        if self.fn.attrs.get("block_size"):
+            return t
+        y, z, nx, ny = (self.new("b32") for _ in range(4))
+        for r, s in ((y, "%tid.y"), (z, "%tid.z"), (nx, "%ntid.x"), (ny, "%ntid.y")):
+            self.ins(f"mov.u32 {r}, {s};")
+        self.ins(f"mad.lo.u32 {y}, {ny}, {z}, {y};")
+        self.ins(f"mad.lo.u32 {t}, {nx}, {y}, {t};")
+        return t
+
+    def render_special(self, op):
+        kind, _, axis = op.attrs["which"].partition(".")
+        d = self.new("b32")
+        if kind in _SPECIAL:
+            self.ins(f"mov.u32 {d}, {_SPECIAL[kind]}.{axis};")
+        elif kind == "grid_size":  # blocks times threads per block, wrapping
+            n = self.new("b32")
+            self.ins(f"mov.u32 {d}, %nctaid.{axis};")
+            self.ins(f"mov.u32 {n}, %ntid.{axis};")
+            self.ins(f"mul.lo.u32 {d}, {d}, {n};")
+        elif kind == "lane_id":
+            self.ins(f"and.b32 {d}, {self.linear_thread_id()}, {self.target.warp_size - 1};")
+        elif kind == "warp_id":
+            shift = self.target.warp_size.bit_length() - 1
+            self.ins(f"shr.u32 {d}, {self.linear_thread_id()}, {shift};")
+        else:
+            raise CodegenError(f"special register {op.attrs['which']!r}")
+        self.define(op.results[0], [d])
+
+    def render_barrier(self, op):
+        self.ins("bar.sync 0;")
+
+    # -- memory -------------------------------------------------------------------------------
+    def render_smem_alloc(self, op):
+        pass  # declared in the shell; its address is an input
+
+    def address(self, p, off) -> str:
+        """``[reg+imm]``: element ``off`` of pointer ``p`` (global: 64-bit
+        addresses, the offset sign- or zero-extended by its type; shared: 32-bit)."""
+        s = p.type.elem.itemsize
+        base = self.lane(p)
+        shared = p.type.space == "shared"
+        x = self.lane(off)
+        k = self.const_of(x)
+        if k is not None:
+            return f"[{base}+{k * s}]"
+        e = scalar_of(off.type)
+        if shared:
+            a = self.new("b32")
+            if e.bits == 64:
+                t = self.new("b32")
+                self.ins(f"cvt.u32.u64 {t}, {x};")
+                x = t
+            self.ins(f"mad.lo.s32 {a}, {x}, {s}, {base};")
+        else:
+            a = self.new("b64")
+            if e.bits == 64:
+                self.ins(f"mad.lo.s64 {a}, {x}, {s}, {base};")
+            else:
+                self.ins(f"mad.wide.{_ity(e)} {a}, {x}, {s}, {base};")
+        return f"[{a}]"
+
+    @staticmethod
+    def _offset_by(addr, nbytes) -> str:
+        """``[reg+imm]`` moved on by nbytes."""
+        reg, _, imm = addr[1:-1].partition("+")
+        total = (int(imm) if imm else 0) + nbytes
+        return f"[{reg}+{total}]" if total else f"[{reg}]"
+
+    def render_ptr_add(self, op):
+        p, off = op.operands
+        s = p.type.elem.itemsize
+        x, base = self.lane(off), self.lane(p)
+        shared = p.type.space == "shared"
+        d = self.new("b32" if shared else "b64")
+        k = self.const_of(x)
+        e = scalar_of(off.type)
+        if k is not None:
+            self.ins(f"add.{'s32' if shared else 's64'} {d}, {base}, {k * s};")
+        elif shared:
+            if e.bits == 64:
+                t = self.new("b32")
+                self.ins(f"cvt.u32.u64 {t}, {x};")
+                x = t
+            self.ins(f"mad.lo.s32 {d}, {x}, {s}, {base};")
+        elif e.bits == 64:
+            self.ins(f"mad.lo.s64 {d}, {x}, {s}, {base};")
+        else:
+            self.ins(f"mad.wide.{_ity(e)} {d}, {x}, {s}, {base};")
+        self.define(op.results[0], [d])
+
+    def in_range(self, off, i, bound) -> str:
+        """Predicate: element off+i lies in [0, bound) (exact, as ir/ops.py says)."""
+        eo, eb = scalar_of(off.type), scalar_of(bound.type)
+        x, b = self.lane(off), self.lane(bound)
+        p = self.new("pred")
+        if eo.kind == eb.kind == "int" and eo.bits <= 32 and eb.bits <= 32:
+            # in 32 bits: off+i wrapping past INT_MAX is negative, out of range as it should be
+            t = self.new("b32")
+            self.ins(f"add.s32 {t}, {x}, {i};")
+            self.ins(f"setp.lt.s32 {p}, {t}, {b};")
+            self.ins(f"setp.ge.and.s32 {p}, {t}, 0, {p};")
+            return p
+        t, wb = self.widen64(x, eo), self.widen64(b, eb)
+        self.ins(f"add.s64 {t}, {t}, {i};")
+        self.ins(f"setp.lt.s64 {p}, {t}, {wb};")
+        self.ins(f"setp.ge.and.s64 {p}, {t}, 0, {p};")
+        return p
+
+    def whole_in(self, off, vec, bound) -> str:
+        """Predicate: elements off .. off+vec-1 all lie in [0, bound)."""
+        eo, eb = scalar_of(off.type), scalar_of(bound.type)
+        x, b = self.lane(off), self.lane(bound)
+        p = self.new("pred")
+        if eo.kind == eb.kind == "int" and eo.bits <= 32 and eb.bits <= 32:
+            # bound >= vec && (unsigned)off <= (unsigned)(bound - vec): one unsigned compare
+            t = self.new("b32")
+            self.ins(f"sub.s32 {t}, {b}, {vec};")
+            self.ins(f"setp.le.u32 {p}, {x}, {t};")
+            self.ins(f"setp.ge.and.s32 {p}, {b}, {vec}, {p};")
+            return p
+        t, wb = self.widen64(x, eo), self.widen64(b, eb)
+        self.ins(f"setp.ge.s64 {p}, {t}, 0;")
+        self.ins(f"add.s64 {t}, {t}, {vec - 1};")
+        self.ins(f"setp.lt.and.s64 {p}, {t}, {wb}, {p};")
+        return p
+
+    def widen64(self, x, e: DType) -> str:
+        """A fresh .b64 register holding integer lane x of type e, exactly."""
+        d = self.new("b64")
+        if e.bits == 64:
+            self.ins(f"mov.b64 {d}, {x};")
+        else:
+            self.ins(f"cvt.{_ity(e)[0]}64.{_ity(e)} {d}, {self.reg(x, 'b32')};")
+        return d
+
+    def zero(self, e: DType) -> str:
+        return "0" if e.name in _HALF or not e.is_float else self.imm(0, e)
+
+    def _chunks(self, e: DType, vec):
+        """(first element, elements) of each instruction of a vec-element access: at most 16
+        bytes each (the address is aligned to the whole access, up to 16)."""
+        per = max(1, min(vec, 16 // e.itemsize))
+        return [(i, min(per, vec - i)) for i in range(0, vec, per)]
+
+    def load_lanes(self, space, addr, e: DType, k, pred=None) -> list:
+        """Registers of k elements of e loaded from ``addr`` (k*itemsize bytes, aligned)."""
+        guard = f"@{pred} " if pred else ""
+        cls = "b32" if e.is_bool else _reg_class(e)
+        if k <= 4:
+            regs = [self.new(cls) for _ in range(k)]
+            v = "" if k == 1 else f".v{k}"
+            dst = regs[0] if k == 1 else "{" + ", ".join(regs) + "}"
+            self.ins(f"{guard}ld.{space}{v}.{_MEM[e.name]} {dst}, {addr};")
+        else:  # 8 or 16 narrow elements: 32-bit words, unpacked
+            words = [self.new("b32") for _ in range(k * e.itemsize // 4)]
+            self.ins(f"{guard}ld.{space}.v{len(words)}.b32 {{{', '.join(words)}}}, {addr};")
+            regs = []
+            per = 4 // e.itemsize
+            for w in words:
+                if e.name in _HALF:
+                    lo, hi = self.new("b16"), self.new("b16")
+                    self.ins(f"mov.b32 {{{lo}, {hi}}}, {w};")
+                    regs += [lo, hi]
+                    continue
+                sign = "s" if e.kind == "int" else "u"
+                for j in range(per):
+                    r = self.new("b32")
+                    self.ins(f"bfe.{sign}32 {r}, {w}, {j * 8 * e.itemsize}, {8 * e.itemsize};")
+                    regs.append(r)
+        if e.is_bool:
+            preds = []
+            for r in regs:
+                p = self.new("pred")
+                self.ins(f"setp.ne.u32 {p}, {r}, 0;")
+                preds.append(p)
+            return preds
+        return regs
+
+    def store_lanes(self, space, addr, e: DType, values, pred=None):
+        """Store registers ``values`` (elements of e) at ``addr``."""
+        guard = f"@{pred} " if pred else ""
+        cls = _reg_class(e)
+        if e.is_bool:
+            values = [self.pred_to_u32(v) for v in values]
+            cls = "b32"
+        values = [self.reg(v, cls) for v in values]
+        k = len(values)
+        if k <= 4:
+            v = "" if k == 1 else f".v{k}"
+            src = values[0] if k == 1 else "{" + ", ".join(values) + "}"
+            self.ins(f"{guard}st.{space}{v}.{_ST[e.name]} {addr}, {src};")
+            return
+        per = 4 // e.itemsize
+        words = []
+        for i in range(0, k, per):
+            w = self.new("b32")
+            part = values[i:i + per]
+            if e.name in _HALF:
+                self.ins(f"mov.b32 {w}, {{{part[0]}, {part[1]}}};")
+            elif per == 2:
+                self.ins(f"prmt.b32 {w}, {part[0]}, {part[1]}, 0x5410;")
+            else:
+                lo, hi = self.new("b32"), self.new("b32")
+                self.ins(f"prmt.b32 {lo}, {part[0]}, {part[1]}, 0x3340;")
+                self.ins(f"prmt.b32 {hi}, {part[2]}, {part[3]}, 0x3340;")
+                self.ins(f"prmt.b32 {w}, {lo}, {hi}, 0x5410;")
+            words.append(w)
+        self.ins(f"{guard}st.{space}.v{len(words)}.b32 {addr}, {{{', '.join(words)}}};")
+
+    def load_one(self, space, addr, e: DType, pred) -> str:
+        """One element at ``addr`` where ``pred`` holds, else zero (a bounded access)."""
+        if e.is_bool:
+            t, d = self.new("b32"), self.new("pred")
+            self.ins(f"mov.b32 {t}, 0;")
+            self.ins(f"@{pred} ld.{space}.u8 {t}, {addr};")
+            self.ins(f"setp.ne.u32 {d}, {t}, 0;")
+            return d
+        cls = _reg_class(e)
+        d = self.new(cls)
+        self.ins(f"{_MOV[cls]} {d}, {self.zero(e)};")
+        self.ins(f"@{pred} ld.{space}.{_MEM[e.name]} {d}, {addr};")
+        return d
+
+    def whole_access(self, p, off, vec, do_chunk):
+        """``do_chunk(address, first element, elements)`` for each instruction of an
+        unchecked vec-element access at element off of p."""
+        s = p.type.elem.itemsize
+        base = self.address(p, off)
+        for i, k in self._chunks(p.type.elem, vec):
+            do_chunk(self._offset_by(base, i * s), i, k)
+
+    def render_load(self, op):
+        p, off, _, bound, _ = access_operands(op)
+        e, vec, space = p.type.elem, op.attrs["vec"], p.type.space
+        r = op.results[0]
+        if bound is None:
+            out = []
+            self.whole_access(p, off, vec,
+                              lambda a, i, k: out.extend(self.load_lanes(space, a, e, k)))
+            self.define(r, out)
+            return
+        if vec == 1:
+            self.define(r, [self.load_one(space, self.address(p, off), e,
+                                          self.in_range(off, 0, bound))])
+            return
+        # the whole vector in one access where it lies inside, else element by element
+        cls = _reg_class(e)
+        regs = [self.new(cls) for _ in range(vec)]
+        part, done = self.label(), self.label()
+        self.ins(f"@!{self.whole_in(off, vec, bound)} bra {part};")
+
+        def whole(a, i, k):
+            for j, g in enumerate(self.load_lanes(space, a, e, k)):
+                self.ins(f"{_MOV[cls]} {regs[i + j]}, {g};")
+        self.whole_access(p, off, vec, whole)
+        self.ins(f"bra.uni {done};")
+        self.put_label(part)
+        base = self.address(p, off)
+        for i in range(vec):
+            g = self.load_one(space, self._offset_by(base, i * e.itemsize), e,
+                              self.in_range(off, i, bound))
+            self.ins(f"{_MOV[cls]} {regs[i]}, {g};")
+        self.put_label(done)
+        self.define(r, regs)
+
+    def render_store(self, op):
+        p, off, val, bound, _ = access_operands(op)
+        e, vec, space = p.type.elem, op.attrs["vec"], p.type.space
+        values = self.bcast(val, vec)
+
+        def whole(a, i, k):
+            self.store_lanes(space, a, e, values[i:i + k])
+        if bound is None:
+            self.whole_access(p, off, vec, whole)
+            return
+        if vec == 1:
+            self.store_lanes(space, self.address(p, off), e, values, self.in_range(off, 0, bound))
+            return
+        part, done = self.label(), self.label()
+        self.ins(f"@!{self.whole_in(off, vec, bound)} bra {part};")
+        self.whole_access(p, off, vec, whole)
+        self.ins(f"bra.uni {done};")
+        self.put_label(part)
+        base = self.address(p, off)
+        for i in range(vec):
+            self.store_lanes(space, self._offset_by(base, i * e.itemsize), e, [values[i]],
+                             self.in_range(off, i, bound))
+        self.put_label(done)
+
+    # -- control flow -------------------------------------------------------------------------
+    def carried_registers(self, values) -> list:
+        """Fresh registers for the lanes of ``values`` (a loop's carried values), per value."""
+        return [[self.new(_reg_class(v.type)) for _ in self.lanes(v)] for v in values]
+
+    def assign(self, regs, values, parallel):
+        """regs[i] (per value, per lane) = the lanes of values[i]; ``parallel``: through
+        temporaries, since a yielded value may be another carried register."""
+        pairs = [(d, s, _reg_class(v.type)) for ds, v in zip(regs, values)
+                 for d, s in zip(ds, self.bcast(v, len(ds))) if d != s]
+        written = {d for d, _, _ in pairs}
+        if parallel and any(s in written for _, s, _ in pairs):
+            temps = []
+            for d, s, cls in pairs:
+                t = self.new(cls)
+                self.ins(f"{_MOV[cls]} {t}, {s};")
+                temps.append(t)
+            pairs = [(d, t, cls) for (d, _, cls), t in zip(pairs, temps)]
+        for d, s, cls in pairs:
+            self.ins(f"{_MOV[cls]} {d}, {s};")
+
+    def region(self, block, regs, exit_label=None, parallel=False):
+        """A region's ops; its yield writes ``regs``, its condition leaves to ``exit_label``."""
+        for op in block.ops:
+            if op.kind == "yield":
+                self.assign(regs, op.operands, parallel)
+            elif op.kind == "condition":
+                self.ins(f"@!{self.lane(op.operands[0])} bra {exit_label};")
+            else:
+                self.emit_op(op)
+
+    def bind(self, args, regs):
+        for a, r in zip(args, regs):
+            self.names[a] = r
+
+    def render_for(self, op):
+        lb, ub, step = op.operands[:3]
+        inits = op.operands[3:]
+        body = op.regions[0]
+        iv = body.args[0]
+        e = scalar_of(iv.type)
+        ity, w = _ity(e), _wide(e)
+        regs = self.carried_registers(inits)
+        self.assign(regs, inits, False)
+        i = self.new_of(e)
+        self.ins(f"mov.b{w} {i}, {self.lane(lb)};")
+        k = self.const_of(self.lane(step))
+        flip = None
+        if k is None:  # iv > ub <=> ~iv < ~ub: one compare against a flip mask (cemit)
+            flip, ps = self.new_of(e), self.new("pred")
+            self.ins(f"setp.gt.{ity} {ps}, {self.lane(step)}, 0;")
+            self.ins(f"selp.b{w} {flip}, 0, -1, {ps};")
+        head, end = self.label(), self.label()
+        self.put_label(head)
+        stop = self.new("pred")
+        if flip is None:
+            self.ins(f"setp.{'ge' if k > 0 else 'le'}.{ity} {stop}, {i}, {self.lane(ub)};")
+        else:
+            a, b = self.new_of(e), self.new_of(e)
+            self.ins(f"xor.b{w} {a}, {i}, {flip};")
+            self.ins(f"xor.b{w} {b}, {self.lane(ub)}, {flip};")
+            self.ins(f"setp.ge.{ity} {stop}, {a}, {b};")
+        self.ins(f"@{stop} bra {end};")
+        self.names[iv] = [i]
+        self.bind(body.args[1:], regs)
+        self.region(body, regs, parallel=True)
+        self.ins(f"add.{ity} {i}, {i}, {self.lane(step)};")
+        self.narrow(i, e)
+        self.ins(f"bra.uni {head};")
+        self.put_label(end)
+        self.bind(op.results, regs)
+
+    def render_while(self, op):
+        cond, body = op.regions
+        regs = self.carried_registers(op.operands)
+        self.assign(regs, op.operands, False)
+        head, end = self.label(), self.label()
+        self.put_label(head)
+        self.bind(cond.args, regs)
+        self.bind(body.args, regs)
+        self.region(cond, regs, exit_label=end)
+        self.region(body, regs, parallel=True)
+        self.ins(f"bra.uni {head};")
+        self.put_label(end)
+        self.bind(op.results, regs)
+
+    def render_if(self, op):
+        (c,) = op.operands
+        regs = [[self.new(_reg_class(r.type))
+                 for _ in range(r.type.n if isinstance(r.type, VectorType) else 1)]
+                for r in op.results]
+        other, end = self.label(), self.label()
+        has_else = any(o.kind != "yield" or o.operands for o in op.regions[1].ops)
+        self.ins(f"@!{self.lane(c)} bra {other if has_else else end};")
+        self.region(op.regions[0], regs)
+        if has_else:
+            self.ins(f"bra.uni {end};")
+            self.put_label(other)
+            self.region(op.regions[1], regs)
+        self.put_label(end)
+        self.bind(op.results, regs)
+
+    def render_return(self, op):
+        self.ins(f"bra.uni {self.exit_label};")
+
+
+def _asm_string(lines) -> list:
+    """The PTX lines as C string literals of an asm template: % doubled, operand references
+    (written #in<N>#) as %<N>, quotes and backslashes escaped."""
+    import re
+    out = []
+    for text in lines:
+        t = text.replace("\\", "\\\\").replace('"', '\\"').replace("%", "%%")
+        t = re.sub(r"#in(\d+)#", r"%\1", t)
+        out.append(f'"{t}\\n"')
+    return out
+
+
+# the asm constraint and C expression of an input of scalar type e (C name x)
+def _input(e: DType, x: str) -> str:
+    if e.is_bool or (e.is_int and e.kind == "uint" and e.bits <= 32):
+        return f'"r"((unsigned){x})'
+    if e.is_int and e.bits <= 32:
+        return f'"r"((int){x})'
+    if e.bits == 64 and e.is_int:
+        return f'"l"({x})'
+    return {"f32": f'"f"({x})', "f64": f'"d"({x})', "f16": f'"h"({x})', "bf16": f'"h"({x})'}[e.name]
+
+
+class PtxShellEmitter(CudaEmitter):
+    """The CUDA dialect with its body replaced by one asm statement holding the PTX body:
+    the signature, launch bounds, shared declarations and helper structs are the dialect's."""
+
+    def emit_block(self, block, indent):
+        inputs, operands = {}, []
+
+        def add(value, exprs):
+            inputs[value] = list(range(len(operands), len(operands) + len(exprs)))
+            operands.extend(exprs)
+
+        for p in self.fn.params:
+            x, t = self.names[p.value], p.type
+            if isinstance(t, TensorMapType):
+                add(p.value, [f'"l"((unsigned long long)&{x})'])
+            elif isinstance(t, PointerType):
+                add(p.value, [f'"l"({x})'])
+            elif isinstance(t, VectorType):
+                add(p.value, [_input(t.elem, self.lane(x, i)) for i in range(t.n)])
+            else:
+                add(p.value, [_input(t, x)])
+        for op in self.fn.walk():
+            if op.kind == "smem_alloc":
+                add(op.results[0],
+                    [f'"r"((unsigned)__cvta_generic_to_shared({op.attrs["name"]}))'])
+        body = PtxBody(self.fn, self.target, inputs).render()
+        self.loc = None
+        self.line(indent, "asm volatile(")
+        self.line(indent + 1, '"{\\n"')
+        for s in _asm_string(body):
+            self.line(indent + 1, s)
+        self.line(indent + 1, '"}"')
+        self.line(indent + 1, f":: {', '.join(operands)} : \"memory\");")
+
+
+def render_ptx_shell(fn, target) -> str:
+    """CUDA C++ whose kernel body is the PTX body of ``fn`` (one asm statement)."""
+    return PtxShellEmitter(fn, target).render()
