@@ -229,6 +229,17 @@ _WORD_BYTES = ("the word store's bytes are the same: words are built from the la
                "itemsize lanes of 8 * itemsize bits each (5 // 2 is 4 // 2 for the 16-bit lanes "
                "that reach it), and the 1-byte lanes of packed fp8 pairs that the weakened size "
                "check lets through fill words the same way (2-byte vectors still return None)")
+_SAT_IN_RANGE = ("sat decides only what the fp8 and e8m0 encoders give past the format's largest "
+                 "finite value (fp8: 448, 57344, 240; e8m0: 2^127) and their helper's name; the "
+                 "values reaching them here, a bool's 0 or 1 and the decoded sub-byte codes (at "
+                 "most 28 in magnitude: fp6 e3m2; int4 -8, uint4 15; no NaN or inf), are far "
+                 "below, and every other destination (sub-byte ones included) never reads sat")
+_F32_WIDENING = ("sat of the widening to f32 on the way to f16/bf16: the source there is f32, "
+                 "f64 or an integer (bool, sub-byte and storage sources return earlier), whose "
+                 "conversion to f32 is a plain C cast that never reads sat")
+_F64_OR_NOT = ("float_to_int (CUDA's cvt.rzi helper, HIP's compare-and-cast) reads only whether "
+               "its src is f64; `or True` passes the lane's own f16/bf16/f32 type where dt.f32 "
+               "was passed: the same helper and C")
 _F64_DEFAULT = ("numpy's default type (np.zeros(shape, None), astype(None)) is float64: for a float C "
                 "the type chosen anyway; for an integer C (i8/u8 operands, i32 accumulator) every "
                 "product and partial sum is an integer below 2^53 in magnitude (k * 2^14 + 2^31), "
@@ -960,6 +971,31 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "a while's condition region ends in a `condition` op and never holds a yield (an `if` "
         "inside it assigns its own carried names), so the carried names passed for it are "
         "never read"),
+    # CEmitter.cast_expr (the rest of its survivors: tests/hostexec/test_cast_paths.py)
+    "opus.codegen.cemit.xǁCEmitterǁcast_expr__mutmut_11": (
+        'return self.cast_expr(f"({x} ? 1 : 0)", dt.i32, to, rounding, None)', _SAT_IN_RANGE),
+    "opus.codegen.cemit.xǁCEmitterǁcast_expr__mutmut_23": (
+        "return subbyte.cast_packed(self, x, src, to, rounding, None)", _SAT_IN_RANGE),
+    "opus.codegen.cemit.xǁCEmitterǁcast_expr__mutmut_56": (
+        'return self.float_to_int(f, src if (src.name == "f64") or True else dt.f32, to)',
+        _F64_OR_NOT),
+    "opus.codegen.cemit.xǁCEmitterǁcast_expr__mutmut_69": (
+        'i = self.float_to_int(f, src if (src.name == "f64") or True else dt.f32, dt.i32)',
+        _F64_OR_NOT),
+    "opus.codegen.cemit.xǁCEmitterǁcast_expr__mutmut_74": (
+        "if src.name not in _HALF:",
+        "the two branches swapped: an f16/bf16 source is widened by cast_expr to "
+        "(float)(opus_h2f(x)), the value opus_h2f(x) is; an f32, f64 or integer source reaches "
+        "the f16/bf16 helper without the (float) cast, but every helper from_f32 names "
+        "(opus_f2h_rn/rz, opus_f2b_rn/rz, the two bf16 truncations; CUDA and HIP) takes a float "
+        "parameter, and C++ converts the argument to it as the cast does ([expr.call]p4: "
+        "[conv.double], [conv.fpint])"),
+    "opus.codegen.cemit.xǁCEmitterǁcast_expr__mutmut_95": (
+        'return self.from_f32(self.cast_expr(x, src, dt.f32, "rn", None), to, rounding)',
+        _F32_WIDENING),
+    "opus.codegen.cemit.xǁCEmitterǁcast_expr__mutmut_103": (
+        'return self.from_f32(self.cast_expr(x, src, dt.f32, "rn", True), to, rounding)',
+        _F32_WIDENING),
 }
 
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",
