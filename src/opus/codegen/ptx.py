@@ -573,6 +573,62 @@ class PtxBody:
             self.ins(f"max.s32 {d}, {d}, {lo};")
         return d
 
+    def render_bitcast(self, op):
+        """The source's bits (lanes packed from lane 0 in the low bits, as memory holds them)
+        as 32-bit words, then read as the result's lanes."""
+        (a,), r = op.operands, op.results[0]
+        words = self.to_words(self.lanes(a), scalar_of(a.type))
+        e = scalar_of(r.type)
+        n = r.type.n if isinstance(r.type, VectorType) else 1
+        self.define(r, [self.lane_from_words(words, i * e.bits, e) for i in range(n)])
+
+    def to_words(self, lanes, e: DType) -> list:
+        """Lanes of type e as 32-bit words (the last one's unused high bits 0)."""
+        words = []
+        if e.bits == 64:
+            for x in lanes:
+                lo, hi = self.new("b32"), self.new("b32")
+                self.ins(f"mov.b64 {{{lo}, {hi}}}, {self.reg(x, _reg_class(e))};")
+                words += [lo, hi]
+            return words
+        for i, x in enumerate(lanes):
+            bits = self.new("b32")
+            if e.name in _HALF:
+                self.ins(f"cvt.u32.u16 {bits}, {x};")
+            elif e.bits < 32:
+                self.ins(f"and.b32 {bits}, {x}, {(1 << e.bits) - 1};")
+            else:
+                self.ins(f"mov.b32 {bits}, {x};")
+            shift = i * e.bits % 32
+            if shift == 0:
+                words.append(bits)
+                continue
+            w = self.new("b32")
+            self.ins(f"shl.b32 {bits}, {bits}, {shift};")
+            self.ins(f"or.b32 {w}, {words[-1]}, {bits};")
+            words[-1] = w
+        return words
+
+    def lane_from_words(self, words, at, e: DType) -> str:
+        """The lane of type e whose bits start at bit ``at`` of ``words``."""
+        w = words[at // 32]
+        if e.bits == 64:
+            d = self.new_of(e)
+            self.ins(f"mov.b64 {d}, {{{w}, {words[at // 32 + 1]}}};")
+            return d
+        if e.bits == 32:
+            d = self.new_of(e)
+            self.ins(f"mov.b32 {d}, {w};")
+            return d
+        bits = self.new("b32")
+        signed = e.kind == "int"
+        self.ins(f"bfe.{'s' if signed else 'u'}32 {bits}, {w}, {at % 32}, {e.bits};")
+        if e.name in _HALF:
+            h = self.new("b16")
+            self.ins(f"cvt.u16.u32 {h}, {bits};")
+            return h
+        return bits
+
     # -- vectors (renames) --------------------------------------------------------------------
     def render_vector(self, op):
         self.define(op.results[0], [self.lane(x) for x in op.operands])

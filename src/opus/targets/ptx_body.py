@@ -57,7 +57,7 @@ def _access(types, attrs):
 # op kind -> None (every form) or fn(operand and result types, attrs) -> why not, or None
 PTX_BODY_KINDS = {
     "const": None, "binary": _no_nan_attr, "cmp": None, "unary": None, "math": _math,
-    "fma": None, "select": None, "cast": _cast,
+    "fma": None, "select": None, "cast": _cast, "bitcast": None,
     "vector": None, "extract": None, "insert": None, "broadcast": None, "vector_permute": None,
     "ptr_add": None, "load": _access, "store": _access, "smem_alloc": None,
     "special": None, "barrier": None, "uniform": None,
