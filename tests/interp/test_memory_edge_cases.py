@@ -1,11 +1,12 @@
 """The interpreter's loads and stores at their edges, against hand-written values and messages:
 bounded and masked loads from zero-length, two- and one-element arrays (the lanes left out read
 nothing, the others their element; the zeros past a bound keep the array's type and the
-vector's shape), a masked load
-of one element for all lanes past the end (named by the first active lane), sub-byte elements
-past a bound reading 0, a bounded store whose bound exceeds the array (with every lane inside
-the bound and with some dropped by it: the fault has no "unchecked" note) and a store to a
-read-only numpy array, word for word with the kernel's file:line."""
+vector's shape), a masked load of one element for all lanes past the end (named by the first
+active lane), sub-byte elements past a bound reading 0, a bounded store whose bound exceeds the array (with every lane inside
+the bound and with some dropped by it: the fault has no "unchecked" note), a store to a
+read-only numpy array, word for word with the kernel's file:line; scalar loads of an array
+placed off its alignment and a pair store by part of the lanes (only those lanes' alignment
+is checked)."""
 import os
 import sys
 
@@ -151,3 +152,49 @@ def test_a_store_to_a_read_only_array_names_it_and_the_line():
     assert msg.startswith(f"{_line('read-only')} `"), msg
     assert msg.endswith(": store to out, whose numpy array is read-only"), msg
     assert out.tolist() == [0.0] * N
+
+
+@opus.kernel
+def scalars_in_and_out_of_a_branch(x: Ptr[f32], out: Ptr[f32]):
+    t = opus.thread_id_x()
+    p = x + 1                 # accesses through p ask no alignment of x at launch
+    r = p[t - 1]              # x[t], every lane
+    if t >= 2:
+        r = r + p[t - 3]      # x[t - 2], lanes 2..7 only
+    out[t] = r
+
+
+def test_scalar_accesses_of_an_array_numpy_placed_off_its_alignment():
+    """x's f32 elements start 1 byte into a numpy buffer (a host array may; the GPU gets an
+    aligned copy), accepted at launch as the kernel reaches x only through x + 1: scalar loads
+    by every lane and by part of the lanes are not checked for alignment, as C aligns a scalar
+    by its type. out[t] = x[t] + x[t - 2] for t >= 2."""
+    raw = np.zeros(4 * N + 1, np.uint8)
+    x = raw[1:].view(np.float32)
+    assert x.ctypes.data % 4 == 1
+    x[:] = np.arange(1, N + 1)
+    out = np.zeros(N, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        scalars_in_and_out_of_a_branch[1, N](x, out)
+    assert out.tolist() == [1.0, 2.0] + [(t + 1) + (t - 1) for t in range(2, N)]
+
+
+@opus.kernel
+def upper_lanes_store_pairs(x: Ptr[f32], idx: Ptr[i32], out: Ptr[f32]):
+    t = opus.thread_id_x()
+    v = opus.load(x, 2 * t, vec=2)
+    i = idx[t]                # read by every lane, before the branch
+    if t >= 4:
+        opus.store(out, v, i, vec=2)
+
+
+def test_a_masked_pair_store_checks_the_alignment_of_its_lanes_only():
+    """Lanes 4..7 store their pairs at the aligned 8, 10, 12, 14; lanes 0..3, whose pairs at
+    1, 3, 5, 7 would be misaligned, are outside the branch: no fault, out[8:16] = x[8:16], the
+    rest untouched."""
+    x = np.arange(1, 2 * N + 1, dtype=np.float32)
+    idx = np.array([1, 3, 5, 7, 8, 10, 12, 14], np.int32)
+    out = np.full(2 * N, -1.0, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        upper_lanes_store_pairs[1, N](x, idx, out)
+    assert out.tolist() == [-1.0] * N + list(range(N + 1, 2 * N + 1))
