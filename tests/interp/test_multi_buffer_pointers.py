@@ -107,6 +107,18 @@ def test_a_masked_load_through_two_buffers_feeds_arithmetic():
     np.testing.assert_array_equal(out, want)
 
 
+def test_lanes_outside_the_branch_do_not_load_through_the_merged_pointer():
+    """y has 10 elements: lanes 10, 11, 13, 14 point into y past its end but are outside the
+    branch (lim = 10), so they load nothing and nothing faults."""
+    x = np.arange(N, dtype=np.float32)
+    y = 100.0 + np.arange(10, dtype=np.float32)
+    out = np.full(N, -1.0, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        pick_then_compute[1, N](x, y, out, 10)
+    want = [2 * (x[t] if t % 3 == 0 else y[t]) + 1 for t in range(10)] + [-1.0] * (N - 10)
+    np.testing.assert_array_equal(out, want)
+
+
 @opus.kernel(block=N)
 def pick_and_load_past(x: Ptr[f32], y: Ptr[f32], out: Ptr[f32], k: i32):
     t = opus.thread_id_x()
