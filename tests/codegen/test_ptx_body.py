@@ -376,10 +376,10 @@ def _int_kernel(t):
             o[i * 16 + 9] = opus.min(x, y) ^ opus.max(x, y)
             o[i * 16 + 10] = -x
             o[i * 16 + 11] = ~x
-            o[i * 16 + 12] = opus.abs(x)
+            o[i * 16 + 12] = abs(x)
             o[i * 16 + 13] = opus.select(x < y, x & y, x | y)
             o[i * 16 + 14] = opus.popc(x)
-            o[i * 16 + 15] = x // 3 + x % -5  # constant divisors
+            o[i * 16 + 15] = x // 3 + x % (-5 if t.kind == "int" else 5)  # constant divisors
     return ints
 
 
