@@ -384,6 +384,21 @@ _RZ_HALVES_ONLY = ("an int (or narrower float) source to f32/f64 through rnd ins
 _E8M0_K_F64 = ("the subnormal branch's k as float64 (0.0 or 1.0) instead of uint32: small integers, "
                "exact, made uint8 at the end: the same codes")
 _TWO_OPERANDS = "ptr_add has two operands: operands[:3] is operands[:2]"
+_UNSIGNED_32 = ('_wrap_type of a 32-bit type from the other branch: _UNSIGNED[32] is "unsigned", '
+                "the same C text (64-bit types take _UNSIGNED[64] either way)")
+_SHIFT_BY_0 = ("an i32 result through the narrow types' sign extension: (int)((int)(w << 0) >> 0) "
+               "is (int)w, the same conversion of the same bits; only narrower types shift")
+_PACKED_TO_F32 = ("sat of a sub-byte lane's widening to f32: cast_packed returns a float code's "
+                  "decoded value as it is and passes an int4/uint4 lane's int on to cast_expr "
+                  "(i32 -> f32: a plain C cast), neither reads sat; the rounding is read there "
+                  "(the mutants changing it: tests/hostexec/test_arith_paths.py)")
+_STORAGE_TO_F32 = ("rounding and sat of an fp8/e8m0 lane's widening to f32: "
+                   "StorageConversions.cast_storage (codegen/fp8.py) returns decode_storage's "
+                   "exact value for an f32 destination without reading either, and CUDA's "
+                   "override reads them only for f16 destinations")
+_NO_EMPTY_VECTOR = ("the vector struct's alignment for 0 bytes: nbytes is n * itemsize with n >= 1 "
+                    "(VectorType refuses fewer lanes) and itemsize >= 1 (sub-byte types return "
+                    "earlier), so the else branch is never taken")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -996,6 +1011,27 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.codegen.cemit.xǁCEmitterǁcast_expr__mutmut_103": (
         'return self.from_f32(self.cast_expr(x, src, dt.f32, "rn", True), to, rounding)',
         _F32_WIDENING),
+    # _wrap_type, _narrow, to_f32, vector_struct (the rest: tests/hostexec/test_arith_paths.py)
+    "opus.codegen.cemit.x__wrap_type__mutmut_3": (
+        'return _UNSIGNED[e.bits] if e.bits > 32 else "unsigned"', _UNSIGNED_32),
+    "opus.codegen.cemit.x__wrap_type__mutmut_4": (
+        'return _UNSIGNED[e.bits] if e.bits >= 33 else "unsigned"', _UNSIGNED_32),
+    "opus.codegen.cemit.xǁCEmitterǁ_narrow__mutmut_7": (
+        'if e.kind == "int" and e.bits <= 32:', _SHIFT_BY_0),
+    "opus.codegen.cemit.xǁCEmitterǁ_narrow__mutmut_8": (
+        'if e.kind == "int" and e.bits < 33:', _SHIFT_BY_0),
+    "opus.codegen.cemit.xǁCEmitterǁto_f32__mutmut_6": (
+        'return subbyte.cast_packed(self, expr, e, dt.f32, "rn", None)', _PACKED_TO_F32),
+    "opus.codegen.cemit.xǁCEmitterǁto_f32__mutmut_15": (
+        'return subbyte.cast_packed(self, expr, e, dt.f32, "rn", True)', _PACKED_TO_F32),
+    **{f"opus.codegen.cemit.xǁCEmitterǁto_f32__mutmut_{n}": (
+        f"return self.cast_storage(expr, e, dt.f32, {args})", _STORAGE_TO_F32)
+       for n, args in ((19, 'None, False'), (20, '"rn", None'), (26, '"XXrnXX", False'),
+                       (27, '"RN", False'), (28, '"rn", True'))},
+    "opus.codegen.cemit.xǁCEmitterǁvector_struct__mutmut_15": (
+        "if (nbytes) or True else 1", _NO_EMPTY_VECTOR),
+    "opus.codegen.cemit.xǁCEmitterǁvector_struct__mutmut_25": (
+        "if nbytes else 2", _NO_EMPTY_VECTOR),
 }
 
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",

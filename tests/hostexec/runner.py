@@ -58,17 +58,22 @@ def _shimmed(pattern):
     return set(re.findall(pattern, text))
 
 
-def _ptx_call(m, shims):
-    """``asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f))`` -> ``opus_ptx::cvt_rn_f16_f32(h, f)``."""
+def _asm_call(m, shims, isa="PTX", namespace="opus_ptx", header="cuda.h"):
+    """``asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f))`` -> ``opus_ptx::cvt_rn_f16_f32(h, f)``
+    (and ``__asm__("v_min_f32 %0, %1, %2" : ...)`` -> ``opus_gcn::v_min_f32(r, a, b)``)."""
     text, outs, ins = m.group(1), _OPERAND.findall(m.group(2)), _OPERAND.findall(m.group(3))
     opcode, _, operands = text.strip().rstrip(";").partition(" ")
     name = opcode.replace(".", "_")
     refs = [r.strip() for r in operands.split(",")] if operands.strip() else []
     if name not in shims:
-        raise NotHostExecutable(f"inline PTX {opcode!r} has no host shim (tests/hostexec/shim/cuda.h)")
+        raise NotHostExecutable(f"inline {isa} {opcode!r} has no host shim (tests/hostexec/shim/{header})")
     if refs != [f"%{i}" for i in range(len(outs) + len(ins))]:
-        raise NotHostExecutable(f"inline PTX {text!r}: operands not in the order %0, %1, ...")
-    return f"opus_ptx::{name}({', '.join(outs + ins)})"
+        raise NotHostExecutable(f"inline {isa} {text!r}: operands not in the order %0, %1, ...")
+    return f"{namespace}::{name}({', '.join(outs + ins)})"
+
+
+# HIP's inline GCN instructions (v_*); its empty compiler barriers stay as they are
+_GCN_ASM = re.compile(r'\b__asm__\s*(?:volatile\s*)?\(\s*"(v_[^"]*)"\s*:([^:]*):((?:[^()]|\([^()]*\))*)\)')
 
 
 def _dyn_smem(line):
@@ -81,11 +86,13 @@ def prepare_source(source, vendor):
     Raises NotHostExecutable naming the first construct without a shim."""
     if vendor == "nvidia":
         shims = _shimmed(r"static inline void (\w+)\(")
-        source = _ASM.sub(lambda m: _ptx_call(m, shims), source)
+        source = _ASM.sub(lambda m: _asm_call(m, shims), source)
         left = re.search(r'\b(?:asm|__asm__)\b[^"]*"([^"]*)', source)
         if left:
             raise NotHostExecutable(f"inline asm {left.group(1)!r} in a form the runner does not rewrite")
     else:
+        gcn = _shimmed(r"static inline void (v_\w+)\(")
+        source = _GCN_ASM.sub(lambda m: _asm_call(m, gcn, "GCN", "opus_gcn", "hip.h"), source)
         used = set(re.findall(r"__builtin_amdgcn_\w+", source))
         missing = sorted(used - _shimmed(r"#define (__builtin_amdgcn_\w+)"))
         if missing:

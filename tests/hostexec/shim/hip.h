@@ -72,6 +72,25 @@ static inline float opus_host_fmed3(float a, float b, float c) {
 #define __builtin_amdgcn_fmed3f(a, b, c) opus_host_fmed3(a, b, c)
 #define __builtin_canonicalizef(x) (x)
 
+// -- inline GCN instructions: the runner rewrites __asm__("v_op %0, %1, %2" : "=v"(r) :
+// "v"(a), "v"(b)) into opus_gcn::v_op(r, a, b) (nan="fast" min/max, codegen/hip.py)
+namespace opus_gcn {
+namespace F = opus_host_float;
+
+// a NaN whose quiet bit (the mantissa's top bit) is clear
+static inline bool signaling(float x) { uint32_t u; memcpy(&u, &x, 4); return x != x && !(u & 0x400000u); }
+static inline bool signaling(double x) { uint64_t u; memcpy(&u, &x, 8); return x != x && !(u & 0x8000000000000ull); }
+// v_min/v_max_f32/f64 in IEEE mode (IEEE 754-2008 minNum/maxNum): a signaling NaN operand gives
+// a quiet NaN, a quiet one yields the other operand, -0 < +0
+template <class T> static inline T ieee_mode(T a, T b, T (*number)(T, T)) {
+  return signaling(a) || signaling(b) ? (T)__builtin_nan("") : number(a, b);
+}
+static inline void v_min_f32(float& r, float a, float b) { r = ieee_mode<float>(a, b, F::min_num<float>); }
+static inline void v_max_f32(float& r, float a, float b) { r = ieee_mode<float>(a, b, F::max_num<float>); }
+static inline void v_min_f64(double& r, double a, double b) { r = ieee_mode<double>(a, b, F::min_num<double>); }
+static inline void v_max_f64(double& r, double a, double b) { r = ieee_mode<double>(a, b, F::max_num<double>); }
+}  // namespace opus_gcn
+
 // -- 16-bit float types: clang's _Float16 and __bf16, with exact conversions --------------
 // (v_cvt_f16_f32 and v_cvt_pk_bf16_f32 round to nearest even; NaN stays NaN)
 struct opus_host_f16 {
