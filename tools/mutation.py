@@ -1032,6 +1032,22 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "if (nbytes) or True else 1", _NO_EMPTY_VECTOR),
     "opus.codegen.cemit.xǁCEmitterǁvector_struct__mutmut_25": (
         "if nbytes else 2", _NO_EMPTY_VECTOR),
+    # binary_expr's mulhi, render_load (the rest: tests/hostexec/test_mulhi_select_loads.py)
+    **{f"opus.codegen.cemit.xǁCEmitterǁbinary_expr__mutmut_{n}": (
+        f'wide = "long long" if {cond} else "unsigned long long"',
+        "i32 mulhi through unsigned long long: (unsigned long long)x is x sign-extended modulo "
+        "2^64, so the unsigned product's 64 bits are those of the exact signed product "
+        "(|x * y| <= 2^62 fits, no overflow either way); the logical >> 32 differs from the "
+        "arithmetic one only in bits 32-63 of its result, which the (int) cast drops")
+       for n, cond in ((93, '(e.kind == "int") and False'), (98, 'e.kind == "XXintXX"'),
+                       (99, 'e.kind == "INT"'))},
+    "opus.codegen.cemit.xǁCEmitterǁrender_load__mutmut_14": (
+        'off = op.operands[1] if (not op.attrs.get("soffset")) and False else off_c',
+        _SLOW_PATH),
+    "opus.codegen.cemit.xǁCEmitterǁrender_load__mutmut_51": (
+        'f"{ptr_c}[{off_c}]" if (i == 0 and vec == 1) and False else f"{ptr_c}[{off_c} + {i}]")',
+        "p[off + 0] for p[off] (a one-element load without a hint): off + 0 is off's value "
+        "(after the integer promotions, whatever off's C expression), so the same element"),
 }
 
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",
