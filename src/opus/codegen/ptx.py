@@ -577,8 +577,13 @@ class PtxBody:
         """The source's bits (lanes packed from lane 0 in the low bits, as memory holds them)
         as 32-bit words, then read as the result's lanes."""
         (a,), r = op.operands, op.results[0]
-        words = self.to_words(self.lanes(a), scalar_of(a.type))
         e = scalar_of(r.type)
+        if not isinstance(a.type, VectorType) and isinstance(r.type, DType) and e.bits >= 32:
+            d = self.new_of(e)  # one register's bits read as another's type
+            self.ins(f"mov.b{e.bits} {d}, {self.reg(self.lane(a), _reg_class(a.type))};")
+            self.define(r, [d])
+            return
+        words = self.to_words(self.lanes(a), scalar_of(a.type))
         n = r.type.n if isinstance(r.type, VectorType) else 1
         self.define(r, [self.lane_from_words(words, i * e.bits, e) for i in range(n)])
 
@@ -697,9 +702,10 @@ class PtxBody:
         shared = p.type.space == "shared"
         x = self.lane(off)
         k = self.const_of(x)
-        if k is not None:
-            return f"[{base}+{k * s}]"
         e = scalar_of(off.type)
+        if k is not None and -(1 << 31) <= k * s < (1 << 31):  # PTX's 32-bit address offset
+            return f"[{base}+{k * s}]"
+        x = self.reg(x, _reg_class(e))
         if shared:
             a = self.new("b32")
             if e.bits == 64:
@@ -730,7 +736,8 @@ class PtxBody:
         d = self.new("b32" if shared else "b64")
         k = self.const_of(x)
         e = scalar_of(off.type)
-        if k is not None:
+        x = self.reg(x, _reg_class(e))
+        if k is not None and -(1 << 31) <= k * s < (1 << 31):
             self.ins(f"add.{'s32' if shared else 's64'} {d}, {base}, {k * s};")
         elif shared:
             if e.bits == 64:
