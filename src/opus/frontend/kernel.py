@@ -612,8 +612,8 @@ def kernel(fn=None, *, block=None, min_blocks=None, maxnreg=None, body="cuda"):
         architectural and accumulation together (16..512: ``amdgpu_num_vgpr(maxnreg // 2)``)
     :type maxnreg: int or None
     :param body: how an NVIDIA kernel is rendered: ``"cuda"`` (CUDA C++, the default) or
-        ``"ptx"`` (PTX written from the IR inside one C++ shell, which NVRTC compiles faster:
-        docs/ptx_body.md). A PTX body renders the ops its table lists (targets/ptx_body.py);
+        ``"ptx"`` (PTX written from the IR inside one C++ shell, so that NVRTC's optimizer has
+        nothing to do: docs/ptx_body.md). A PTX body renders the ops its table lists (targets/ptx_body.py);
         any other op is a TraceError at its line. AMD targets refuse ``"ptx"``.
     :type body: str
     :returns: the kernel (or, without ``fn``, the decorator that makes it)
