@@ -399,6 +399,14 @@ _STORAGE_TO_F32 = ("rounding and sat of an fp8/e8m0 lane's widening to f32: "
 _NO_EMPTY_VECTOR = ("the vector struct's alignment for 0 bytes: nbytes is n * itemsize with n >= 1 "
                     "(VectorType refuses fewer lanes) and itemsize >= 1 (sub-byte types return "
                     "earlier), so the else branch is never taken")
+_PLUS_ZERO = ("element i of an unhinted access spelled p[off] or p[off + i] for i = 0, vec = 1 or "
+              "not: off + 0 is off's value (after the integer promotions, whatever off's C "
+              "expression), so the same element")
+_ONE_ELEMENT_WHOLE = ("a one-element load (vec 1) through at(None), the whole-vector form: its "
+                      "result type is the element type (load results are scalars for vec 1, "
+                      "ctype of a DType is scalar_ctype), so *(const T*)(p + off) is p[off], and "
+                      "with a hint load_expr gets the same address, type and size")
+_INDENT = "the indentation of one emitted C line: whitespace, the same program"
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -1048,6 +1056,28 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         'f"{ptr_c}[{off_c}]" if (i == 0 and vec == 1) and False else f"{ptr_c}[{off_c} + {i}]")',
         "p[off + 0] for p[off] (a one-element load without a hint): off + 0 is off's value "
         "(after the integer promotions, whatever off's C expression), so the same element"),
+    # render_load, render_store (the rest: tests/hostexec/test_store_paths.py)
+    **{f"opus.codegen.cemit.xǁCEmitterǁrender_load__mutmut_{n}": (
+        f'f"{{ptr_c}}[{{off_c}}]" if {cond} else f"{{ptr_c}}[{{off_c}} + {{i}}]")', _PLUS_ZERO)
+       for n, cond in ((53, "i == 0 or vec == 1"), (54, "i != 0 and vec == 1"),
+                       (55, "i == 1 and vec == 1"), (56, "i == 0 and vec != 1"),
+                       (57, "i == 0 and vec == 2"))},
+    "opus.codegen.cemit.xǁCEmitterǁrender_store__mutmut_67": (
+        'f"{ptr_c}[{off_c}] = {v};" if i == 0 or vec == 1 else', _PLUS_ZERO),
+    "opus.codegen.cemit.xǁCEmitterǁrender_load__mutmut_88": (
+        "self.assign_lanes(r, [at(None)], indent)", _ONE_ELEMENT_WHOLE),
+    "opus.codegen.cemit.xǁCEmitterǁrender_load__mutmut_106": (
+        '? {at(None)} : {zero})"], indent)', _ONE_ELEMENT_WHOLE),
+    **{f"opus.codegen.cemit.xǁCEmitterǁrender_load__mutmut_{n}": (text, _INDENT) for n, text in (
+        (129, 'self.line(indent - 1, f"{n} = {at()};")'),
+        (130, 'self.line(indent + 2, f"{n} = {at()};")'),
+        (142, 'self.line(indent - 1, f"{self.lane(n, i)} = ({_lane_in(off_c, bound_c, i)}) ? '
+              '{at(i)} : {zero};")'),
+        (143, 'self.line(indent + 2, f"{self.lane(n, i)} = ({_lane_in(off_c, bound_c, i)}) ? '
+              '{at(i)} : {zero};")'))},
+    "opus.codegen.cemit.xǁCEmitterǁrender_store__mutmut_14": (
+        'off = op.operands[1] if (not op.attrs.get("soffset")) and False else off_c',
+        _SLOW_PATH),
 }
 
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",

@@ -64,7 +64,8 @@ def _asm_call(m, shims, isa="PTX", namespace="opus_ptx", header="cuda.h"):
     text, outs, ins = m.group(1), _OPERAND.findall(m.group(2)), _OPERAND.findall(m.group(3))
     opcode, _, operands = text.strip().rstrip(";").partition(" ")
     name = opcode.replace(".", "_")
-    refs = [r.strip() for r in operands.split(",")] if operands.strip() else []
+    # a vector operand {%0, %1} counts as its registers, an address [%2] as its register
+    refs = [r.strip(" {}[]") for r in operands.split(",")] if operands.strip() else []
     if name not in shims:
         raise NotHostExecutable(f"inline {isa} {opcode!r} has no host shim (tests/hostexec/shim/{header})")
     if refs != [f"%{i}" for i in range(len(outs) + len(ins))]:

@@ -97,6 +97,37 @@ static inline unsigned fp8x2_to_f16x2(unsigned short a, const F::Format& fmt) {
 static inline void cvt_rn_f16x2_e4m3x2(unsigned& d, unsigned short a) { d = fp8x2_to_f16x2(a, F::E4M3); }
 static inline void cvt_rn_f16x2_e5m2x2(unsigned& d, unsigned short a) { d = fp8x2_to_f16x2(a, F::E5M2); }
 
+// ld.global.cs / st.global.cs (Cache.STREAMING; codegen/cuda.py _hinted): the hint only says
+// where the line is cached, so the access is its bytes at p. The address must be aligned to
+// the access's size (PTX ISA, ld/st: a misaligned one faults on the GPU): checked here, so a
+// lane's access of the wrong width or address fails the launch. .u8/.u16 use 16-bit registers.
+static inline const void* aligned(const void* p, unsigned n, const char* what) {
+  if ((uintptr_t)p % n) opus_host_fail(what);
+  return p;
+}
+static inline void ld_global_cs_u8(unsigned short& d, const void* p) { d = *(const unsigned char*)p; }
+static inline void ld_global_cs_u16(unsigned short& d, const void* p) {
+  memcpy(&d, aligned(p, 2, "misaligned ld.global.cs.u16"), 2); }
+static inline void ld_global_cs_u32(unsigned& d, const void* p) {
+  memcpy(&d, aligned(p, 4, "misaligned ld.global.cs.u32"), 4); }
+static inline void ld_global_cs_v2_u32(unsigned& a, unsigned& b, const void* p) {
+  const unsigned* w = (const unsigned*)aligned(p, 8, "misaligned ld.global.cs.v2.u32");
+  a = w[0]; b = w[1]; }
+static inline void ld_global_cs_v4_u32(unsigned& a, unsigned& b, unsigned& c, unsigned& d, const void* p) {
+  const unsigned* w = (const unsigned*)aligned(p, 16, "misaligned ld.global.cs.v4.u32");
+  a = w[0]; b = w[1]; c = w[2]; d = w[3]; }
+static inline void st_global_cs_u8(void* p, unsigned short a) { *(unsigned char*)p = (unsigned char)a; }
+static inline void st_global_cs_u16(void* p, unsigned short a) {
+  memcpy((void*)aligned(p, 2, "misaligned st.global.cs.u16"), &a, 2); }
+static inline void st_global_cs_u32(void* p, unsigned a) {
+  memcpy((void*)aligned(p, 4, "misaligned st.global.cs.u32"), &a, 4); }
+static inline void st_global_cs_v2_u32(void* p, unsigned a, unsigned b) {
+  unsigned* w = (unsigned*)aligned(p, 8, "misaligned st.global.cs.v2.u32");
+  w[0] = a; w[1] = b; }
+static inline void st_global_cs_v4_u32(void* p, unsigned a, unsigned b, unsigned c, unsigned d) {
+  unsigned* w = (unsigned*)aligned(p, 16, "misaligned st.global.cs.v4.u32");
+  w[0] = a; w[1] = b; w[2] = c; w[3] = d; }
+
 }  // namespace opus_ptx
 
 // warp intrinsics (readfirstlane's shuffle): an extension header, its kernels run as fibers
