@@ -718,8 +718,15 @@ class PtxBody:
             if e.bits == 64:
                 self.ins(f"mad.lo.s64 {a}, {x}, {s}, {base};")
             else:
-                self.ins(f"mad.wide.{_ity(e)} {a}, {x}, {s}, {base};")
+                self.wide_offset(a, x, s, base, e)
         return f"[{a}]"
+
+    def wide_offset(self, d, x, s, base, e: DType):
+        """d = base + x * s, x a 32-bit offset extended by its type (mul.wide + add, NVVM's
+        spelling, which ptxas makes one IMAD.WIDE; a mad.wide became IMAD.HI + IADD3)."""
+        t = self.new("b64")
+        self.ins(f"mul.wide.{_ity(e)} {t}, {x}, {s};")
+        self.ins(f"add.s64 {d}, {base}, {t};")
 
     @staticmethod
     def _offset_by(addr, nbytes) -> str:
@@ -748,7 +755,7 @@ class PtxBody:
         elif e.bits == 64:
             self.ins(f"mad.lo.s64 {d}, {x}, {s}, {base};")
         else:
-            self.ins(f"mad.wide.{_ity(e)} {d}, {x}, {s}, {base};")
+            self.wide_offset(d, x, s, base, e)
         self.define(op.results[0], [d])
 
     def in_range(self, off, i, bound) -> str:
@@ -1003,22 +1010,26 @@ class PtxBody:
             self.ins(f"setp.gt.{ity} {ps}, {self.lane(step)}, 0;")
             self.ins(f"selp.b{w} {flip}, 0, -1, {ps};")
         head, end = self.label(), self.label()
+
+        def past_the_end():  # the loop's test: one compare (cemit's)
+            stop = self.new("pred")
+            if flip is None:
+                self.ins(f"setp.{'ge' if k > 0 else 'le'}.{ity} {stop}, {i}, {self.lane(ub)};")
+            else:
+                a, b = self.new_of(e), self.new_of(e)
+                self.ins(f"xor.b{w} {a}, {i}, {flip};")
+                self.ins(f"xor.b{w} {b}, {self.lane(ub)}, {flip};")
+                self.ins(f"setp.ge.{ity} {stop}, {a}, {b};")
+            return stop
+        # rotated: tested once before the first iteration, then at the bottom of each
+        self.ins(f"@{past_the_end()} bra {end};")
         self.put_label(head)
-        stop = self.new("pred")
-        if flip is None:
-            self.ins(f"setp.{'ge' if k > 0 else 'le'}.{ity} {stop}, {i}, {self.lane(ub)};")
-        else:
-            a, b = self.new_of(e), self.new_of(e)
-            self.ins(f"xor.b{w} {a}, {i}, {flip};")
-            self.ins(f"xor.b{w} {b}, {self.lane(ub)}, {flip};")
-            self.ins(f"setp.ge.{ity} {stop}, {a}, {b};")
-        self.ins(f"@{stop} bra {end};")
         self.names[iv] = [i]
         self.bind(body.args[1:], regs)
         self.region(body, regs, parallel=True)
         self.ins(f"add.{ity} {i}, {i}, {self.lane(step)};")
         self.narrow(i, e)
-        self.ins(f"bra.uni {head};")
+        self.ins(f"@!{past_the_end()} bra {head};")
         self.put_label(end)
         self.bind(op.results, regs)
 
