@@ -64,9 +64,12 @@ def _operands(T):
     return tuple(np.array([bits(p[k]) for p in PAIRS], u).view(T.np_dtype) for k in (0, 1))
 
 
+MANTISSA_BITS = {"f16": 10, "bf16": 7, "f32": 23, "f64": 52}
+
+
 def _is_snan(v, T):
     """A NaN whose quiet bit (the mantissa's top bit) is clear."""
-    quiet = 1 << (T.bits - (11 if T.name == "f64" else 8 if T.name in ("f32", "bf16") else 5) - 2)
+    quiet = 1 << (MANTISSA_BITS[T.name] - 1)
     return bool(np.isnan(np.float64(v))) and not int(np.array(v).view(_bits_type(T))) & quiet
 
 
