@@ -76,8 +76,10 @@ def test_shell_is_the_cuda_dialect_with_one_asm_body(k):
     assert _lines(ptx, 'extern "C"') == _lines(cuda, 'extern "C"')  # signature, launch bounds
     assert _lines(ptx, "__shared__") == _lines(cuda, "__shared__")
     assert ptx.count("asm volatile(") == 1
-    body = ptx[ptx.index('extern "C"'):]
-    assert "__syncthreads" not in body and "for (" not in body and "while" not in body
+    body = ptx[ptx.index('extern "C"'):].splitlines()[1:-1]
+    outside_asm = [l.strip() for l in body if not l.strip().startswith('"')]
+    assert all(l.startswith(("__shared__", "asm volatile(", ":: ")) for l in outside_asm), \
+        outside_asm  # no C++ statement: the body is the asm's
     assert re.search(r'"\s*:: .*"l"\(p_x_\d+\).*: "memory"\);', ptx)
     if k is ex.block_reduce:
         assert "__launch_bounds__(256)" in _lines(ptx, 'extern "C"')[0]
@@ -447,6 +449,8 @@ def test_gpu_casts(src, rounding):
 def _loops(a: opus.Ptr[f32], b: opus.Ptr[i32], o: opus.Ptr[f32], q: opus.Ptr[i32], n: opus.i32,
            step: opus.i32):
     t = opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()
+    if t >= 250:                                # a return under a run-time branch
+        return
     acc, cnt, v = 0.0, 0, opus.make_vector(0.0, 1.0, dtype=f32)
     for j in range(t % 7, n, step):            # run-time step (either sign)
         if b[j] % 3 == 0:

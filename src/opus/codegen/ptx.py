@@ -31,7 +31,7 @@ import struct
 from .. import dtypes as dt
 from ..dtypes import DType
 from ..ir import VectorType, PointerType, TensorMapType, scalar_of, op_handlers, access_operands
-from .cemit import CodegenError, _located, _to_f32
+from .cemit import CodegenError, _located, _to_f32, _python_line_comment
 from .cuda import CudaEmitter
 
 __all__ = ["PtxBody", "PtxShellEmitter", "render_ptx_shell"]
@@ -85,6 +85,8 @@ class PtxBody:
         self.labels = 0
         self.lines = []
         self.loc = None
+        self.shown = None    # the kernel line the last comment named
+        self.pending = None  # its comment, written before the line's first instruction
         self.exit_label = self.label()
         self.renderers = op_handlers(self, "render_")  # op kind -> render_<kind>
 
@@ -135,6 +137,9 @@ class PtxBody:
 
     # -- output -----------------------------------------------------------------------------
     def ins(self, text):
+        if self.pending:
+            self.lines.append(self.pending)
+            self.pending = None
         self.lines.append("  " + text)
 
     def put_label(self, name):
@@ -175,6 +180,7 @@ class PtxBody:
         """Render ``op`` by the table; an error becomes a CodegenError at its kernel line."""
         outer = self.loc
         self.loc = op.loc or outer
+        self.comment_line()
         try:
             render = self.renderers.get(op.kind)
             if render is None:
@@ -187,6 +193,13 @@ class PtxBody:
             raise _located(e, op, self.fn.name, f"ptx ({self.target.name})") from e
         finally:
             self.loc = outer
+
+    def comment_line(self):
+        """``// file.py:12  <that line>`` before the first instruction of a new kernel line."""
+        loc = self.loc
+        if loc is not None and (loc.file, loc.line) != self.shown:
+            self.shown = (loc.file, loc.line)
+            self.pending = "  " + _python_line_comment(loc)
 
     def define(self, v, lanes):
         self.names[v] = list(lanes)
