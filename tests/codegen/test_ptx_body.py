@@ -256,6 +256,23 @@ def test_unsupported_op_is_refused_in_the_interpreter_too():
     assert not o.any()
 
 
+def test_a_ptx_body_kernel_runs_in_the_interpreter():
+    """The interpreter runs the IR: a body="ptx" kernel launches there as any other."""
+    n = 1003
+    r = np.random.default_rng(5)
+    x, y = (r.standard_normal(n).astype(np.float32) for _ in range(2))
+    out = np.full(n, np.nan, np.float32)
+    with opus.set_target(TARGET, interpret=True):
+        ptx_of(ex.vector_add)[(n + 1023) // 1024, 256](x, y, out, n)
+    assert np.array_equal(out, x + y)
+
+
+def test_ptx_inspection():
+    """k.ptx() is NVVM's output around the body: the asm's instructions are in it."""
+    text = ptx_of(ex.block_reduce).ptx(target=TARGET)
+    assert "bar.sync 0;" in text and "ld.shared.f32" in text and ".reg .b32 %ob<" in text
+
+
 @opus.kernel(body="ptx")
 def _ptx_kernel(a: opus.Ptr[f32], o: opus.Ptr[f32]):  # ERR: amd
     o[opus.thread_id_x()] = a[opus.thread_id_x()]

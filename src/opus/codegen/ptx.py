@@ -819,10 +819,14 @@ class PtxBody:
     def zero(self, e: DType) -> str:
         return "0" if e.name in _HALF or not e.is_float else self.imm(0, e)
 
-    def _chunks(self, e: DType, vec):
-        """(first element, elements) of each instruction of a vec-element access: at most 16
-        bytes each (the address is aligned to the whole access, up to 16)."""
-        per = max(1, min(vec, 16 // e.itemsize))
+    @staticmethod
+    def _chunks(e: DType, vec):
+        """(first element, elements) of each instruction of a vec-element access: a power of
+        two of elements, at most 16 bytes and at most the alignment the access promises (the
+        largest power of two dividing its bytes: ir/ops.py load)."""
+        nbytes = vec * e.itemsize
+        align = min(16, nbytes & -nbytes)
+        per = max(1, align // e.itemsize)
         return [(i, min(per, vec - i)) for i in range(0, vec, per)]
 
     def load_lanes(self, space, addr, e: DType, k, pred=None) -> list:
