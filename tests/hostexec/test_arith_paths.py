@@ -32,8 +32,17 @@ from hostexec.runner import prepare_source
 TARGETS = ["sm_80", "gfx942"]
 
 
-def _same_bits(got, want):
-    assert got.tobytes() == want.tobytes(), (got, want)
+def _run_each(target, kernel_of, args_of, types, tmp_path):
+    """One host program for ``target`` holding ``kernel_of(T)`` for each of ``types``, one
+    launch each (one block of ``args_of(T)[0]`` threads, arguments ``args_of(T)[1]``): the
+    arguments, updated."""
+    prog, launches = HostProgram(target), []
+    for T in types:
+        threads, args = args_of(T)
+        launches.append(Launch(prog.add(kernel_of(T).specialize(target=target)), 1, threads, args))
+    prog.build(tmp_path)
+    prog.run(launches)
+    return [l.args for l in launches]
 
 
 # -- min/max of floats: the language's rule and AMD's nan="fast" ----------------------------
@@ -89,10 +98,10 @@ def _ieee2008_rule(o, a, b, T):
     return math.nan if _is_snan(a, T) or _is_snan(b, T) else _number_rule(o, float(a), float(b))
 
 
-def _check_floats(got, want):
+def _check_floats(got, want, what):
     nan = np.isnan(want.astype(np.float64))
-    assert (np.isnan(got.astype(np.float64)) == nan).all(), (got, want)
-    _same_bits(got[~nan], want[~nan])             # signed zeros by their bits
+    assert (np.isnan(got.astype(np.float64)) == nan).all(), (what, got, want)
+    assert got[~nan].tobytes() == want[~nan].tobytes(), (what, got, want)   # signed zeros too
 
 
 @functools.cache
@@ -113,28 +122,32 @@ def minmax_of(T):
     return minmax
 
 
-@pytest.mark.parametrize("T", [f32, f64, f16, bf16], ids=lambda t: t.name)
-@pytest.mark.parametrize("target", ["sm_80", "gfx942", "gfx950"])
-def test_min_max_by_the_nan_rule_of_each_mode(T, target, tmp_path):
+FLOATS = [f32, f64, f16, bf16]
+
+
+@pytest.mark.parametrize("target", ["sm_80", "gfx942"])
+def test_min_max_by_the_nan_rule_of_each_mode(target, tmp_path):
     """nan="number" everywhere and nan="fast" on NVIDIA and for 16-bit floats: a signaling NaN
     yields the other operand; nan="fast" of f32/f64 on AMD (v_min/v_max_f32/f64): it gives a
     quiet NaN. Quiet NaNs yield the other operand in every mode, -0 < +0."""
-    x, y = _operands(T)
-    outs = [np.zeros(len(PAIRS), T.np_dtype) for _ in range(6)]
-    run_kernel(minmax_of(T), 1, len(PAIRS) // 2, x, y, *outs, target=target, workdir=tmp_path)
-    fast_is_ieee2008 = target.startswith("gfx") and T.name in ("f32", "f64")
+    def args_of(T):
+        outs = [np.zeros(len(PAIRS), T.np_dtype) for _ in range(6)]
+        return len(PAIRS) // 2, [*_operands(T), *outs]
 
-    def want(o, fast):
-        rule = (lambda a, b: _ieee2008_rule(o, a, b, T)) if fast and fast_is_ieee2008 else \
-            (lambda a, b: _number_rule(o, float(a), float(b)))
-        out = np.array([rule(a, b) for a, b in zip(x, y)], np.float64)
-        assert not (fast and fast_is_ieee2008) or np.isnan(out).sum() == 7   # 6 signaling, 1 Q, Q
-        return out.astype(T.np_dtype)
+    for T, (x, y, *outs) in zip(FLOATS, _run_each(target, minmax_of, args_of, FLOATS, tmp_path)):
+        fast_is_ieee2008 = target.startswith("gfx") and T.name in ("f32", "f64")
 
-    lo, hi, flo, fhi, vlo, vfhi = outs
-    for got, o, fast in ((lo, "min", False), (hi, "max", False), (flo, "min", True),
-                         (fhi, "max", True), (vlo, "min", False), (vfhi, "max", True)):
-        _check_floats(got, want(o, fast))
+        def want(o, fast):
+            ieee2008 = fast and fast_is_ieee2008
+            rule = (lambda a, b: _ieee2008_rule(o, a, b, T)) if ieee2008 else \
+                (lambda a, b: _number_rule(o, float(a), float(b)))
+            out = np.array([rule(a, b) for a, b in zip(x, y)], np.float64)
+            assert not ieee2008 or np.isnan(out).sum() == 7     # 6 signaling, Q with Q
+            return out.astype(T.np_dtype)
+
+        for got, o, fast in zip(outs, ("min", "max", "min", "max", "min", "max"),
+                                (False, False, True, True, False, True)):
+            _check_floats(got, want(o, fast), T.name)
 
 
 # -- min/max of bools -------------------------------------------------------------------------
@@ -236,16 +249,11 @@ def test_narrow_integer_arithmetic_wraps_without_undefined_behaviour(target, tmp
     program runs under -fsanitize=undefined, so an operation the C leaves to int (a product
     of two unsigned shorts, a left shift of a negative or too large int) stops it."""
     monkeypatch.setenv("OPUS_HOSTEXEC_UBSAN", "1")
-    prog, launches, wants = HostProgram(target), [], []
-    for T in NARROW:
-        args, want = _wrap_case(T)
-        launches.append(Launch(prog.add(wrapping(T).specialize(target=target)), 1, args[0].size,
-                               args))
-        wants.append(want)
-    prog.build(tmp_path)
-    prog.run(launches)
-    for T, l, want in zip(NARROW, launches, wants):
-        for got, w in zip(l.args[2:], want):
+    cases = {T: _wrap_case(T) for T in NARROW}
+    ran = _run_each(target, wrapping, lambda T: (cases[T][0][0].size, cases[T][0]), NARROW,
+                    tmp_path)
+    for T, args in zip(NARROW, ran):
+        for got, w in zip(args[2:], cases[T][1]):
             np.testing.assert_array_equal(got, w, err_msg=T.name)
 
 
@@ -304,17 +312,19 @@ def _pack(codes, bits):
     return np.frombuffer(stream.to_bytes(len(codes) * bits // 8, "little"), np.uint8).copy()
 
 
-@pytest.mark.parametrize("T", SUB_BYTE, ids=lambda t: t.name)
 @pytest.mark.parametrize("target", ["sm_90a", "gfx942"])
-def test_every_sub_byte_code_converts_to_bool_as_nonzero(T, target, tmp_path):
+def test_every_sub_byte_code_converts_to_bool_as_nonzero(target, tmp_path):
     """Every code: false exactly for the zeros (fp4/fp6: +0 and -0, ml_dtypes' values)."""
-    codes = np.arange(1 << T.bits, dtype=np.uint8)
-    values = codes.view(T.np_dtype).astype(np.float64)     # ml_dtypes: int4 two's complement
-    o = np.zeros(codes.size, np.bool_)
-    run_kernel(to_bool(T), 1, codes.size // T.pack_elems, _pack(codes, T.bits), o,
-               target=target, workdir=tmp_path)
-    np.testing.assert_array_equal(o, values != 0)
-    assert (~o).sum() == (2 if T.kind == "float" else 1)
+    codes = {T: np.arange(1 << T.bits, dtype=np.uint8) for T in SUB_BYTE}
+
+    def args_of(T):
+        return codes[T].size // T.pack_elems, [_pack(codes[T], T.bits),
+                                               np.zeros(codes[T].size, np.bool_)]
+
+    for T, (_, o) in zip(SUB_BYTE, _run_each(target, to_bool, args_of, SUB_BYTE, tmp_path)):
+        values = codes[T].view(T.np_dtype).astype(np.float64)   # ml_dtypes: int4 two's complement
+        np.testing.assert_array_equal(o, values != 0, err_msg=T.name)
+        assert (~o).sum() == (2 if T.kind == "float" else 1), T.name
 
 
 # -- the runner's inline GCN ---------------------------------------------------------------
