@@ -5,8 +5,8 @@ vector's shape), a masked load of one element for all lanes past the end (named 
 active lane), sub-byte elements past a bound reading 0, a bounded store whose bound exceeds the array (with every lane inside
 the bound and with some dropped by it: the fault has no "unchecked" note), a store to a
 read-only numpy array, word for word with the kernel's file:line; scalar loads of an array
-placed off its alignment and a pair store by part of the lanes (only those lanes' alignment
-is checked)."""
+placed off its alignment, a pair store by part of the lanes (only those lanes' alignment
+is checked) and a misaligned pair cut by a bound (read element by element)."""
 import os
 import sys
 
@@ -198,3 +198,21 @@ def test_a_masked_pair_store_checks_the_alignment_of_its_lanes_only():
     with opus.set_target("sm_90a", interpret=True):
         upper_lanes_store_pairs[1, N](x, idx, out)
     assert out.tolist() == [-1.0] * N + list(range(N + 1, 2 * N + 1))
+
+
+@opus.kernel
+def bounded_pairs_from(x: Ptr[f32], idx: Ptr[i32], out: Ptr[f32], n: i32):
+    t = opus.thread_id_x()
+    opus.store(out, opus.load(x, idx[t], bound=n, vec=2), 2 * t)
+
+
+def test_a_misaligned_pair_cut_by_the_bound_is_read_element_by_element():
+    """Bound 14: lane 0's pair at the odd 13 is cut (x[13] inside, x[14] past the bound), so it
+    is read element by element and needs no alignment: (14, 0); lanes 1..7 read the whole
+    aligned pairs at 0, 2, ..., 12."""
+    x = np.arange(1, 17, dtype=np.float32)
+    idx = np.array([13, 0, 2, 4, 6, 8, 10, 12], np.int32)
+    out = np.full(2 * N, -1.0, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        bounded_pairs_from[1, N](x, idx, out, 14)
+    assert out.tolist() == [14.0, 0.0] + list(range(1, 15))
