@@ -13,7 +13,8 @@ Without a GPU (NVRTC to CUBIN):
   the option reaches the compile cache's key.
 On a GPU (pytest -m gpu): the same inputs through body="ptx", body="cuda" and the interpreter
 agree bit for bit (the examples, generated programs, integer division and shifts on every
-width, f16/bf16 conversions, loops with carried values, bounded loads with ragged tails).
+width, f16/bf16 conversions, cross-lane ops, loops with carried values and a return, bounded
+loads with ragged tails).
 """
 import os
 import re
@@ -138,6 +139,20 @@ def _shared(a: opus.Ptr[f32], o: opus.Ptr[f32]):
     o[t] = s[63 - t]
 
 
+def _warp(a: opus.Ptr[f32], b: opus.Ptr[i32], o: opus.Ptr[f32], q: opus.Ptr[u32]):
+    t = opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()
+    x, y = a[t], b[t]
+    s = x + opus.shfl_xor(x, 1)
+    s = s + opus.shfl_down(s, 2)
+    s = s + opus.shfl_up(s, 4, width=16)
+    o[t] = s + opus.shfl(s, 3)
+    q[t * 4 + 3] = opus.bitcast(opus.warp_reduce(y, "max") + opus.warp_reduce(y), u32)
+    if y > 0:                                   # the lanes of a partial warp vote
+        q[t * 4] = opus.ballot(y > 10)
+        q[t * 4 + 1] = opus.cast(opus.any_lanes(y > 40), u32)
+        q[t * 4 + 2] = opus.cast(opus.all_lanes(y > 2), u32)
+
+
 SASS_CASES = {  # kernel, opcodes (regex) its SASS must hold, opcodes it must not
     "mul_add_not_fused": (_mul_add, [r"FMUL", r"FADD"], [r"FFMA"]),
     "fma": (_fma, [r"FFMA"], []),
@@ -148,6 +163,8 @@ SASS_CASES = {  # kernel, opcodes (regex) its SASS must hold, opcodes it must no
     "bounded_vector": (_bounded_vector, [r"LDG\.E\.128", r"STG\.E\.128", r"LDG\.E$",
                                          r"STG\.E$"], []),
     "shared_barrier": (_shared, [r"STS", r"LDS", r"BAR\.SYNC", r"S2R"], []),
+    "cross_lane": (_warp, [r"SHFL\.BFLY", r"SHFL\.DOWN", r"SHFL\.UP", r"SHFL\.IDX", r"VOTE\.ANY",
+                           r"VOTE\.ALL", r"REDUX\.MAX\.S32", r"REDUX\.SUM\.S32"], []),
 }
 
 
@@ -236,16 +253,15 @@ def _uses_exp(a: opus.Ptr[f32], o: opus.Ptr[f32]):
 
 
 @opus.kernel(body="ptx")
-def _uses_shuffle(a: opus.Ptr[i32], o: opus.Ptr[i32]):
-    i = opus.thread_id_x()
-    o[i] = opus.shfl_xor(a[i], 1)  # ERR: shuffle
+def _uses_printf(a: opus.Ptr[i32]):
+    opus.printf("%d\n", a[opus.thread_id_x()])  # ERR: printf
 
 
 def test_unsupported_op_is_a_trace_error_at_its_line():
     with raises(opus.TraceError, "opus.exp", "body='ptx'", at="exp"):
         _uses_exp.source(target=TARGET)
-    with raises(opus.TraceError, "op 'shuffle'", "body='ptx'", at="shuffle"):
-        _uses_shuffle.sass(target=TARGET)
+    with raises(opus.TraceError, "op 'printf'", "body='ptx'", at="printf"):
+        _uses_printf.sass(target=TARGET)
 
 
 def test_unsupported_op_is_refused_in_the_interpreter_too():
@@ -522,6 +538,15 @@ def test_gpu_bounded_loads_ragged_tail(t, vec, shift):
     got = three_way(_bounded_kernel(t, vec), grid, 128, [a, o, o2, n, shift])
     assert np.array_equal(got[1][shift:n], a[shift:n])
     assert np.array_equal(got[1][:shift], o[:shift])
+
+
+@pytest.mark.gpu
+def test_gpu_cross_lane():
+    """Shuffles (each mode, a narrower width), votes in a partial warp, warp reductions."""
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal(256).astype(np.float32)
+    b = rng.integers(-50, 50, 256).astype(np.int32)
+    three_way(_warp, 2, 128, [a, b, np.zeros(256, np.float32), np.zeros(1024, np.uint32)])
 
 
 @pytest.mark.gpu

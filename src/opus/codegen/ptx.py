@@ -703,6 +703,45 @@ class PtxBody:
     def render_barrier(self, op):
         self.ins("bar.sync 0;")
 
+    # -- cross-lane (32-bit words; the CUDA dialect's instructions, codegen/cuda.py) -----------
+    def members(self, op) -> str:
+        """The member mask: the op's mask operand, else the lanes active here (activemask)."""
+        if op.attrs.get("mask"):
+            return self.lane(op.operands[-1])
+        m = self.new("b32")
+        self.ins(f"activemask.b32 {m};")
+        return m
+
+    def render_shuffle(self, op):
+        """shfl.sync with c = ((32 - width) << 8) | clamp (0 for up, 31 otherwise)."""
+        x, src = op.operands[:2]
+        mode = op.attrs["mode"]
+        c = ((32 - op.attrs["width"]) << 8) | (0 if mode == "up" else 0x1F)
+        m = self.members(op)
+        d = self.new(_reg_class(x.type))
+        ptx_mode = {"idx": "idx", "up": "up", "down": "down", "xor": "bfly"}[mode]
+        self.ins(f"shfl.sync.{ptx_mode}.b32 {d}, {self.reg(self.lane(x), _reg_class(x.type))}, "
+                 f"{self.lane(src)}, {c}, {m};")
+        self.define(op.results[0], [d])
+
+    def render_vote(self, op):
+        mode = op.attrs["mode"]
+        m = self.members(op)
+        p = self.lane(op.operands[0])
+        d = self.new("b32" if mode == "ballot" else "pred")
+        self.ins(f"vote.sync.{mode}.{'b32' if mode == 'ballot' else 'pred'} {d}, {p}, {m};")
+        self.define(op.results[0], [d])
+
+    def render_warp_redux(self, op):
+        """redux.sync: .add/.min/.max on .u32/.s32, .and/.or/.xor on .b32 (sm_80)."""
+        x = op.operands[0]
+        o, e = op.attrs["op"], scalar_of(x.type)
+        t = "b32" if o in ("and", "or", "xor") else ("s32" if e.name == "i32" else "u32")
+        m = self.members(op)
+        d = self.new("b32")
+        self.ins(f"redux.sync.{o}.{t} {d}, {self.reg(self.lane(x), 'b32')}, {m};")
+        self.define(op.results[0], [d])
+
     # -- memory -------------------------------------------------------------------------------
     def render_smem_alloc(self, op):
         pass  # declared in the shell; its address is an input

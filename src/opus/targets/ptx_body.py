@@ -61,6 +61,7 @@ PTX_BODY_KINDS = {
     "vector": None, "extract": None, "insert": None, "broadcast": None, "vector_permute": None,
     "ptr_add": None, "load": _access, "store": _access, "smem_alloc": None,
     "special": None, "barrier": None, "uniform": None,
+    "shuffle": None, "vote": None, "warp_redux": None,
     "for": None, "if": None, "while": None, "yield": None, "condition": None, "return": None,
 }
 
