@@ -32,6 +32,7 @@ from opus.ir.ops import OPS
 from opus.targets.ptx_body import PTX_BODY_KINDS
 
 from bad_input.expect import raises, cache_files
+from lang.test_scalar_math_lanes import mdiv_make, mdiv_param
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                                 "differential"))
@@ -181,6 +182,13 @@ def test_op_kinds_compile_to_the_expected_sass(case):
             assert not any(re.fullmatch(f"(?:{w})(?:\\..*)?", o) for o in ops), (k.body, w)
     assert "asm volatile" in ptx.source(target=TARGET)
     assert ptx.resources(target=TARGET)["spill_stores"] == 0
+
+
+def test_a_vector_parameter_enters_lane_by_lane():
+    """An mdiv parameter (16 bytes by value, a u32x4) reaches the asm as four operands."""
+    src = ptx_of(mdiv_param).source(target=TARGET)
+    assert all(f'.v[{i}])' in src for i in range(4)), src
+    assert "mul.hi.u32" in src and ptx_of(mdiv_param).sass(target=TARGET)
 
 
 @pytest.mark.parametrize("k", [ex.vector_add, ex.vector_add_f16, ex.vector_add_bf16, ex.saxpy,
@@ -538,6 +546,21 @@ def test_gpu_bounded_loads_ragged_tail(t, vec, shift):
     got = three_way(_bounded_kernel(t, vec), grid, 128, [a, o, o2, n, shift])
     assert np.array_equal(got[1][shift:n], a[shift:n])
     assert np.array_equal(got[1][:shift], o[:shift])
+
+
+@pytest.mark.gpu
+def test_gpu_mdiv():
+    """Division by magic numbers (mulhi, shifts, selects), the divisor made in the kernel and
+    passed as an mdiv parameter (a vector parameter)."""
+    rng = np.random.default_rng(7)
+    n = rng.integers(0, 1 << 32, 1024, dtype=np.uint64).astype(np.uint32)
+    d = rng.integers(1, 1 << 32, 1024, dtype=np.uint64).astype(np.uint32)
+    d[:8] = [1, 2, 3, 7, 0x80000000, 0xFFFFFFFF, 641, 6700417]
+    q, r = np.zeros(1024, np.uint32), np.zeros(1024, np.uint32)
+    got = three_way(mdiv_make.fn, 8, 128, [n, d, q, r])
+    assert np.array_equal(got[2], n // d) and np.array_equal(got[3], n % d)
+    got = three_way(mdiv_param.fn, 8, 128, [n, opus.mdiv(641), q, r])  # arrays: n, q, r
+    assert np.array_equal(got[1], n // 641) and np.array_equal(got[2], n % 641)
 
 
 @pytest.mark.gpu
