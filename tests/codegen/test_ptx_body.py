@@ -20,7 +20,6 @@ import os
 import re
 import sys
 
-import ml_dtypes
 import numpy as np
 import pytest
 

@@ -25,7 +25,6 @@ table, which tracing enforces; one ``render_<kind>`` per kind, dispatched by one
 """
 from __future__ import annotations
 
-import math
 import struct
 
 from .. import dtypes as dt
@@ -151,7 +150,7 @@ class PtxBody:
             self._bind_input(v, operands)
         self.emit_block(self.fn.body)
         self.put_label(self.exit_label)
-        decls = [f"  .reg .{'pred' if c == 'pred' else c} {_PREFIX[c]}<{n + 1}>;"
+        decls = [f"  .reg .{c} {_PREFIX[c]}<{n + 1}>;"
                  for c, n in self.counts.items() if n]
         return decls + self.lines
 
