@@ -183,6 +183,36 @@ def test_op_kinds_compile_to_the_expected_sass(case):
     assert ptx.resources(target=TARGET)["spill_stores"] == 0
 
 
+def _params(o: opus.Ptr[u64], b: opus.bool_, c: i8, d: u8, e: i16, f: u16, g: i32, h: u32,
+            k: i64, m: u64, r: f32, s: f64):
+    t = opus.thread_id_x() * 12
+    for j, x in enumerate((b, c, d, e, f, g, h, k, m, r, s)):   # compile-time loop
+        bits = opus.bitcast(x, {2: u16, 4: u32, 8: u64}[x.dtype.itemsize]) if x.dtype.is_float else x
+        o[t + j] = opus.cast(bits, u64)
+    o[t + 11] = opus.cast(c < 0, u64) + opus.cast(b, u64)
+
+
+PARAMS = [True, -5, 250, -30000, 65000, -2 ** 31, 2 ** 32 - 1, -2 ** 63, 2 ** 64 - 1, 3.0e38,
+          -1e-300]
+
+
+def test_scalar_parameters_of_every_type_enter_the_asm():
+    src = opus.kernel(body="ptx")(_params).source(target=TARGET)
+    for constraint in ('"r"((unsigned)p_b_', '"r"((int)p_c_', '"r"((unsigned)p_d_', '"l"(p_k_',
+                       '"f"(p_r_', '"d"(p_s_'):
+        assert constraint in src, constraint
+    assert opus.kernel(body="ptx")(_params).sass(target=TARGET)
+
+
+@opus.kernel(body="ptx")
+def _nothing():
+    opus.sync_threads()
+
+
+def test_a_kernel_without_parameters():
+    assert "::  : \"memory\");" in _nothing.source(target=TARGET) and _nothing.sass(target=TARGET)
+
+
 def test_a_vector_parameter_enters_lane_by_lane():
     """An mdiv parameter (16 bytes by value, a u32x4) reaches the asm as four operands."""
     src = ptx_of(mdiv_param).source(target=TARGET)
@@ -545,6 +575,12 @@ def test_gpu_bounded_loads_ragged_tail(t, vec, shift):
     got = three_way(_bounded_kernel(t, vec), grid, 128, [a, o, o2, n, shift])
     assert np.array_equal(got[1][shift:n], a[shift:n])
     assert np.array_equal(got[1][:shift], o[:shift])
+
+
+@pytest.mark.gpu
+def test_gpu_scalar_parameters():
+    (got,) = three_way(_params, 1, 32, [np.zeros(12 * 32, np.uint64)] + PARAMS)
+    assert got[1] == 2 ** 64 - 5 and got[10] == np.array(-1e-300).view(np.uint64) and got[11] == 2
 
 
 @pytest.mark.gpu
