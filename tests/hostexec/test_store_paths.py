@@ -95,7 +95,7 @@ def streaming_copy(T, VEC):
     return copy
 
 
-@pytest.mark.parametrize("T, VEC, n", [(f32, 4, 6), (i8, 16, 25)])
+@pytest.mark.parametrize("T, VEC, n", [(f32, 4, 6), (i8, 16, 25)], ids=["f32x4", "i8x16"])
 def test_streaming_accesses_split_by_the_bound_move_each_element(T, VEC, n, tmp_path):
     """A bounded load (into y: elements past the bound read 0) and a bounded store (into z:
     elements past the bound stay) with Cache.STREAMING, two vectors, the second split by the
