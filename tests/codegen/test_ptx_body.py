@@ -153,6 +153,18 @@ def _warp(a: opus.Ptr[f32], b: opus.Ptr[i32], o: opus.Ptr[f32], q: opus.Ptr[u32]
         q[t * 4 + 2] = opus.cast(opus.all_lanes(y > 2), u32)
 
 
+def _dynamic_smem(a: opus.Ptr[f32], o: opus.Ptr[i32]):
+    s = opus.dynamic_smem(f32)                   # two views of one region, and a static array
+    w = opus.dynamic_smem(i32, 256 * 4)
+    st = opus.alloc_smem(i32, 128)
+    t = opus.thread_id_x()
+    s[t] = a[t]
+    w[t] = opus.bitcast(a[t], i32) ^ t
+    st[t] = t * 3
+    opus.sync_threads()
+    o[t] = opus.bitcast(s[127 - t], i32) + w[(t + 5) % 128] + st[(t + 9) % 128]
+
+
 SASS_CASES = {  # kernel, opcodes (regex) its SASS must hold, opcodes it must not
     "mul_add_not_fused": (_mul_add, [r"FMUL", r"FADD"], [r"FFMA"]),
     "fma": (_fma, [r"FFMA"], []),
@@ -163,6 +175,7 @@ SASS_CASES = {  # kernel, opcodes (regex) its SASS must hold, opcodes it must no
     "bounded_vector": (_bounded_vector, [r"LDG\.E\.128", r"STG\.E\.128", r"LDG\.E$",
                                          r"STG\.E$"], []),
     "shared_barrier": (_shared, [r"STS", r"LDS", r"BAR\.SYNC", r"S2R"], []),
+    "dynamic_smem": (_dynamic_smem, [r"STS", r"LDS", r"BAR\.SYNC"], []),
     "cross_lane": (_warp, [r"SHFL\.BFLY", r"SHFL\.DOWN", r"SHFL\.UP", r"SHFL\.IDX", r"VOTE\.ANY",
                            r"VOTE\.ALL", r"REDUX\.MAX\.S32", r"REDUX\.SUM\.S32"], []),
 }
@@ -355,18 +368,18 @@ def test_body_is_part_of_the_cache_key(cache_root):
 
 # -- GPU: PTX body = C++ body = interpreter, bit for bit --------------------------------------------
 
-def run(kernel, grid, block, args, on_gpu):
+def run(kernel, grid, block, args, on_gpu, smem=0):
     """Launch with numpy arrays (copied back) and scalars; returns the arrays after."""
     if not on_gpu:
         out = [a.copy() if isinstance(a, np.ndarray) else a for a in args]
         with opus.set_target(TARGET, interpret=True):
-            kernel[grid, block](*out)
+            kernel[grid, block](*out, smem=smem)
         return [a for a in out if isinstance(a, np.ndarray)]
     from opus.runtime.device_array import DeviceArray
     from opus.runtime import cuda_driver
     dev = [DeviceArray.from_numpy(a) if isinstance(a, np.ndarray) else a for a in args]
     with opus.set_target(TARGET, interpret=False):
-        kernel[grid, block](*dev)
+        kernel[grid, block](*dev, smem=smem)
     cuda_driver.synchronize()
     return [d.to_numpy() for d in dev if isinstance(d, DeviceArray)]
 
@@ -376,14 +389,15 @@ def same_bits(xs, ys):
                for x, y in zip(xs, ys))
 
 
-def three_way(fn, grid, threads, args, interp=True, **kw):
+def three_way(fn, grid, threads, args, interp=True, smem=0, **kw):
     """Outputs of the PTX body on the GPU, checked bit for bit against the C++ body on the GPU
     and (``interp``) the interpreter."""
     cuda, ptx = both(fn, **kw)
-    got = run(ptx, grid, threads, args, True)
-    assert same_bits(got, run(cuda, grid, threads, args, True)), "PTX body != C++ body"
+    got = run(ptx, grid, threads, args, True, smem)
+    assert same_bits(got, run(cuda, grid, threads, args, True, smem)), "PTX body != C++ body"
     if interp:
-        assert same_bits(got, run(cuda, grid, threads, args, False)), "PTX body != interpreter"
+        assert same_bits(got, run(cuda, grid, threads, args, False, smem)), \
+            "PTX body != interpreter"
     return got
 
 
@@ -581,6 +595,12 @@ def test_gpu_bounded_loads_ragged_tail(t, vec, shift):
 def test_gpu_scalar_parameters():
     (got,) = three_way(_params, 1, 32, [np.zeros(12 * 32, np.uint64)] + PARAMS)
     assert got[1] == 2 ** 64 - 5 and got[10] == np.array(-1e-300).view(np.uint64) and got[11] == 2
+
+
+@pytest.mark.gpu
+def test_gpu_dynamic_shared_memory():
+    a = np.random.default_rng(8).standard_normal(128).astype(np.float32)
+    three_way(_dynamic_smem, 1, 128, [a, np.zeros(128, np.int32)], smem=2048)
 
 
 @pytest.mark.gpu

@@ -75,10 +75,13 @@ def _narrow_int(e: DType) -> bool:
 
 class PtxBody:
     """The PTX lines of one Function's body. ``inputs``: {Value: [operand index per lane]}, the
-    asm operands holding the parameters and shared arrays; their registers are filled first."""
+    asm operands holding the parameters and shared arrays; their registers are filled first.
+    ``dyn_smem_input``: the operand holding dynamic shared memory's address (None: unused)."""
 
-    def __init__(self, fn, target, inputs):
+    def __init__(self, fn, target, inputs, dyn_smem_input=None):
         self.fn, self.target, self.inputs = fn, target, inputs
+        self.dyn_smem_input = dyn_smem_input
+        self.dyn_smem_base = None  # its register
         self.names = {}      # Value -> [operand per lane: register or immediate]
         self.counts = {c: 0 for c in _PREFIX}
         self.labels = 0
@@ -148,6 +151,9 @@ class PtxBody:
         """The body's PTX lines, register declarations first."""
         for v, operands in self.inputs.items():
             self._bind_input(v, operands)
+        if self.dyn_smem_input is not None:
+            self.dyn_smem_base = self.new("b32")
+            self.ins(f"mov.b32 {self.dyn_smem_base}, #in{self.dyn_smem_input}#;")
         self.emit_block(self.fn.body)
         self.put_label(self.exit_label)
         decls = [f"  .reg .{c} {_PREFIX[c]}<{n + 1}>;"
@@ -745,6 +751,12 @@ class PtxBody:
     def render_smem_alloc(self, op):
         pass  # declared in the shell; its address is an input
 
+    def render_dyn_smem(self, op):
+        """A view ``offset`` bytes into dynamic shared memory (declared in the shell)."""
+        d, off = self.new("b32"), op.attrs["offset"]
+        self.ins(f"add.s32 {d}, {self.dyn_smem_base}, {off};")
+        self.define(op.results[0], [d])
+
     def address(self, p, off) -> str:
         """``[reg+imm]``: element ``off`` of pointer ``p`` (global: 64-bit
         addresses, the offset sign- or zero-extended by its type; shared: 32-bit)."""
@@ -1170,7 +1182,11 @@ class PtxShellEmitter(CudaEmitter):
             if op.kind == "smem_alloc":
                 add(op.results[0],
                     [f'"r"((unsigned)__cvta_generic_to_shared({op.attrs["name"]}))'])
-        body = PtxBody(self.fn, self.target, inputs).render()
+        dyn = None
+        if self.fn.attrs.get("dyn_smem"):
+            dyn = len(operands)
+            operands.append('"r"((unsigned)__cvta_generic_to_shared(opus_dyn_smem))')
+        body = PtxBody(self.fn, self.target, inputs, dyn).render()
         self.loc = None
         self.line(indent, "asm volatile(")
         self.line(indent + 1, '"{\\n"')

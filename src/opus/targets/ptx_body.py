@@ -59,7 +59,7 @@ PTX_BODY_KINDS = {
     "const": None, "binary": _no_nan_attr, "cmp": None, "unary": None, "math": _math,
     "fma": None, "select": None, "cast": _cast, "bitcast": None,
     "vector": None, "extract": None, "insert": None, "broadcast": None, "vector_permute": None,
-    "ptr_add": None, "load": _access, "store": _access, "smem_alloc": None,
+    "ptr_add": None, "load": _access, "store": _access, "smem_alloc": None, "dyn_smem": None,
     "special": None, "barrier": None, "uniform": None,
     "shuffle": None, "vote": None, "warp_redux": None,
     "for": None, "if": None, "while": None, "yield": None, "condition": None, "return": None,
