@@ -165,6 +165,22 @@ def _dynamic_smem(a: opus.Ptr[f32], o: opus.Ptr[i32]):
     o[t] = opus.bitcast(s[127 - t], i32) + w[(t + 5) % 128] + st[(t + 9) % 128]
 
 
+def _sync(a: opus.Ptr[f32], o: opus.Ptr[f32], c: opus.Ptr[u32]):
+    s = opus.alloc_smem(f32, 32)
+    t = opus.thread_id_x()
+    if t < 32:                                   # the producer warp
+        s[t] = a[t] * 2.0
+        opus.fence("block")
+        opus.barrier_arrive(1, 64)
+    else:                                        # the consumer warp
+        opus.barrier_sync(1, 64)
+        o[t - 32] = s[t - 32] + 1.0
+    opus.sync_warp()
+    opus.barrier_sync(2)                         # the whole block (no count)
+    t0, g0 = opus.clock64(), opus.globaltimer()
+    c[t] = opus.cast((opus.clock64() >= t0) & (opus.globaltimer() >= g0), u32) + opus.clock() * 0
+
+
 SASS_CASES = {  # kernel, opcodes (regex) its SASS must hold, opcodes it must not
     "mul_add_not_fused": (_mul_add, [r"FMUL", r"FADD"], [r"FFMA"]),
     "fma": (_fma, [r"FFMA"], []),
@@ -176,6 +192,8 @@ SASS_CASES = {  # kernel, opcodes (regex) its SASS must hold, opcodes it must no
                                          r"STG\.E$"], []),
     "shared_barrier": (_shared, [r"STS", r"LDS", r"BAR\.SYNC", r"S2R"], []),
     "dynamic_smem": (_dynamic_smem, [r"STS", r"LDS", r"BAR\.SYNC"], []),
+    "synchronization": (_sync, [r"BAR\.ARV", r"BAR\.SYNC", r"WARPSYNC", r"MEMBAR", r"CS2R",
+                                r"S2UR|S2R"], []),
     "cross_lane": (_warp, [r"SHFL\.BFLY", r"SHFL\.DOWN", r"SHFL\.UP", r"SHFL\.IDX", r"VOTE\.ANY",
                            r"VOTE\.ALL", r"REDUX\.MAX\.S32", r"REDUX\.SUM\.S32"], []),
 }
@@ -601,6 +619,13 @@ def test_gpu_scalar_parameters():
 def test_gpu_dynamic_shared_memory():
     a = np.random.default_rng(8).standard_normal(128).astype(np.float32)
     three_way(_dynamic_smem, 1, 128, [a, np.zeros(128, np.int32)], smem=2048)
+
+
+@pytest.mark.gpu
+def test_gpu_named_barriers_fences_clocks():
+    a = np.random.default_rng(9).standard_normal(32).astype(np.float32)
+    got = three_way(_sync, 1, 64, [a, np.zeros(32, np.float32), np.zeros(64, np.uint32)])
+    assert np.array_equal(got[1], a * 2 + 1) and np.all(got[2] == 1)
 
 
 @pytest.mark.gpu

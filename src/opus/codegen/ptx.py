@@ -708,6 +708,38 @@ class PtxBody:
     def render_barrier(self, op):
         self.ins("bar.sync 0;")
 
+    # synchronization: the CUDA dialect's instructions (codegen/cuda.py code_for_sync)
+    def render_sync_warp(self, op):
+        self.ins(f"bar.warp.sync {self.lane(op.operands[0])};")
+
+    def render_named_barrier(self, op):
+        """bar.sync / bar.arrive id, count; count defaults to the whole block's threads."""
+        ops = op.operands
+        if op.attrs["counted"]:
+            count = self.lane(ops[1])
+        else:
+            count, n = self.new("b32"), self.new("b32")
+            self.ins(f"mov.u32 {count}, %ntid.x;")
+            for a in "yz":
+                self.ins(f"mov.u32 {n}, %ntid.{a};")
+                self.ins(f"mul.lo.u32 {count}, {count}, {n};")
+        self.ins(f"bar.{'arrive' if op.attrs['arrive'] else 'sync'} {self.lane(ops[0])}, {count};")
+
+    def render_memory_fence(self, op):
+        scope = {"block": "cta", "device": "gpu", "system": "sys"}[op.attrs["scope"]]
+        order = {"acq_rel": "acq_rel", "seq_cst": "sc"}[op.attrs["order"]]
+        self.ins(f"fence.{order}.{scope};")
+
+    def render_clock(self, op):
+        which = op.attrs["which"]
+        reg = {"clock": ("b32", "u32", "%clock"), "clock64": ("b64", "u64", "%clock64"),
+               "globaltimer": ("b64", "u64", "%globaltimer")}.get(which)
+        if reg is None:
+            raise CodegenError(f"internal: clock {which!r} reached the PTX body (an AMD counter)")
+        d = self.new(reg[0])
+        self.ins(f"mov.{reg[1]} {d}, {reg[2]};")
+        self.define(op.results[0], [d])
+
     # -- cross-lane (32-bit words; the CUDA dialect's instructions, codegen/cuda.py) -----------
     def members(self, op) -> str:
         """The member mask: the op's mask operand, else the lanes active here (activemask)."""

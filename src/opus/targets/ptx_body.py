@@ -62,6 +62,7 @@ PTX_BODY_KINDS = {
     "ptr_add": None, "load": _access, "store": _access, "smem_alloc": None, "dyn_smem": None,
     "special": None, "barrier": None, "uniform": None,
     "shuffle": None, "vote": None, "warp_redux": None,
+    "sync_warp": None, "named_barrier": None, "memory_fence": None, "clock": None,
     "for": None, "if": None, "while": None, "yield": None, "condition": None, "return": None,
 }
 
