@@ -169,8 +169,8 @@ def test_min_of_bools_is_and_max_is_or(target, tmp_path):
 
 
 def test_an_op_the_language_never_applies_to_bools_is_refused():
-    """Tracing promotes bool operands of + - * / << to i32, so only an internal error can bring
-    one here: the message names the op and the type."""
+    """Tracing promotes bool operands of + - * // % to i32 (/ to f32) and refuses shifts of
+    bools, so only an internal error brings one here: the message names the op and the type."""
     spec = bool_minmax.specialize(target="sm_80")
     with pytest.raises(CodegenError) as info:
         CudaEmitter(spec.function, spec.target).binary_expr("add", "a", "b", opus.bool_)
