@@ -6,7 +6,8 @@ active lane), sub-byte elements past a bound reading 0, a bounded store whose bo
 the bound and with some dropped by it: the fault has no "unchecked" note), a store to a
 read-only numpy array, word for word with the kernel's file:line; scalar loads of an array
 placed off its alignment, a pair store by part of the lanes (only those lanes' alignment
-is checked) and a misaligned pair cut by a bound (read element by element)."""
+is checked), a misaligned pair cut by a bound (read element by element) and u64 bounds past
+int64 (unsigned however large)."""
 import os
 import sys
 
@@ -216,3 +217,20 @@ def test_a_misaligned_pair_cut_by_the_bound_is_read_element_by_element():
     with opus.set_target("sm_90a", interpret=True):
         bounded_pairs_from[1, N](x, idx, out, 14)
     assert out.tolist() == [14.0, 0.0] + list(range(1, 15))
+
+
+@opus.kernel
+def bounded_by_u64(x: Ptr[f32], out: Ptr[f32], n: opus.u64):
+    t = opus.thread_id_x()
+    out[t] = opus.load(x, t, bound=n)
+
+
+@pytest.mark.parametrize("n", [5, 2**63, 2**64 - 1])
+def test_a_u64_bound_beyond_int64(n):
+    """A u64 bound counts as unsigned however large: 2^63 and 2^64 - 1 admit every lane (x[t]),
+    5 admits lanes 0..4 (the others read 0)."""
+    x = np.arange(1, N + 1, dtype=np.float32)
+    out = np.full(N, -1.0, np.float32)
+    with opus.set_target("sm_90a", interpret=True):
+        bounded_by_u64[1, N](x, out, n)
+    assert out.tolist() == [float(t + 1) if t < n else 0.0 for t in range(N)]
