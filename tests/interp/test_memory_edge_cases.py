@@ -1,13 +1,13 @@
 """The interpreter's loads and stores at their edges, against hand-written values and messages:
 bounded and masked loads from zero-length, two- and one-element arrays (the lanes left out read
-nothing, the others their element; the zeros past a bound keep the array's type and the
-vector's shape), a masked load of one element for all lanes past the end (named by the first
-active lane), sub-byte elements past a bound reading 0, a bounded store whose bound exceeds the array (with every lane inside
-the bound and with some dropped by it: the fault has no "unchecked" note), a store to a
-read-only numpy array, word for word with the kernel's file:line; scalar loads of an array
-placed off its alignment, a pair store by part of the lanes (only those lanes' alignment
-is checked), a misaligned pair cut by a bound (read element by element) and u64 bounds past
-int64 (unsigned however large)."""
+nothing, the others their element; the zeros past a bound keep the array's type and the vector's
+shape), a masked load of one element for all lanes past the end (named by the first active
+lane), sub-byte elements past a bound reading 0, a bounded store whose bound exceeds the array
+(with every lane inside the bound and with some dropped by it: the fault has no "unchecked"
+note), a store to a read-only numpy array, word for word with the kernel's file:line; scalar
+loads of an array placed off its alignment, a pair store by part of the lanes (only those lanes'
+alignment is checked), a misaligned pair cut by a bound (read element by element) and u64 bounds
+past int64 (unsigned however large)."""
 import os
 import sys
 
@@ -24,7 +24,8 @@ from expect import line_of  # noqa: E402
 
 N = 8
 WHO = "block (0, 0, 0) thread ({}, 0, 0)"
-UNCHECKED = " — an access without a bound is unchecked on the GPU and faults or corrupts memory there"
+UNCHECKED = (" — an access without a bound is unchecked on the GPU and faults or corrupts memory "
+             "there")
 
 
 def _line(tag):
