@@ -630,6 +630,12 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
                                                        _RESHAPE_NEG),
     "opus.interp.engine.x__flat_with_tids__mutmut_31": ("return e.reshape(-1), t.reshape(-2)",
                                                        _RESHAPE_NEG),
+    "opus.interp.engine.xǁProgramǁexec_store__mutmut_39": (
+        "state.writes += 2",
+        "state.writes is read only by LoopProgress.check, which asks whether it changed between "
+        "two iterations of one loop; every store and every changing atomic adds a positive "
+        "count (sync_atomics adds the number of changed elements), so 2 per store changes it "
+        "exactly when 1 does (a Python int, from 0 per block: no overflow)"),
     **{f"opus.interp.engine.x__flat_with_tids__mutmut_{n}": (text, _ARANGE_I64) for n, text in (
         (17, "t = np.broadcast_to(np.arange(T, dtype=None).reshape("),
         (19, "t = np.broadcast_to(np.arange(T, ).reshape("))},

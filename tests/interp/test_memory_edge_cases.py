@@ -6,8 +6,8 @@ lane), sub-byte elements past a bound reading 0, a bounded store whose bound exc
 (with every lane inside the bound and with some dropped by it: the fault has no "unchecked"
 note), a store to a read-only numpy array, word for word with the kernel's file:line; scalar
 loads of an array placed off its alignment, a pair store by part of the lanes (only those lanes'
-alignment is checked), a misaligned pair cut by a bound (read element by element) and u64 bounds
-past int64 (unsigned however large)."""
+alignment is checked), a misaligned pair cut by a bound (read element by element), u64 bounds
+past int64 (unsigned however large) and stores counted as a spinning loop's progress."""
 import os
 import sys
 
@@ -235,3 +235,20 @@ def test_a_u64_bound_beyond_int64(n):
     with opus.set_target("sm_90a", interpret=True):
         bounded_by_u64[1, N](x, out, n)
     assert out.tolist() == [float(t + 1) if t < n else 0.0 for t in range(N)]
+
+
+@opus.kernel
+def count_while_storing(cnt: Ptr[opus.u32], out: Ptr[opus.u32]):
+    if opus.thread_id_x() == 0:
+        while opus.atomic_add(cnt, 1) < 3:   # old values 0, 1, 2 loop; 3 ends it
+            out[0] = out[0] + 1              # changes memory: the loop makes progress
+
+
+def test_every_store_counts_as_progress_of_a_spinning_loop():
+    """A run-time while with an atomic is checked for progress (an iteration changing nothing
+    would spin forever): here each iteration's atomic add and store change memory, and each
+    counts, so three iterations run: cnt 4, out 3, no "no progress" error."""
+    cnt, out = np.zeros(1, np.uint32), np.zeros(1, np.uint32)
+    with opus.set_target("sm_90a", interpret=True):
+        count_while_storing[1, N](cnt, out)
+    assert (int(cnt[0]), int(out[0])) == (4, 3)
