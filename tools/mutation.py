@@ -636,6 +636,13 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "two iterations of one loop; every store and every changing atomic adds a positive "
         "count (sync_atomics adds the number of changed elements), so 2 per store changes it "
         "exactly when 1 does (a Python int, from 0 per block: no overflow)"),
+    "opus.interp.engine.xǁProgramǁ_window__mutmut_24": (
+        "return lo, lo + b.astype(None)",
+        "the window's end as float64 instead of int64: it is only compared with element indices "
+        "of a real buffer (_eidx_valid), or in async copies less an index (hi - sidx, hi - lo) "
+        "and the difference compared with small counts; below 2^53 float64 holds all of it "
+        "exactly, and a sum it rounds (|lo + b| past 2^53: a u64 bound clamped to 2^62, a huge "
+        "i64) stays past every index on the same side, so no comparison changes"),
     **{f"opus.interp.engine.x__flat_with_tids__mutmut_{n}": (text, _ARANGE_I64) for n, text in (
         (17, "t = np.broadcast_to(np.arange(T, dtype=None).reshape("),
         (19, "t = np.broadcast_to(np.arange(T, ).reshape("))},
