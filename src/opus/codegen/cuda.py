@@ -7,55 +7,63 @@ from ..dtypes import DType
 from .cemit import CEmitter
 from .sync_atomics import CudaAtomics
 from .fp8 import FP8_FORMATS, StorageConversions
+from .tma import ptx_tma
 
 __all__ = ["render_cuda", "CudaEmitter"]
 
 
 _HALF_LETTER = {"f16": "h", "bf16": "b"}
 
-# mbarriers and TMA (sm_90, PTX ISA 8.0): codegen/tma.py fills the {fields}; shared operands
-# are 32-bit shared-window addresses, the tensor map the generic address of the
-# __grid_constant__ parameter, coordinates innermost first
+# mbarriers and TMA (sm_90, PTX ISA 8.0): the instructions are codegen/tma.py's PTX_TMA, filled
+# here with asm operand references and wrapped in asm volatile; codegen/tma.py then fills the
+# {fields} left (C expressions; the coordinates' operands innermost first, as {slots})
+def _asm_text(key, **fields) -> str:
+    """PTX_TMA[key] as text of a format template: the fields given as ``@name@`` stay
+    ``{name}`` fields, every other brace is escaped."""
+    import re
+    text = ptx_tma(key, **fields).replace("{", "{{").replace("}", "}}")
+    return re.sub(r"@(\w+)@", r"{\1}", text)
+
+
 _ASM = 'asm volatile("{text}" :: {operands} : "memory");'
+_STATE_ASM = ('{{{{ unsigned long long opus_st; asm volatile("{text}" : "=l"(opus_st) : '
+              '{operands} : "memory"); }}}}')
+_WAIT_FN = ("bool opus_mbar_{name}(unsigned bar, int parity) {{{{ unsigned ok; "
+            'asm volatile("{{{{ .reg .pred p; {text} selp.u32 %0, 1, 0, p; }}}}" : "=r"(ok) : '
+            '"r"(bar), "r"((unsigned)parity & 1u) : "memory"); return ok != 0; }}}}')
 _TMA = {
     "smem_addr": ("unsigned opus_smem_addr(const void* p) {{ unsigned a; "
                   'asm("{{ .reg .u64 t; cvta.to.shared.u64 t, %1; cvt.u32.u64 %0, t; }}" '
                   ': "=r"(a) : "l"(p)); return a; }}'),
-    "mbarrier_init": _ASM.format(text="mbarrier.init.shared::cta.b64 [%0], %1;",
+    "mbarrier_init": _ASM.format(text=_asm_text("mbarrier_init", bar="%0", count="%1"),
                                  operands='"r"({bar}), "r"({count})'),
-    "mbarrier_arrive": ('{{ unsigned long long opus_st; asm volatile("mbarrier.arrive.shared::cta'
-                        '.b64 %0, [%1];" : "=l"(opus_st) : "r"({bar}) : "memory"); }}'),
-    "mbarrier_arrive_expect_tx": ('{{ unsigned long long opus_st; asm volatile("mbarrier.arrive'
-                                  '.expect_tx.shared::cta.b64 %0, [%1], %2;" : "=l"(opus_st) : '
-                                  '"r"({bar}), "r"({bytes}) : "memory"); }}'),
-    "mbarrier_expect_tx": _ASM.format(text="mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [%0], "
-                                           "%1;", operands='"r"({bar}), "r"({bytes})'),
+    "mbarrier_arrive": _STATE_ASM.format(text=_asm_text("mbarrier_arrive", state="%0", bar="%1"),
+                                         operands='"r"({bar})'),
+    "mbarrier_arrive_expect_tx": _STATE_ASM.format(
+        text=_asm_text("mbarrier_arrive_expect_tx", state="%0", bar="%1", bytes="%2"),
+        operands='"r"({bar}), "r"({bytes})'),
+    "mbarrier_expect_tx": _ASM.format(text=_asm_text("mbarrier_expect_tx", bar="%0", bytes="%1"),
+                                      operands='"r"({bar}), "r"({bytes})'),
     # try_wait (the op) is a test: mbarrier.test_wait never suspends. PTX's try_wait suspends
     # in the background on sm_90 and sets its predicate when the phase completes, so a result
     # read later (ptxas sinks it past barriers) could see arrivals made after the call
     # (measured on an H100). The wait loop below may use try_wait: its branch reads at once.
-    "mbarrier_test_wait_fn": ("bool opus_mbar_test_wait(unsigned bar, int parity) {{ unsigned ok; "
-                              'asm volatile("{{ .reg .pred p; mbarrier.test_wait.parity.shared::cta'
-                              '.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }}" : "=r"(ok) : "r"(bar), '
-                              '"r"((unsigned)parity & 1u) : "memory"); return ok != 0; }}'),
-    "mbarrier_try_wait_fn": ("bool opus_mbar_try_wait(unsigned bar, int parity) {{ unsigned ok; "
-                             'asm volatile("{{ .reg .pred p; mbarrier.try_wait.parity.shared::cta'
-                             '.b64 p, [%1], %2; selp.u32 %0, 1, 0, p; }}" : "=r"(ok) : "r"(bar), '
-                             '"r"((unsigned)parity & 1u) : "memory"); return ok != 0; }}'),
+    **{f"mbarrier_{w}_fn": _WAIT_FN.format(
+        name=w, text=_asm_text(f"mbarrier_{w}", pred="p", bar="%1", parity="%2"))
+       for w in ("test_wait", "try_wait")},
     "mbarrier_wait_fn": ("void opus_mbar_wait(unsigned bar, int parity) "
                          "{{ while (!opus_mbar_try_wait(bar, parity)) {{ }} }}"),
-    "fence_proxy_async": 'asm volatile("fence.proxy.async.shared::cta;" ::: "memory");',
-    "fence_mbarrier_init": 'asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");',
+    **{k: f'asm volatile("{_asm_text(k)}" ::: "memory");'
+       for k in ("fence_proxy_async", "fence_mbarrier_init", "bulk_commit_group")},
+    **{k: f'asm volatile("{_asm_text(k, n="@n@")}" ::: "memory");'
+       for k in ("bulk_wait_group_read", "bulk_wait_group")},
     "tma_load": _ASM.format(
-        text="cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx"
-             "::bytes [%0], [%1, {{{slots}}}], [%2];",
+        text=_asm_text("tma_load", rank="@rank@", dst="%0", tmap="%1", bar="%2",
+                       coords="{@slots@}"),
         operands='"r"({dst}), "l"((unsigned long long)&{tmap}), "r"({bar}), {coords}'),
     "tma_store": _ASM.format(
-        text="cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group [%0, {{{slots}}}], "
-             "[%1];", operands='"l"((unsigned long long)&{tmap}), "r"({src}), {coords}'),
-    "bulk_commit_group": 'asm volatile("cp.async.bulk.commit_group;" ::: "memory");',
-    "bulk_wait_group_read": 'asm volatile("cp.async.bulk.wait_group.read {n};" ::: "memory");',
-    "bulk_wait_group": 'asm volatile("cp.async.bulk.wait_group {n};" ::: "memory");',
+        text=_asm_text("tma_store", rank="@rank@", tmap="%0", src="%1", coords="{@slots@}"),
+        operands='"l"((unsigned long long)&{tmap}), "r"({src}), {coords}'),
 }
 
 

@@ -32,6 +32,8 @@ from ..dtypes import DType
 from ..ir import VectorType, PointerType, TensorMapType, scalar_of, op_handlers, access_operands
 from .cemit import CodegenError, _located, _to_f32, _python_line_comment
 from .cuda import CudaEmitter
+from .tma import ptx_tma
+from ..targets.nv_wgmma import WgmmaControl, wgmma_text
 
 __all__ = ["PtxBody", "PtxShellEmitter", "render_ptx_shell"]
 
@@ -90,6 +92,7 @@ class PtxBody:
         self.shown = None    # the kernel line the last comment named
         self.pending = None  # its comment, written before the line's first instruction
         self.exit_label = self.label()
+        self.uses = None     # Value -> its number of uses (dies_here), counted when first asked
         self.renderers = op_handlers(self, "render_")  # op kind -> render_<kind>
 
     # -- registers, immediates, labels ---------------------------------------------------------
@@ -338,8 +341,9 @@ class PtxBody:
         self.ins(f"{'div' if quotient else 'rem'}.{ity} {d}, {x}, {y};")
         if signed and o in ("floordiv", "mod"):
             rem = d if o == "mod" else self.new_of(e)
-            if o == "floordiv":
-                self.ins(f"rem.{ity} {rem}, {x}, {y};")
+            if o == "floordiv":  # a - q*b: a second division (rem) is not shared by ptxas
+                self.ins(f"mul.lo.{ity} {rem}, {d}, {y};")
+                self.ins(f"sub.{ity} {rem}, {x}, {rem};")
             p, t = self.new("pred"), self.new_of(e)
             self.ins(f"setp.ne.{ity} {p}, {rem}, 0;")
             self.ins(f"xor.b{w} {t}, {x if o == 'floordiv' else rem}, {y};")
@@ -778,6 +782,175 @@ class PtxBody:
         d = self.new("b32")
         self.ins(f"redux.sync.{o}.{t} {d}, {self.reg(self.lane(x), 'b32')}, {m};")
         self.define(op.results[0], [d])
+
+    # -- mbarriers, TMA, fences, bulk groups: codegen/tma.py's PTX_TMA, filled with registers --
+    def tma(self, key, **fields):
+        self.ins(ptx_tma(key, **fields))
+
+    def parity(self, v) -> str:
+        """The low bit of the phase parity (the CUDA dialect passes (unsigned)parity & 1u)."""
+        x = self.lane(v)
+        k = self.const_of(x)
+        if k is not None:
+            return str(k & 1)
+        d = self.new("b32")
+        self.ins(f"and.b32 {d}, {x}, 1;")
+        return d
+
+    def render_mbarrier_init(self, op):
+        bar, count = op.operands
+        self.tma("mbarrier_init", bar=self.lane(bar), count=self.reg(self.lane(count), "b32"))
+
+    def render_mbarrier_arrive(self, op):
+        bar = self.lane(op.operands[0])
+        state = self.new("b64")  # the phase state, unused (as in the CUDA dialect)
+        if op.attrs["expect_tx"]:
+            self.tma("mbarrier_arrive_expect_tx", state=state, bar=bar,
+                     bytes=self.reg(self.lane(op.operands[1]), "b32"))
+        else:
+            self.tma("mbarrier_arrive", state=state, bar=bar)
+
+    def render_mbarrier_expect_tx(self, op):
+        bar, nbytes = op.operands
+        self.tma("mbarrier_expect_tx", bar=self.lane(bar), bytes=self.reg(self.lane(nbytes), "b32"))
+
+    def render_mbarrier_try_wait(self, op):
+        """A test (mbarrier.test_wait never suspends: codegen/cuda.py says why not try_wait)."""
+        bar, parity = op.operands
+        p = self.new("pred")
+        self.tma("mbarrier_test_wait", pred=p, bar=self.lane(bar), parity=self.parity(parity))
+        self.define(op.results[0], [p])
+
+    def render_mbarrier_wait(self, op):
+        """try_wait until the phase of that parity completes (the branch reads it at once)."""
+        bar, parity = op.operands
+        par, p, head = self.parity(parity), self.new("pred"), self.label()
+        self.put_label(head)
+        self.tma("mbarrier_try_wait", pred=p, bar=self.lane(bar), parity=par)
+        self.ins(f"@!{p} bra {head};")
+
+    def render_fence(self, op):
+        self.tma(f"fence_{op.attrs['kind']}")
+
+    def coords(self, values) -> str:
+        """The brace list of TMA coordinates: registers, innermost first."""
+        return "{" + ", ".join(self.reg(self.lane(c), "b32") for c in reversed(values)) + "}"
+
+    def render_tma_load(self, op):
+        tmap, dst, bar = op.operands[:3]
+        self.tma("tma_load", rank=len(op.operands) - 3, dst=self.lane(dst), tmap=self.lane(tmap),
+                 bar=self.lane(bar), coords=self.coords(op.operands[3:]))
+
+    def render_tma_store(self, op):
+        tmap, src = op.operands[:2]
+        self.tma("tma_store", rank=len(op.operands) - 2, tmap=self.lane(tmap), src=self.lane(src),
+                 coords=self.coords(op.operands[2:]))
+
+    def render_bulk_commit_group(self, op):
+        self.tma("bulk_commit_group")
+
+    def render_bulk_wait_group(self, op):
+        self.tma("bulk_wait_group_read" if op.attrs["read"] else "bulk_wait_group", n=op.attrs["n"])
+
+    # -- wgmma and setmaxnreg (targets/nv_wgmma.py's rows and instruction text) ----------------
+    def render_target_op(self, op):
+        ins = self.target.instruction(op.attrs["name"])
+        if isinstance(ins, WgmmaControl):
+            self.wgmma_control(ins, op)
+        else:
+            self.wgmma(ins, op)
+
+    def wgmma_control(self, row, op):
+        """fence and wait pass their values through unchanged (the same registers: ptxas
+        orders the accumulators' accesses around them); commit and setmaxnreg stand alone."""
+        if row.op.startswith("setmaxnreg"):
+            self.ins(f"{row.isa} {op.attrs['count']};")
+            return
+        self.ins(f"{row.isa} {op.attrs['n']};" if row.op == "wait" else f"{row.isa};")
+        for r, v in zip(op.results, op.operands):
+            self.define(r, self.lanes(v))
+
+    def wgmma(self, atom, op):
+        """wgmma.mma_async with D in the accumulator's own registers where the accumulator dies
+        here (the k-loop's carried value: ptxas then neither copies it nor waits), else in
+        fresh registers it is copied into. Descriptors: the static bits OR the start address."""
+        d, tok = op.results
+        if atom.a_from == "smem":
+            pa, oa, pb, ob, c, scale = op.operands
+            a_text = self.descriptor(pa, oa, op.attrs["desc_a"])
+        else:
+            a_regs, pb, ob, c, scale = op.operands
+            a_text = "{" + ", ".join(self.words(self.lanes(a_regs), atom.reg_a)) + "}"
+        b_text = self.descriptor(pb, ob, op.attrs["desc_b"])
+        acc = self.accumulator(c)
+        words = acc if atom.c.itemsize == 4 else None
+        if words is None:
+            raise CodegenError(f"internal: {atom.name} (a {atom.c.name} accumulator) reached the "
+                               "PTX body (targets/ptx_body.py refuses it)")
+        self.ins(wgmma_text(atom, "{" + ", ".join(words) + "}", a_text, b_text,
+                            self.lane(scale), op.attrs))
+        self.define(d, acc)
+        self.define(tok, ["0"])
+
+    def accumulator(self, c) -> list:
+        """Registers for a wgmma's D: c's own where c dies here, else a copy."""
+        lanes = self.lanes(c)
+        if self.dies_here(c) and len(set(lanes)) == len(lanes) and \
+                all(x.startswith("%") for x in lanes):
+            return lanes
+        cls = _reg_class(c.type)
+        regs = [self.new(cls) for _ in lanes]
+        for r, x in zip(regs, lanes):
+            self.ins(f"{_MOV[cls]} {r}, {x};")
+        return regs
+
+    def dies_here(self, v) -> bool:
+        """v's registers are read by no op but the one using v now: v has one use, and so does
+        every value v renames (through wgmma fences and waits) back to registers of its own (a
+        block argument's or a wgmma's result)."""
+        if self.uses is None:
+            self.uses = {}
+            for o in self.fn.walk():
+                for x in o.operands:
+                    self.uses[x] = self.uses.get(x, 0) + 1
+        while True:
+            if self.uses.get(v, 0) != 1:
+                return False
+            owner = v.owner
+            if owner is None:
+                return True  # a block argument: its own registers
+            if owner.kind != "target_op":
+                return False
+            ins = self.target.instruction(owner.attrs["name"])
+            if not isinstance(ins, WgmmaControl):
+                return True  # a wgmma's D
+            v = owner.operands[owner.results.index(v)]  # fence/wait: the value passed through
+
+    def descriptor(self, p, off, static_bits) -> str:
+        """A .b64 wgmma descriptor: static_bits | ((shared address of p[off] & 0x3FFFF) >> 4)."""
+        addr = self.address(p, off)[1:-1]
+        base, _, imm = addr.partition("+")
+        t, d = self.new("b32"), self.new("b64")
+        if imm:
+            self.ins(f"add.s32 {t}, {base}, {imm};")
+            self.ins(f"and.b32 {t}, {t}, 262143;")
+        else:
+            self.ins(f"and.b32 {t}, {base}, 262143;")
+        self.ins(f"shr.u32 {t}, {t}, 4;")
+        self.ins(f"cvt.u64.u32 {d}, {t};")
+        self.ins(f"or.b64 {d}, {d}, {static_bits};")
+        return d
+
+    def words(self, lanes, e: DType) -> list:
+        """Lanes of 16- or 32-bit type e as 32-bit registers (pairs packed, lane 0 low)."""
+        if e.itemsize == 4:
+            return [self.reg(x, _reg_class(e)) for x in lanes]
+        out = []
+        for i in range(0, len(lanes), 2):
+            w = self.new("b32")
+            self.ins(f"mov.b32 {w}, {{{lanes[i]}, {lanes[i + 1]}}};")
+            out.append(w)
+        return out
 
     # -- memory -------------------------------------------------------------------------------
     def render_smem_alloc(self, op):

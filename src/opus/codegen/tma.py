@@ -10,7 +10,34 @@ from __future__ import annotations
 
 from ..ir import TensorMapType
 
-__all__ = ["TmaRendering"]
+__all__ = ["TmaRendering", "PTX_TMA", "ptx_tma"]
+
+# The PTX text of each mbarrier, TMA, fence and bulk-group instruction (PTX ISA 8.0, sm_90), in
+# one place: the CUDA dialect fills the {fields} with asm operand references (%0, ...) and wraps
+# the line in asm volatile (codegen/cuda.py ``_TMA``); the PTX body fills them with its
+# registers (codegen/ptx.py). Shared operands are 32-bit shared-window addresses, the tensor map
+# the generic address of the __grid_constant__ parameter, {coords} a brace list innermost first.
+PTX_TMA = {
+    "mbarrier_init": "mbarrier.init.shared::cta.b64 [{bar}], {count};",
+    "mbarrier_arrive": "mbarrier.arrive.shared::cta.b64 {state}, [{bar}];",
+    "mbarrier_arrive_expect_tx": "mbarrier.arrive.expect_tx.shared::cta.b64 {state}, [{bar}], {bytes};",
+    "mbarrier_expect_tx": "mbarrier.expect_tx.relaxed.cta.shared::cta.b64 [{bar}], {bytes};",
+    "mbarrier_test_wait": "mbarrier.test_wait.parity.shared::cta.b64 {pred}, [{bar}], {parity};",
+    "mbarrier_try_wait": "mbarrier.try_wait.parity.shared::cta.b64 {pred}, [{bar}], {parity};",
+    "fence_proxy_async": "fence.proxy.async.shared::cta;",
+    "fence_mbarrier_init": "fence.mbarrier_init.release.cluster;",
+    "tma_load": ("cp.async.bulk.tensor.{rank}d.shared::cluster.global.tile.mbarrier::complete_tx"
+                 "::bytes [{dst}], [{tmap}, {coords}], [{bar}];"),
+    "tma_store": "cp.async.bulk.tensor.{rank}d.global.shared::cta.tile.bulk_group [{tmap}, {coords}], [{src}];",
+    "bulk_commit_group": "cp.async.bulk.commit_group;",
+    "bulk_wait_group_read": "cp.async.bulk.wait_group.read {n};",
+    "bulk_wait_group": "cp.async.bulk.wait_group {n};",
+}
+
+
+def ptx_tma(key, **fields) -> str:
+    """The PTX line of instruction ``key`` with its fields filled."""
+    return PTX_TMA[key].format(**fields)
 
 
 class TmaRendering:

@@ -142,10 +142,11 @@ def _sum_partials(split, partials, tile, splits, n):
     return opus.concat(*sums)
 
 
-def _make_kernel(out_dtype, min_blocks=None):
-    """The GEMM kernel writing ``out_dtype`` (the bias and residual pointers have that type)."""
+def _make_kernel(out_dtype, min_blocks=None, body="cuda"):
+    """The GEMM kernel writing ``out_dtype`` (the bias and residual pointers have that type),
+    rendered as ``body`` (docs/ptx_body.md)."""
 
-    @opus.kernel(block=_THREADS, min_blocks=min_blocks)
+    @opus.kernel(block=_THREADS, min_blocks=min_blocks, body=body)
     def gemm_kernel(a: opus.TensorMap, b: opus.TensorMap, c: opus.TensorMap, M: opus.i32,
                     N: opus.i32, K: opus.i32, scale_a: opus.Ptr[opus.f32],
                     scale_b: opus.Ptr[opus.f32], bias: opus.Ptr[out_dtype],
@@ -419,15 +420,16 @@ def _promote_last(ring, stage, acc, sums):
 _KERNELS = {}
 
 
-def gemm_kernel_for(out_dtype, promoted=False):
+def gemm_kernel_for(out_dtype, promoted=False, body="cuda"):
     """The GEMM kernel whose output (and bias, residual) type is ``out_dtype``; ``promoted``:
     the one launched with PROMOTE, declared one block per SM (``min_blocks=1``: without it
     ptxas cannot size the registers at entry and ignores setmaxnreg (C7508), and the 192 and
-    256 wide promoted tiles spill)."""
-    key = (out_dtype.name, promoted)
+    256 wide promoted tiles spill); ``body``: "cuda" (C++) or "ptx" (a PTX body in a C++
+    shell: the same kernel, compiled without NVVM's optimizer, docs/ptx_body.md)."""
+    key = (out_dtype.name, promoted, body)
     k = _KERNELS.get(key)
     if k is None:
-        k = _KERNELS[key] = _make_kernel(out_dtype, 1 if promoted else None)
+        k = _KERNELS[key] = _make_kernel(out_dtype, 1 if promoted else None, body)
     return k
 
 
@@ -481,7 +483,7 @@ _FP8 = ("fp8_e4m3", "fp8_e5m2")
 
 
 def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=None,
-         block_n=None, stages=None, split_k=None, block_m=None):
+         block_n=None, stages=None, split_k=None, block_m=None, body="cuda"):
     """``a @ b`` on the GPU (torch tensors, on the current stream; usable inside CUDA graphs) or
     in the interpreter (numpy arrays, with ``opus.set_target(..., interpret=True)``).
 
@@ -506,20 +508,25 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
         the rule)
     :param block_m: the block tile's height, 128 or 64 (64: at least 128 wide; default: the
         plan's rule, docs/ops.md)
+    :param body: how the kernel is rendered: "cuda" (C++, the default) or "ptx" (a PTX body
+        in a C++ shell, compiled without NVVM's optimizer: docs/ptx_body.md); a "ptx" call
+        takes the general path each time (its plans are kept, its fast-path calls are not)
     :returns: out
     :targets: sm_90a
     """
-    done = fast(a, b, out, None, None, None, bias, activation, residual,
-                (blocks, block_n, stages, split_k, block_m), False)
-    if done is not None:
-        return done
+    if body == "cuda":
+        done = fast(a, b, out, None, None, None, bias, activation, residual,
+                    (blocks, block_n, stages, split_k, block_m), False)
+        if done is not None:
+            return done
     return _run(a, b, out, None, None, None, blocks, block_n, stages,
-                epilogue=(bias, activation, residual), split_k=split_k, block_m=block_m)
+                epilogue=(bias, activation, residual), split_k=split_k, block_m=block_m,
+                body=body)
 
 
 def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=False,
                 bias=None, activation=None, residual=None, blocks=None, block_n=None,
-                stages=None, split_k=None):
+                stages=None, split_k=None, body="cuda"):
     """``(a @ b) * scale_a * scale_b`` for fp8 (e4m3 or e5m2, any pairing of one type) ``a``
     and ``b`` (as ``torch._scaled_mm``): f32 accumulation, scaled once in f32, rounded to
     ``out_dtype``. fp8 wgmma reads both operands K-major: ``b`` must be the transpose of a
@@ -542,20 +549,24 @@ def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=
         accumulation 64, 128 or 256 (as ``opus.ops.gemm``)
     :param split_k: K splits per output tile, as in ``opus.ops.gemm`` (K stages of 128 here;
         split tiles are 192 wide when promoted, else 256, unless ``block_n`` says)
+    :param body: "cuda" or "ptx", as in ``opus.ops.gemm_hopper.gemm``
     :returns: out
     :targets: sm_90a
     """
-    done = fast(a, b, out, scale_a, scale_b, out_dtype, bias, activation, residual,
-                (blocks, block_n, stages, split_k, None), not fast_accum)
-    if done is not None:
-        return done
+    if body == "cuda":
+        done = fast(a, b, out, scale_a, scale_b, out_dtype, bias, activation, residual,
+                    (blocks, block_n, stages, split_k, None), not fast_accum)
+        if done is not None:
+            return done
     return _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages,
-                promote=not fast_accum, epilogue=(bias, activation, residual), split_k=split_k)
+                promote=not fast_accum, epilogue=(bias, activation, residual), split_k=split_k,
+                body=body)
 
 
 def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promote=False,
-         epilogue=(None, None, None), split_k=None, block_m=None):
+         epilogue=(None, None, None), split_k=None, block_m=None, body="cuda"):
     bias, act, res = epilogue
+    _check_body(body)
     if split_k is not None and type(split_k) is not int:
         _check_split_k(split_k)     # refused before it reaches the plan key (a list: unhashable)
     if block_m is not None and type(block_m) is not int:
@@ -565,7 +576,7 @@ def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promot
            None if scale_a is None else _key(scale_a), None if scale_b is None else _key(scale_b),
            str(out_dtype), blocks, block_n, stages, promote,
            None if bias is None else _key(bias), act, None if res is None else _key(res), split_k,
-           block_m)
+           block_m, body)
     plan, given = _PLANS.get(key), out
     if plan is None:
         scaled = scale_a is not None or scale_b is not None
@@ -573,13 +584,14 @@ def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promot
             out = _new_out(a, b, _args.out_dtype(a, out_dtype, scaled))
             key = key[:4] + (_key(out),) + key[5:]
         plan = _plan(a, b, out, sel, blocks, block_n, stages, scaled, scale_a, scale_b,
-                     out_dtype, promote, epilogue, split_k, block_m)
+                     out_dtype, promote, epilogue, split_k, block_m, body)
         if len(_PLANS) >= 256:
             _PLANS.clear()
         _PLANS[key] = plan
     if plan is not None:
         plan()
-        if sel.mode == "gpu" and torch_exact(a, b, given, scale_a, scale_b, bias, res):
+        if sel.mode == "gpu" and body == "cuda" and torch_exact(a, b, given, scale_a, scale_b,
+                                                                 bias, res):
             _remember(plan, a, b, given, scale_a, scale_b, out_dtype, epilogue,
                       (blocks, block_n, stages, split_k, block_m), promote)
     elif out is not None and a.shape[1] == 0:
@@ -699,6 +711,12 @@ def _choose(m, n, sms, block_n, stages, isz, widths=(64, 128, 256), bm=BM):
 _MIN_SPLIT_STAGES = 8
 
 
+def _check_body(body):
+    from ..targets.ptx_body import BODIES
+    if not isinstance(body, str) or body not in BODIES:
+        _err(f"body must be one of {', '.join(map(repr, BODIES))}, got {body!r}")
+
+
 def _check_split_k(split_k):
     """split_k is an integer (numpy's too; bool is not) of at least 1."""
     import numbers
@@ -779,7 +797,7 @@ def _split_workspace(torch, a, tiles, split, bn, bm=BM):
 
 def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, scale_b=None,
           out_dtype=None, promote=False, epilogue=(None, None, None), split_k=None,
-          block_m=None):
+          block_m=None, body="cuda"):
     if sel.target.name != "sm_90a":
         _err(f"the GEMM kernel needs sm_90a (wgmma and TMA); the current target is "
              f"{sel.target.name}")
@@ -841,7 +859,7 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     dummy = _args.ones(torch, a, od)
     smem = st * (bm + bn) * 128 + bm * bn * od.itemsize
     tiles = -(-m // bm) * -(-n // bn)
-    launch = gemm_kernel_for(od, promote)[max(1, min(blocks, tiles * split)), _THREADS]
+    launch = gemm_kernel_for(od, promote, body)[max(1, min(blocks, tiles * split)), _THREADS]
     args = (ta, tb, tc, m, n, k, ones if sa is None else sa, ones if sb is None else sb,
             dummy if bias is None else bias, dummy if res is None else res,
             *_split_workspace(torch, a, tiles, split, bn, bm))

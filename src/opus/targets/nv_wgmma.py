@@ -54,7 +54,7 @@ from .nv_mma import tf32_operand_values
 __all__ = ["WgmmaAtom", "WgmmaControl", "ROWS", "INSTRUCTIONS", "WARPGROUP", "legal_n", "k_of",
            "accumulator_layout", "a_register_layout", "encode_descriptor", "decode_descriptor",
            "canonical_offsets", "swizzle_address", "operand_addresses", "fit_descriptor",
-           "DescriptorError", "SWIZZLE_FIELD", "wgmma_name", "REQUIRES"]
+           "DescriptorError", "SWIZZLE_FIELD", "wgmma_name", "wgmma_text", "REQUIRES"]
 
 WARPGROUP = 128
 REQUIRES = "sm_90a (wgmma is an arch-specific feature of compute capability 9.0: compile for sm_90a)"
@@ -465,6 +465,14 @@ def _immediates(atom, attrs):
     return imm
 
 
+def wgmma_text(atom, d, a, b, scale_d, attrs) -> str:
+    """The PTX line of one wgmma.mma_async: ``d`` the accumulators' brace list, ``a`` A's
+    descriptor (or brace list of registers), ``b`` B's descriptor, ``scale_d`` the predicate
+    (false: D = A*B); the immediates from attrs. The CUDA lowering fills it with asm operand
+    references, the PTX body (codegen/ptx.py) with its registers."""
+    return f"{atom.isa} {', '.join([d, a, b, scale_d] + _immediates(atom, attrs))};"
+
+
 def _lower_wgmma(atom, ops, res, attrs):
     d, tok = res
     if atom.a_from == "smem":
@@ -491,9 +499,9 @@ def _lower_wgmma(atom, ops, res, attrs):
     inputs += ['"l"(opus_db)', f'"r"((unsigned)({scale}))']
     b_text, s_text = f"%{k}", f"%{k + 1}"
     d_text = "{" + ", ".join(f"%{i}" for i in range(len(ops_d))) + "}"
-    args = ", ".join([d_text, a_text, b_text, "p"] + _immediates(atom, attrs))
     lines.append(f'  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, {s_text}, 0;\\n'
-                 f'{atom.isa} {args};\\n}}\\n" : {", ".join(ops_d)} : {", ".join(inputs)} : "memory");')
+                 f'{wgmma_text(atom, d_text, a_text, b_text, "p", attrs)}\\n}}\\n" : '
+                 f'{", ".join(ops_d)} : {", ".join(inputs)} : "memory");')
     lines += ["  " + s for s in back_d]
     lines += [f"  {tok} = 0;", "}"]
     return lines

@@ -24,7 +24,11 @@ _REGISTER_TYPES = frozenset("bool i8 i16 i32 i64 u8 u16 u32 u64 f16 bf16 f32 f64
 
 
 def _elem(t):
-    return t.elem if isinstance(t, (VectorType, PointerType)) else t
+    """The scalar type a value of type t holds in registers (a pointer: none of its elements;
+    what is loaded through it is checked as the load's result)."""
+    if isinstance(t, PointerType):
+        return None
+    return t.elem if isinstance(t, VectorType) else t
 
 
 def _no_nan_attr(types, attrs):
@@ -54,6 +58,23 @@ def _access(types, attrs):
     return None
 
 
+def _target_op(types, attrs):
+    """wgmma (A from shared memory, or from registers of 16/32-bit elements; f32 or i32
+    accumulators, updated in place), its fence/commit/wait, and setmaxnreg."""
+    from .nv_wgmma import INSTRUCTIONS, WgmmaControl
+    name = attrs["name"]
+    row = INSTRUCTIONS.get(name)
+    if row is None:
+        return f"the instruction {name} (the PTX body has wgmma and setmaxnreg)"
+    if isinstance(row, WgmmaControl):
+        return None
+    if row.c.itemsize != 4:
+        return f"{name}: a {row.c.name} accumulator (the PTX body keeps f32 and i32 ones)"
+    if row.a_from == "regs" and row.reg_a.itemsize == 1:
+        return f"{name}: A of {row.a.name} from registers"
+    return None
+
+
 # op kind -> None (every form) or fn(operand and result types, attrs) -> why not, or None
 PTX_BODY_KINDS = {
     "const": None, "binary": _no_nan_attr, "cmp": None, "unary": None, "math": _math,
@@ -63,6 +84,10 @@ PTX_BODY_KINDS = {
     "special": None, "barrier": None, "uniform": None,
     "shuffle": None, "vote": None, "warp_redux": None,
     "sync_warp": None, "named_barrier": None, "memory_fence": None, "clock": None,
+    "mbarrier_init": None, "mbarrier_arrive": None, "mbarrier_expect_tx": None,
+    "mbarrier_try_wait": None, "mbarrier_wait": None, "fence": None, "tma_load": None,
+    "tma_store": None, "bulk_commit_group": None, "bulk_wait_group": None,
+    "target_op": _target_op,
     "for": None, "if": None, "while": None, "yield": None, "condition": None, "return": None,
 }
 
