@@ -92,7 +92,7 @@ class PtxBody:
         self.shown = None    # the kernel line the last comment named
         self.pending = None  # its comment, written before the line's first instruction
         self.exit_label = self.label()
-        self.uses = None     # Value -> its number of uses (dies_here), counted when first asked
+        self.program = None  # _ProgramOrder (dies_here), made when first asked
         self.renderers = op_handlers(self, "render_")  # op kind -> render_<kind>
 
     # -- registers, immediates, labels ---------------------------------------------------------
@@ -882,7 +882,7 @@ class PtxBody:
             a_regs, pb, ob, c, scale = op.operands
             a_text = "{" + ", ".join(self.words(self.lanes(a_regs), atom.reg_a)) + "}"
         b_text = self.descriptor(pb, ob, op.attrs["desc_b"])
-        acc = self.accumulator(c)
+        acc = self.accumulator(c, op)
         words = acc if atom.c.itemsize == 4 else None
         if words is None:
             raise CodegenError(f"internal: {atom.name} (a {atom.c.name} accumulator) reached the "
@@ -892,10 +892,11 @@ class PtxBody:
         self.define(d, acc)
         self.define(tok, ["0"])
 
-    def accumulator(self, c) -> list:
-        """Registers for a wgmma's D: c's own where c dies here, else a copy."""
+    def accumulator(self, c, op) -> list:
+        """Registers for the D of wgmma ``op``: its accumulator c's own where c dies at op,
+        else a copy."""
         lanes = self.lanes(c)
-        if self.dies_here(c) and len(set(lanes)) == len(lanes) and \
+        if self.dies_here(c, op) and len(set(lanes)) == len(lanes) and \
                 all(x.startswith("%") for x in lanes):
             return lanes
         cls = _reg_class(c.type)
@@ -904,27 +905,35 @@ class PtxBody:
             self.ins(f"{_MOV[cls]} {r}, {x};")
         return regs
 
-    def dies_here(self, v) -> bool:
-        """v's registers are read by no op but the one using v now: v has one use, and so does
-        every value v renames (through wgmma fences and waits) back to registers of its own (a
-        block argument's or a wgmma's result)."""
-        if self.uses is None:
-            self.uses = {}
-            for o in self.fn.walk():
-                for x in o.operands:
-                    self.uses[x] = self.uses.get(x, 0) + 1
+    def dies_here(self, v, op) -> bool:
+        """v's registers are read by no op after ``op`` (which reads v): every other use of v,
+        and of each value v renames back to registers of its own (through wgmma fences and
+        waits, to a block argument's, a wgmma's D or a for/while/if result), comes before op in program order, none
+        renames it (a slice would share its registers), and no loop around op lies inside v's
+        scope (its next iteration would read v again)."""
+        if self.program is None:
+            self.program = _ProgramOrder(self.fn)
+        order = self.program
         while True:
-            if self.uses.get(v, 0) != 1:
+            for use in order.uses.get(v, ()):
+                if use is op:
+                    continue
+                if order.index[use] > order.index[op] or use.kind in _RENAMES or \
+                        use.kind == "target_op":
+                    return False
+            if order.loop_between(op, v):
                 return False
             owner = v.owner
             if owner is None:
                 return True  # a block argument: its own registers
+            if owner.kind in ("for", "while", "if"):
+                return True  # its carried or joined registers
             if owner.kind != "target_op":
                 return False
-            ins = self.target.instruction(owner.attrs["name"])
-            if not isinstance(ins, WgmmaControl):
+            if not isinstance(self.target.instruction(owner.attrs["name"]), WgmmaControl):
                 return True  # a wgmma's D
-            v = owner.operands[owner.results.index(v)]  # fence/wait: the value passed through
+            # fence/wait: v is the value passed through (its registers); go on from there
+            op, v = owner, owner.operands[owner.results.index(v)]
 
     def descriptor(self, p, off, static_bits) -> str:
         """A .b64 wgmma descriptor: static_bits | ((shared address of p[off] & 0x3FFFF) >> 4)."""
@@ -1230,9 +1239,18 @@ class PtxBody:
         self.put_label(done)
 
     # -- control flow -------------------------------------------------------------------------
-    def carried_registers(self, values) -> list:
-        """Fresh registers for the lanes of ``values`` (a loop's carried values), per value."""
-        return [[self.new(_reg_class(v.type)) for _ in self.lanes(v)] for v in values]
+    def carried_registers(self, values, loop) -> list:
+        """Registers for the lanes of ``values`` (the carried values of ``loop``), per value:
+        an initial value's own where it dies at the loop (no copy: a wgmma accumulator still
+        in flight must not be read, ptxas would serialize the wgmmas, C7514), else fresh."""
+        out, taken = [], set()
+        for v in values:
+            lanes = self.lanes(v)
+            own = (all(x.startswith("%") for x in lanes) and len(set(lanes)) == len(lanes)
+                   and not taken & set(lanes) and self.dies_here(v, loop))
+            out.append(list(lanes) if own else [self.new(_reg_class(v.type)) for _ in lanes])
+            taken.update(out[-1])
+        return out
 
     def assign(self, regs, values, parallel):
         """regs[i] (per value, per lane) = the lanes of values[i]; ``parallel``: through
@@ -1271,7 +1289,7 @@ class PtxBody:
         iv = body.args[0]
         e = scalar_of(iv.type)
         ity, w = _ity(e), _wide(e)
-        regs = self.carried_registers(inits)
+        regs = self.carried_registers(inits, op)
         self.assign(regs, inits, False)
         i = self.new_of(e)
         self.ins(f"mov.b{w} {i}, {self.lane(lb)};")
@@ -1307,7 +1325,7 @@ class PtxBody:
 
     def render_while(self, op):
         cond, body = op.regions
-        regs = self.carried_registers(op.operands)
+        regs = self.carried_registers(op.operands, op)
         self.assign(regs, op.operands, False)
         head, end = self.label(), self.label()
         self.put_label(head)
@@ -1337,6 +1355,40 @@ class PtxBody:
 
     def render_return(self, op):
         self.ins(f"bra.uni {self.exit_label};")
+
+
+# op kinds whose results are (some of) their operands' registers
+_RENAMES = frozenset({"vector_permute", "extract", "insert", "broadcast", "vector", "uniform"})
+
+
+class _ProgramOrder:
+    """Each op's place in program order (a pre-order walk), the ops using each value, and the
+    loops around each op."""
+
+    def __init__(self, fn):
+        self.index, self.uses, self.parent = {}, {}, {}
+        self.block_owner = {id(fn.body): None}
+
+        def walk(block, parent):
+            for op in block.ops:
+                self.index[op] = len(self.index)
+                self.parent[op] = parent
+                for x in op.operands:
+                    self.uses.setdefault(x, []).append(op)
+                for r in op.regions:
+                    self.block_owner[id(r)] = op
+                    walk(r, op)
+        walk(fn.body, None)
+
+    def loop_between(self, op, v) -> bool:
+        """A for/while encloses op inside the block v is defined in."""
+        scope = self.block_owner.get(id(v.block)) if v.block is not None else None
+        p = self.parent[op]
+        while p is not None and p is not scope:
+            if p.kind in ("for", "while"):
+                return True
+            p = self.parent[p]
+        return False
 
 
 def _asm_string(lines) -> list:
