@@ -93,6 +93,7 @@ class PtxBody:
         self.pending = None  # its comment, written before the line's first instruction
         self.exit_label = self.label()
         self.program = None  # _ProgramOrder (dies_here), made when first asked
+        self.quotients = {}  # (x, y, type) -> the register of div x, y (quotient)
         self.renderers = op_handlers(self, "render_")  # op kind -> render_<kind>
 
     # -- registers, immediates, labels ---------------------------------------------------------
@@ -148,6 +149,7 @@ class PtxBody:
         self.lines.append("  " + text)
 
     def put_label(self, name):
+        self.forget()
         self.lines.append(f"{name}:")
 
     def render(self) -> list:
@@ -338,10 +340,17 @@ class PtxBody:
         signed = e.kind == "int"
         quotient = o in ("floordiv", "tdiv")
         d = self.new_of(e)
-        self.ins(f"{'div' if quotient else 'rem'}.{ity} {d}, {x}, {y};")
+        k = self.const_of(y)
+        if k is not None:  # ptxas turns a constant divisor into shifts and multiplies
+            self.ins(f"{'div' if quotient else 'rem'}.{ity} {d}, {x}, {y};")
+        elif quotient:
+            self.ins(f"mov.b{w} {d}, {self.quotient(x, y, e)};")
+        else:  # a - q*b: the quotient's division shared (ptxas shares no rem with a div)
+            self.ins(f"mul.lo.{ity} {d}, {self.quotient(x, y, e)}, {y};")
+            self.ins(f"sub.{ity} {d}, {x}, {d};")
         if signed and o in ("floordiv", "mod"):
             rem = d if o == "mod" else self.new_of(e)
-            if o == "floordiv":  # a - q*b: a second division (rem) is not shared by ptxas
+            if o == "floordiv":
                 self.ins(f"mul.lo.{ity} {rem}, {d}, {y};")
                 self.ins(f"sub.{ity} {rem}, {x}, {rem};")
             p, t = self.new("pred"), self.new_of(e)
@@ -350,7 +359,6 @@ class PtxBody:
             self.ins(f"setp.lt.and.{ity} {p}, {t}, 0, {p};")
             self.ins(f"@{p} {'sub' if o == 'floordiv' else 'add'}.{ity} {d}, {d}, "
                      f"{1 if o == 'floordiv' else y};")
-        k = self.const_of(y)
         if signed and k in (None, -1):  # by -1: -a (wrapping), remainder 0
             p = self.new("pred")
             self.ins(f"setp.eq.{ity} {p}, {y}, -1;")
@@ -364,6 +372,22 @@ class PtxBody:
             self.ins(f"setp.eq.{ity} {p}, {y}, 0;")
             self.ins(f"@{p} mov.b{w} {d}, {ones if quotient else x};")
         return self.narrow(d, e)
+
+    def quotient(self, x, y, e: DType) -> str:
+        """The register of div x, y (run-time y), one division per pair of operands in a
+        straight stretch of code (floor division and modulo of the same operands share it,
+        as NVVM shares them for the C++ body); ``forget`` ends the stretch."""
+        key = (x, y, _ity(e))
+        q = self.quotients.get(key)
+        if q is None:
+            q = self.quotients[key] = self.new_of(e)
+            self.ins(f"div.{_ity(e)} {q}, {x}, {y};")
+        return q
+
+    def forget(self):
+        """Registers may hold other values from here (a join, a loop head, a register written
+        again): the known quotients no longer hold."""
+        self.quotients = {}
 
     def shift(self, o, x, y, e: DType) -> str:
         """shl/shr: the amount read as unsigned at e's width; amounts >= the width give 0 (shl,
@@ -887,6 +911,7 @@ class PtxBody:
         if words is None:
             raise CodegenError(f"internal: {atom.name} (a {atom.c.name} accumulator) reached the "
                                "PTX body (targets/ptx_body.py refuses it)")
+        self.forget()  # D's registers written again
         self.ins(wgmma_text(atom, "{" + ", ".join(words) + "}", a_text, b_text,
                             self.lane(scale), op.attrs))
         self.define(d, acc)
@@ -1257,6 +1282,7 @@ class PtxBody:
         temporaries, since a yielded value may be another carried register."""
         pairs = [(d, s, _reg_class(v.type)) for ds, v in zip(regs, values)
                  for d, s in zip(ds, self.bcast(v, len(ds))) if d != s]
+        self.forget()
         written = {d for d, _, _ in pairs}
         if parallel and any(s in written for _, s, _ in pairs):
             temps = []
