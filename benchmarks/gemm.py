@@ -6,7 +6,7 @@ them, and other small-M shapes timed beside it: DECODE_ROWS); ``opus.ops.scaled_
 ``torch._scaled_mm`` at 8192^3.
 
     PYTHONPATH=src python benchmarks/gemm.py [--out gemm.json] [--reps 30] [--only fp8|bf16|decode]
-        [--compile-only]
+        [--compile-only [--body cuda|ptx|both]]
 
 Each shape: fresh random inputs, our result checked against torch's (max error relative to the
 largest output) before timing; then two passes in alternating order (ours, torch; torch, ours),
@@ -16,7 +16,8 @@ and device (a CUDA graph of GRAPH_CALLS calls replayed, per call: the kernels ba
 in a captured decode step; for calls of ~50 us the eager time is mostly the hosts' launch
 paths). TFLOP/s = 2 M N K / time (device). Also
 recorded: the kernel's registers and spills, its SASS's wgmma count, and the compile time of
-a new configuration in a warm process, split into trace, render and NVRTC.
+a new configuration in a warm process, split into trace, render and NVRTC, for the C++ body
+and for the PTX body (``body="ptx"``: the kernel as PTX in one C++ shell, docs/ptx_body.md).
 """
 from __future__ import annotations
 
@@ -202,14 +203,15 @@ _NVRTC_PHASES = {"CUDA C++ Frontend": "frontend_ms", "NVVM Optimizer": "nvvm_ms"
                  "PTX Translation": "ptxas_ms"}
 
 
-def _compile_time(groups=(3, 5, 7)):
+def _compile_time(groups=(3, 5, 7), body="cuda"):
     """A new configuration (GROUP changes the code) in a warm process, each phase timed: trace
     (Python to IR: ``specialize``), render (IR to the CUDA C++ NVRTC gets), and NVRTC to CUBIN
     (wall time, and NVRTC's own split: C++ front end, NVVM optimizer to PTX, ptxas). The warm-up
-    traces, renders and compiles one configuration first, so NVRTC is loaded and initialized."""
+    traces, renders and compiles one configuration first, so NVRTC is loaded and initialized.
+    ``body``: the kernel's rendering, "cuda" (C++) or "ptx" (a PTX body)."""
     from opus import bf16
     from opus.runtime import nvrtc
-    k = G.gemm_kernel
+    k = G.gemm_kernel_for(bf16, body=body)
     warm = k.specialize(target="sm_90a", DT=bf16, GROUP=8)
     nvrtc.compile_cuda(warm.source, arch="sm_90a")
     rows = []
@@ -221,7 +223,7 @@ def _compile_time(groups=(3, 5, 7)):
         t2 = time.perf_counter()
         _, phases = nvrtc.compile_phases(src, arch="sm_90a")
         t3 = time.perf_counter()
-        row = {"trace_ms": (t1 - t0) * 1e3, "render_ms": (t2 - t1) * 1e3,
+        row = {"body": body, "trace_ms": (t1 - t0) * 1e3, "render_ms": (t2 - t1) * 1e3,
                "nvrtc_ms": (t3 - t2) * 1e3, "total_ms": (t3 - t0) * 1e3}
         row.update({key: phases.get(name) for name, key in _NVRTC_PHASES.items()})
         rows.append(row)
@@ -234,7 +236,8 @@ def compile_report(rows) -> str:
     split = ", ".join(f"{label} {best[key]:.0f} ms" for label, key in
                       (("C++ front end", "frontend_ms"), ("NVVM", "nvvm_ms"), ("ptxas", "ptxas_ms"))
                       if best.get(key) is not None)
-    return (f"Compile of a new configuration, warm process (best of {len(rows)}): trace "
+    body = {"cuda": "C++ body", "ptx": "PTX body"}[best.get("body", "cuda")]
+    return (f"Compile of a new configuration ({body}), warm process (best of {len(rows)}): trace "
             f"{best['trace_ms']:.0f} ms, render {best['render_ms']:.0f} ms, NVRTC "
             f"{best['nvrtc_ms']:.0f} ms ({split}), total {best['total_ms']:.0f} ms.")
 
@@ -261,7 +264,8 @@ def run(reps, only=None):
               f"err {r['max_rel_err_vs_torch']:.2g}", flush=True)
         rows.append(r)
     return {"shapes": rows, "kernel": _kernel_facts(), "kernel_fp8": _kernel_facts_fp8(),
-            "compile_new_config": _compile_time()}
+            "compile_new_config": _compile_time(),
+            "compile_new_config_ptx": _compile_time(body="ptx")}
 
 
 def _facts_lines(facts, sass):
@@ -308,6 +312,8 @@ def markdown(res):
             f"{v['qgmma_in_sass']} QGMMA and {v['wait_one_in_sass']} one-group-in-flight waits "
             f"in SASS"))
     lines += ["", compile_report(res["gemm"]["compile_new_config"]), ""]
+    if "compile_new_config_ptx" in res["gemm"]:
+        lines += [compile_report(res["gemm"]["compile_new_config_ptx"]), ""]
     return "\n".join(lines)
 
 
@@ -320,9 +326,12 @@ def main():
                          "and DECODE_ROWS)")
     ap.add_argument("--compile-only", action="store_true",
                     help="only the compile of a new configuration (no GPU needed)")
+    ap.add_argument("--body", choices=("cuda", "ptx", "both"), default="cuda",
+                    help="with --compile-only: the C++ body (default), the PTX body, or both")
     a = ap.parse_args()
     if a.compile_only:
-        print(compile_report(_compile_time(groups=(3, 5, 7, 9, 11))))
+        for body in ("cuda", "ptx") if a.body == "both" else (a.body,):
+            print(compile_report(_compile_time(groups=(3, 5, 7, 9, 11), body=body)), flush=True)
         return
     res = {"environment": common.environment(), "reps": a.reps, "gemm": run(a.reps, a.only)}
     if a.out:
