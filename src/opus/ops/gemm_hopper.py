@@ -510,7 +510,8 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
         plan's rule, docs/ops.md)
     :param body: how the kernel is rendered: "cuda" (C++, the default) or "ptx" (a PTX body
         in a C++ shell, compiled without NVVM's optimizer: docs/ptx_body.md); a "ptx" call
-        takes the general path each time (its plans are kept, its fast-path calls are not)
+        takes the general path each time (its plans are kept, its fast-path calls are not) and
+        does not split K
     :returns: out
     :targets: sm_90a
     """
@@ -828,6 +829,11 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
         _err(f"activation must be a function of one value (e.g. opus.ops.relu), got {act!r}")
     if split_k is not None:
         _check_split_k(split_k)
+    if body == "ptx":  # split-K's atomic counter is not in the PTX body yet (docs/ptx_body.md)
+        if split_k not in (None, 1):
+            _err(f"split_k={split_k} with body='ptx': the PTX body has no split-K yet (its "
+                 f"atomic counter); pass split_k=1 or body='cuda'")
+        split_k = 1
     if m == 0 or n == 0 or k == 0:
         return None
     kmajor = _b_major(b, k, n)
