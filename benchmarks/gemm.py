@@ -52,6 +52,7 @@ DECODE_ROWS = [(128, 8192, 8192, {"block_n": 64, "split_k": 1}),
                (128, 2048, 8192, {"split_k": 1})]
 DECODE = {(128, 8192, 8192), (8192, 8192, 1024)}     # --only decode: these SHAPES and DECODE_ROWS
 GRAPH_CALLS = 10
+BODY = {}       # --body for the timed calls: {} (the library's default) or {"body": "cuda"|"ptx"}
 
 
 def _compare(torch, f_ours, f_torch, ours, reps, flops, row, host=None):
@@ -113,7 +114,7 @@ def _plan_choice(torch, m, n, k, options):
 
 def _one(torch, m, n, k, b_kmajor, reps, options=None):
     """bf16 against torch.matmul; ``options``: opus.ops.gemm's keywords (None: the plan's)."""
-    options = options or {}
+    options = dict(options or {}, **BODY)
     a = torch.randn(m, k, device="cuda", dtype=torch.bfloat16)
     if b_kmajor:
         b = torch.randn(n, k, device="cuda", dtype=torch.bfloat16).t()
@@ -144,7 +145,7 @@ def _one_fp8(torch, m, n, k, rowwise, reps, fast=False, block_n=None):
         sb = torch.tensor(1.25, device="cuda")
     ours = torch.empty(m, n, device="cuda", dtype=torch.bfloat16)
     return _compare(torch, lambda: opus.ops.scaled_gemm(a, w.t(), sa, sb, out=ours,
-                                                        fast_accum=fast, block_n=block_n),
+                                                        fast_accum=fast, block_n=block_n, **BODY),
                     lambda: torch._scaled_mm(a, w.t(), scale_a=sa, scale_b=sb,
                                              out_dtype=torch.bfloat16, use_fast_accum=fast),
                     ours, reps, 2.0 * m * n * k,
@@ -249,6 +250,8 @@ def run(reps, only=None):
     bf16 = [(m, n, k, None) for m, n, k in SHAPES] + DECODE_ROWS
     if only == "decode":
         bf16 = [(m, n, k, None) for m, n, k in SHAPES if (m, n, k) in DECODE] + DECODE_ROWS
+    if BODY.get("body") == "ptx":   # the PTX body does not split K (docs/ptx_body.md)
+        bf16 = [row for row in bf16 if (row[3] or {}).get("split_k", 1) == 1]
     for m, n, k, options in bf16 if only != "fp8" else ():
         for kmajor in (False, True):
             r = _one(torch, m, n, k, kmajor, reps, options)
@@ -326,14 +329,20 @@ def main():
                          "and DECODE_ROWS)")
     ap.add_argument("--compile-only", action="store_true",
                     help="only the compile of a new configuration (no GPU needed)")
-    ap.add_argument("--body", choices=("cuda", "ptx", "both"), default="cuda",
-                    help="with --compile-only: the C++ body (default), the PTX body, or both")
+    ap.add_argument("--body", choices=("cuda", "ptx", "both"),
+                    help="with --compile-only: the C++ body (default), the PTX body, or both; "
+                         "else the body of the timed calls (default: the library's)")
     a = ap.parse_args()
     if a.compile_only:
-        for body in ("cuda", "ptx") if a.body == "both" else (a.body,):
+        for body in ("cuda", "ptx") if a.body == "both" else (a.body or "cuda",):
             print(compile_report(_compile_time(groups=(3, 5, 7, 9, 11), body=body)), flush=True)
         return
-    res = {"environment": common.environment(), "reps": a.reps, "gemm": run(a.reps, a.only)}
+    if a.body == "both":
+        ap.error("--body both needs --compile-only")
+    if a.body:
+        BODY["body"] = a.body
+    res = {"environment": common.environment(), "reps": a.reps, "body": a.body,
+           "gemm": run(a.reps, a.only)}
     if a.out:
         common.write_report(res, a.out, markdown(res))
 
