@@ -66,6 +66,24 @@ def _wide(e: DType) -> int:
     return 64 if e.bits == 64 else 32
 
 
+def unsigned_magic(d, n):
+    """(m, shift, add) with x // d == (mulhi(x, m) >> shift) for every n-bit unsigned x, or,
+    where add, == ((t + ((x - t) >> 1)) >> shift) with t = mulhi(x, m); 2 <= d < 2**n."""
+    lg = (d - 1).bit_length()                  # ceil(log2 d)
+    for p in range(n, n + lg + 1):             # the smallest multiplier that is exact
+        m = -(-(1 << p) // d)
+        if m < (1 << n) and m * d - (1 << p) <= (1 << (p - n)):
+            return m, p - n, False
+    return ((1 << n) * ((1 << lg) - d)) // d + 1, lg - 1, True
+
+
+def signed_magic(d, n):
+    """(m, shift): the n-bit signed multiplier with x / |d| truncated == ((x + mulhi(x, m)) >>
+    shift) - (x >> (n - 1)) for every n-bit signed x; 2 <= |d| <= 2**(n-1)."""
+    lg = max((abs(d) - 1).bit_length(), 1)
+    return 1 + (1 << (n + lg - 1)) // abs(d) - (1 << n), lg - 1
+
+
 def _ity(e: DType) -> str:
     """PTX integer type of ``e``'s arithmetic: s32/u32/s64/u64."""
     return ("s" if e.kind == "int" else "u") + str(_wide(e))
@@ -339,9 +357,18 @@ class PtxBody:
         w, ity = _wide(e), _ity(e)
         signed = e.kind == "int"
         quotient = o in ("floordiv", "tdiv")
-        d = self.new_of(e)
         k = self.const_of(y)
-        if k is not None:  # ptxas turns a constant divisor into shifts and multiplies
+        if k is not None and k > 0 and k & (k - 1) == 0:
+            return self.narrow(self.divide_by_power_of_two(o, x, k, e), e)
+        d = self.new_of(e)
+        if k is not None and abs(k) >= 2:     # truncating, by a multiply-high (C's / and %)
+            q = self.divide_by_constant(x, k, e)
+            if quotient:
+                self.ins(f"mov.b{w} {d}, {q};")
+            else:
+                self.ins(f"mul.lo.{ity} {d}, {q}, {k};")
+                self.ins(f"sub.{ity} {d}, {x}, {d};")
+        elif k is not None:  # by 0, 1 or -1: the fix-ups below decide
             self.ins(f"{'div' if quotient else 'rem'}.{ity} {d}, {x}, {y};")
         elif quotient:
             self.ins(f"mov.b{w} {d}, {self.quotient(x, y, e)};")
@@ -372,6 +399,55 @@ class PtxBody:
             self.ins(f"setp.eq.{ity} {p}, {y}, 0;")
             self.ins(f"@{p} mov.b{w} {d}, {ones if quotient else x};")
         return self.narrow(d, e)
+
+    def divide_by_power_of_two(self, o, x, k, e: DType) -> str:
+        """x / k for k = 2**s by shifts and masks, as NVVM writes it for the C++ body (ptxas
+        does not: a div.u32 by 8 became its generic reciprocal sequence). Floor forms: an
+        arithmetic shift and a mask; truncating ones of signed types round the negative x
+        toward zero first (x + k - 1 where x < 0)."""
+        w, s = _wide(e), k.bit_length() - 1
+        d = self.new_of(e)
+        if o in ("mod", "tmod") and not (o == "tmod" and e.kind == "int"):
+            self.ins(f"and.b{w} {d}, {x}, {k - 1};")   # floor mod, or unsigned: the low bits
+            return d
+        if o == "floordiv" or e.kind != "int":
+            self.ins(f"shr.{_ity(e)} {d}, {x}, {s};")
+            return d
+        t = self.new_of(e)                             # truncating, signed
+        self.ins(f"shr.s{w} {t}, {x}, {w - 1};")
+        self.ins(f"shr.u{w} {t}, {t}, {w - s};")
+        self.ins(f"add.s{w} {t}, {x}, {t};")
+        if o == "tdiv":
+            self.ins(f"shr.s{w} {d}, {t}, {s};")
+        else:                                          # x - (the biased x rounded down to k)
+            self.ins(f"and.b{w} {t}, {t}, {-k};")
+            self.ins(f"sub.s{w} {d}, {x}, {t};")
+        return d
+
+    def divide_by_constant(self, x, k, e: DType) -> str:
+        """x / k truncated, for a constant |k| >= 2, by a multiply-high and shifts (Granlund and
+        Montgomery, "Division by invariant integers using multiplication", 1994; what NVVM
+        writes for the C++ body: ptxas keeps a div by a constant as its generic sequence)."""
+        w = _wide(e)
+        q, t = self.new_of(e), self.new_of(e)
+        if e.kind != "int":
+            m, shift, add = unsigned_magic(k, w)
+            self.ins(f"mul.hi.u{w} {t}, {x}, 0x{m:X};")
+            if add:         # the 33rd bit of m: q = (t + (x - t) / 2) >> shift
+                self.ins(f"sub.u{w} {q}, {x}, {t};")
+                self.ins(f"shr.u{w} {q}, {q}, 1;")
+                self.ins(f"add.u{w} {t}, {q}, {t};")
+            self.ins(f"shr.u{w} {q}, {t}, {shift};")
+            return q
+        m, shift = signed_magic(k, w)
+        self.ins(f"mul.hi.s{w} {t}, {x}, 0x{m % (1 << w):X};")   # m's bits
+        self.ins(f"add.s{w} {t}, {t}, {x};")
+        self.ins(f"shr.s{w} {t}, {t}, {shift};")
+        self.ins(f"shr.s{w} {q}, {x}, {w - 1};")
+        self.ins(f"sub.s{w} {q}, {t}, {q};")       # + 1 for a negative x: toward zero
+        if k < 0:
+            self.ins(f"neg.s{w} {q}, {q};")
+        return q
 
     def quotient(self, x, y, e: DType) -> str:
         """The register of div x, y (run-time y), one division per pair of operands in a
@@ -595,8 +671,9 @@ class PtxBody:
             return self.narrow(d, to)
         d = self.new_of(to)
         x = self.reg(x, _reg_class(src))
-        if wt == 64:  # extended by the source's signedness
-            self.ins(f"cvt.{_ity(to)}.{_ity(src)} {d}, {x};")
+        if wt == 64:  # extended by the source's signedness, named in both types: ptxas
+            # sign-extended a cvt.s64.u32 whose result was shifted left (sm_90a, CUDA 13.0)
+            self.ins(f"cvt.{_ity(src)[0]}64.{_ity(src)} {d}, {x};")
             return d
         self.ins(f"cvt.u32.u64 {d}, {x};")
         return self.narrow(d, to)
