@@ -195,7 +195,7 @@ def test_gemm_with_a_ptx_body_in_the_interpreter(sm90):
     np.testing.assert_allclose(c.astype(np.float32), ref, rtol=2 ** -8, atol=1e-4)
 
 
-@pytest.mark.parametrize("bad", ["sass", None, 1])
+@pytest.mark.parametrize("bad", ["sass", "", 1])
 def test_gemm_bad_body_names_the_argument(sm90, bad):
     import ml_dtypes
     a, b = _inputs(8, 8, 8, ml_dtypes.bfloat16)

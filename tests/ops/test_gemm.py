@@ -321,6 +321,43 @@ def test_bias_activation_residual(sm90, act):
     assert (np.abs(c.astype(np.float64) - ref) <= tol).all()
 
 
+def _planned_body():
+    """The body of the kernel the last new plan launched (opus.ops.gemm_hopper's plan cache)."""
+    from opus.ops import gemm_hopper as G
+    return list(G._PLANS.values())[-1].launch.kernel.body
+
+
+@pytest.mark.parametrize("act,split,body", [(None, None, "ptx"), ("relu", None, "ptx"),
+                                            ("silu", None, "cuda"), ("gelu_tanh", None, "cuda"),
+                                            (None, 2, "cuda")])
+def test_the_plan_picks_the_body(sm90, act, split, body):
+    """Default: the PTX body (docs/ptx_body.md); the C++ body where the activation uses exp or
+    tanh (not in a PTX body) or the plan splits K (its atomics: not in a PTX body)."""
+    from opus.ops import gemm_hopper as G
+    G._PLANS.clear()
+    a, b = _inputs(70, 136, 256, BF16, False, seed=8)
+    c = opus.ops.gemm(a, b, activation=act and getattr(opus.ops, act), split_k=split)
+    assert _planned_body() == body
+    ref = _np_act(act, a.astype(np.float64) @ b.astype(np.float64)) if act else \
+        a.astype(np.float64) @ b.astype(np.float64)
+    assert (np.abs(c.astype(np.float64) - ref) <= 2.0 ** -8 * np.abs(ref)
+            + 1e-4 * np.abs(ref).max()).all()
+
+
+def test_an_explicit_body_is_kept(sm90):
+    """body='cuda' is used as given; body='ptx' with an activation a PTX body lacks is the
+    trace's error at the activation's line (no silent change of body)."""
+    from opus.ops import gemm_hopper as G
+    a, b = _inputs(70, 136, 64, BF16, False, seed=9)
+    G._PLANS.clear()
+    opus.ops.gemm(a, b, body="cuda")
+    assert _planned_body() == "cuda"
+    with pytest.raises(opus.TraceError, match="not available in a PTX body"):
+        opus.ops.gemm(a, b, activation=opus.ops.silu, body="ptx")
+    with pytest.raises(opus.ArgumentError, match="body must be one of 'cuda', 'ptx' or None"):
+        opus.ops.gemm(a, b, body="sass")
+
+
 def test_a_users_activation_and_fp8_with_bias(sm90):
     a, b, sa, sb = _scaled_inputs(70, 80, 64, "row", "column")
     bias = np.linspace(-1, 1, 80).astype(BF16)

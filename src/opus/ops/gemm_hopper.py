@@ -32,6 +32,8 @@ types, of 16 for fp8); other shapes are refused with that reason.
 import opus
 from opus import dtypes as dt
 from opus.frontend.targeting import current_target
+from opus.lang.context import TraceError
+from opus.targets.ptx_body import REFUSED
 from . import _fast_call, _rows
 from . import _gemm_args as _args
 from ._gemm_args import (err as _err, strides as _strides, b_major as _b_major,
@@ -483,7 +485,7 @@ _FP8 = ("fp8_e4m3", "fp8_e5m2")
 
 
 def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=None,
-         block_n=None, stages=None, split_k=None, block_m=None, body="cuda"):
+         block_n=None, stages=None, split_k=None, block_m=None, body=None):
     """``a @ b`` on the GPU (torch tensors, on the current stream; usable inside CUDA graphs) or
     in the interpreter (numpy arrays, with ``opus.set_target(..., interpret=True)``).
 
@@ -508,18 +510,17 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
         the rule)
     :param block_m: the block tile's height, 128 or 64 (64: at least 128 wide; default: the
         plan's rule, docs/ops.md)
-    :param body: how the kernel is rendered: "cuda" (C++, the default) or "ptx" (a PTX body
-        in a C++ shell, compiled without NVVM's optimizer: docs/ptx_body.md); a "ptx" call
-        takes the general path each time (its plans are kept, its fast-path calls are not) and
-        does not split K
+    :param body: how the kernel is rendered: "ptx" (a PTX body in a C++ shell, compiled
+        without NVVM's optimizer in half the time: docs/ptx_body.md) or "cuda" (C++). Default:
+        "ptx", except for a plan that splits K or an activation using what a PTX body lacks
+        (exp, tanh: gelu_tanh, silu), which take "cuda"; an explicit "ptx" does not split K
     :returns: out
     :targets: sm_90a
     """
-    if body == "cuda":
-        done = fast(a, b, out, None, None, None, bias, activation, residual,
-                    (blocks, block_n, stages, split_k, block_m), False)
-        if done is not None:
-            return done
+    done = fast(a, b, out, None, None, None, bias, activation, residual,
+                (blocks, block_n, stages, split_k, block_m, body), False)
+    if done is not None:
+        return done
     return _run(a, b, out, None, None, None, blocks, block_n, stages,
                 epilogue=(bias, activation, residual), split_k=split_k, block_m=block_m,
                 body=body)
@@ -527,7 +528,7 @@ def gemm(a, b, out=None, *, bias=None, activation=None, residual=None, blocks=No
 
 def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=False,
                 bias=None, activation=None, residual=None, blocks=None, block_n=None,
-                stages=None, split_k=None, body="cuda"):
+                stages=None, split_k=None, body=None):
     """``(a @ b) * scale_a * scale_b`` for fp8 (e4m3 or e5m2, any pairing of one type) ``a``
     and ``b`` (as ``torch._scaled_mm``): f32 accumulation, scaled once in f32, rounded to
     ``out_dtype``. fp8 wgmma reads both operands K-major: ``b`` must be the transpose of a
@@ -550,22 +551,22 @@ def scaled_gemm(a, b, scale_a, scale_b, out=None, *, out_dtype=None, fast_accum=
         accumulation 64, 128 or 256 (as ``opus.ops.gemm``)
     :param split_k: K splits per output tile, as in ``opus.ops.gemm`` (K stages of 128 here;
         split tiles are 192 wide when promoted, else 256, unless ``block_n`` says)
-    :param body: "cuda" or "ptx", as in ``opus.ops.gemm_hopper.gemm``
+    :param body: "ptx", "cuda" or None (the plan's choice), as in
+        ``opus.ops.gemm_hopper.gemm``
     :returns: out
     :targets: sm_90a
     """
-    if body == "cuda":
-        done = fast(a, b, out, scale_a, scale_b, out_dtype, bias, activation, residual,
-                    (blocks, block_n, stages, split_k, None), not fast_accum)
-        if done is not None:
-            return done
+    done = fast(a, b, out, scale_a, scale_b, out_dtype, bias, activation, residual,
+                (blocks, block_n, stages, split_k, None, body), not fast_accum)
+    if done is not None:
+        return done
     return _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages,
                 promote=not fast_accum, epilogue=(bias, activation, residual), split_k=split_k,
                 body=body)
 
 
 def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promote=False,
-         epilogue=(None, None, None), split_k=None, block_m=None, body="cuda"):
+         epilogue=(None, None, None), split_k=None, block_m=None, body=None):
     bias, act, res = epilogue
     _check_body(body)
     if split_k is not None and type(split_k) is not int:
@@ -591,10 +592,9 @@ def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promot
         _PLANS[key] = plan
     if plan is not None:
         plan()
-        if sel.mode == "gpu" and body == "cuda" and torch_exact(a, b, given, scale_a, scale_b,
-                                                                 bias, res):
+        if sel.mode == "gpu" and torch_exact(a, b, given, scale_a, scale_b, bias, res):
             _remember(plan, a, b, given, scale_a, scale_b, out_dtype, epilogue,
-                      (blocks, block_n, stages, split_k, block_m), promote)
+                      (blocks, block_n, stages, split_k, block_m, body), promote)
     elif out is not None and a.shape[1] == 0:
         out[...] = 0
     return out
@@ -605,7 +605,7 @@ def _run(a, b, out, scale_a, scale_b, out_dtype, blocks, block_n, stages, promot
 # call key (_call_key: the layouts, not the addresses) -> call(a, b, out, scale_a, scale_b,
 # bias, residual) -> out (_ByAddress.call)
 _CALLS = {}
-_NO_OPTIONS = (None,) * 5
+_NO_OPTIONS = (None,) * 6
 _FOREIGN = object()       # an operand of another type in a key: never stored
 
 
@@ -622,9 +622,12 @@ def fast(a, b, out, scale_a, scale_b, out_dtype, bias, act, res, options, promot
 
 def _call_key(a, b, out, scale_a, scale_b, out_dtype, bias, act, res, options, promote):
     """The layouts (shape, strides, dtype, device, address alignment) of a torch call's
-    tensors, the target selection, the options (None or ints only: a bool or numpy integer
-    takes the general path) and the rest; None where an option is of another type."""
-    if options != _NO_OPTIONS and not all(v is None or type(v) is int for v in options):
+    tensors, the target selection, the options (None or ints only, and the body: a bool or
+    numpy integer takes the general path) and the rest; None where an option is of another
+    type."""
+    if options != _NO_OPTIONS and not (
+            all(v is None or type(v) is int for v in options[:-1])
+            and options[-1] in (None, "cuda", "ptx")):
         return None
     return (current_target(), _fast_call.layout(a), _layout(b), _layout(out), _layout(scale_a), _layout(scale_b),
             None if out_dtype is None else (type(out_dtype), str(out_dtype)),
@@ -714,8 +717,9 @@ _MIN_SPLIT_STAGES = 8
 
 def _check_body(body):
     from ..targets.ptx_body import BODIES
-    if not isinstance(body, str) or body not in BODIES:
-        _err(f"body must be one of {', '.join(map(repr, BODIES))}, got {body!r}")
+    if body is not None and (not isinstance(body, str) or body not in BODIES):
+        _err(f"body must be one of {', '.join(map(repr, BODIES))} or None (the plan's "
+             f"choice), got {body!r}")
 
 
 def _check_split_k(split_k):
@@ -798,7 +802,7 @@ def _split_workspace(torch, a, tiles, split, bn, bm=BM):
 
 def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, scale_b=None,
           out_dtype=None, promote=False, epilogue=(None, None, None), split_k=None,
-          block_m=None, body="cuda"):
+          block_m=None, body=None):
     if sel.target.name != "sm_90a":
         _err(f"the GEMM kernel needs sm_90a (wgmma and TMA); the current target is "
              f"{sel.target.name}")
@@ -854,6 +858,11 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
         block_n = next((w for w in (192, 128) if -(-m // BM) * -(-n // w) >= blocks), 64)
     bn, st = _choose(m, n, blocks, block_n, stages, od.itemsize,
                      tuple(_PROMOTE_PIECES) if promote else (64, 128, 256), bm)
+    if body is None:    # the PTX body where it renders the plan (split-K's atomics: not yet)
+        body = "ptx" if split == 1 else "cuda"
+        chosen = True
+    else:
+        chosen = False
     bt = (b.t() if torch is not None else b.T) if kmajor else b
     ta = opus.TensorMap(a, (bm, bke), swizzle=128)
     tb = (opus.TensorMap(bt, (bn, bke), swizzle=128) if kmajor
@@ -865,17 +874,24 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     dummy = _args.ones(torch, a, od)
     smem = st * (bm + bn) * 128 + bm * bn * od.itemsize
     tiles = -(-m // bm) * -(-n // bn)
-    launch = gemm_kernel_for(od, promote, body)[max(1, min(blocks, tiles * split)), _THREADS]
     args = (ta, tb, tc, m, n, k, ones if sa is None else sa, ones if sb is None else sb,
             dummy if bias is None else bias, dummy if res is None else res,
             *_split_workspace(torch, a, tiles, split, bn, bm))
+    constexprs = dict(DT=d, OUT=od, BN=bn, STAGES=st, B_KMAJOR=kmajor, SCALES=(mode_a, mode_b),
+                      PROMOTE=_PROMOTE_PIECES[bn] if promote else 0,
+                      EPILOGUE=(bias is not None, act, res is not None), SPLIT=split,
+                      BLOCK_M=bm)
+    grid = max(1, min(blocks, tiles * split))
     # bound once: a repeated call runs the entry (no keyword binding or entry key per call,
     # which cost the eager call tens of microseconds on the H100's host)
-    run, full = launch.bind_entry(*args, DT=d, OUT=od, BN=bn, STAGES=st, B_KMAJOR=kmajor,
-                                  SCALES=(mode_a, mode_b),
-                                  PROMOTE=_PROMOTE_PIECES[bn] if promote else 0,
-                                  EPILOGUE=(bias is not None, act, res is not None),
-                                  SPLIT=split, BLOCK_M=bm)
+    try:
+        launch = gemm_kernel_for(od, promote, body)[grid, _THREADS]
+        run, full = launch.bind_entry(*args, **constexprs)
+    except TraceError as e:     # the activation uses what a PTX body lacks (exp, tanh)
+        if not (chosen and REFUSED in str(e)):
+            raise
+        launch = gemm_kernel_for(od, promote, "cuda")[grid, _THREADS]
+        run, full = launch.bind_entry(*args, **constexprs)
     by_address = _ByAddress(run, launch, full, smem, (ones, dummy), kmajor, od)
     if split > 1:
         by_address.spaces = _fast_call.Workspaces(
