@@ -329,6 +329,46 @@ def test_gpu_gemm_ptx_body_f16_epilogue_and_narrow_tiles():
     assert ((got.float() - ref).abs() <= 2e-2 * ref.abs() + 2e-2).all()
 
 
+def test_promoted_256_wide_tiles_keep_the_cpp_body(sm90):
+    """Four promoted pieces per tile (block_n 256) come out wrong with a PTX body on the H100
+    (the tile's first 64 columns): the plan keeps the C++ body there, an explicit PTX body is
+    refused with the reason."""
+    import ml_dtypes
+    rng = np.random.default_rng(3)
+    e4m3 = ml_dtypes.float8_e4m3fn
+    a = rng.standard_normal((64, 128)).astype(e4m3)
+    w = rng.standard_normal((256, 128)).astype(e4m3)
+    one = np.ones(1, np.float32)
+    with raises(opus.ArgumentError, "block_n=256", "body='ptx'", "body='cuda'"):
+        G.scaled_gemm(a, w.T, one, one, block_n=256, body="ptx")
+    G._PLANS.clear()
+    c = G.scaled_gemm(a, w.T, one, one, block_n=256)
+    assert list(G._PLANS.values())[-1].launch.kernel.body == "cuda"
+    ref = a.astype(np.float32) @ w.astype(np.float32).T
+    np.testing.assert_allclose(c.astype(np.float32), ref, rtol=2 ** -7, atol=1e-2)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("block_n", [64, 128, 192])
+@pytest.mark.parametrize("fast_accum", [False, True])
+def test_gpu_scaled_fp8_ptx_body_tile_widths(fast_accum, block_n):
+    """Each promoted tile width (one or two pieces) and fast accumulation: PTX body = C++ body."""
+    torch = _torch_sm90()
+    g = torch.Generator(device="cuda").manual_seed(12)
+    a = torch.randn(256, 512, device="cuda", generator=g).to(torch.float8_e4m3fn)
+    w = torch.randn(512, 512, device="cuda", generator=g).to(torch.float8_e4m3fn)
+    one = torch.ones(1, device="cuda")
+    if fast_accum and block_n == 192:
+        block_n = 256          # fast accumulation's widths: 64, 128, 256
+    with opus.set_target(TARGET, interpret=False):
+        got = G.scaled_gemm(a, w.t(), one, one, block_n=block_n, fast_accum=fast_accum,
+                            body="ptx")
+        want = G.scaled_gemm(a, w.t(), one, one, block_n=block_n, fast_accum=fast_accum,
+                             body="cuda")
+    torch.cuda.synchronize()
+    assert torch.equal(got, want)
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("fast_accum", [False, True])
 def test_gpu_scaled_fp8_ptx_body(fast_accum):

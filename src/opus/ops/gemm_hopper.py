@@ -858,11 +858,19 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
         block_n = next((w for w in (192, 128) if -(-m // BM) * -(-n // w) >= blocks), 64)
     bn, st = _choose(m, n, blocks, block_n, stages, od.itemsize,
                      tuple(_PROMOTE_PIECES) if promote else (64, 128, 256), bm)
+    # promoted accumulation in four pieces (block_n 256) gives wrong sums in the tile's first
+    # 64 columns with a PTX body on the H100 (found 2026-11-24, not yet understood: the IR is
+    # the C++ body's, which is right), so that plan keeps the C++ body
+    wrong_in_ptx = promote and _PROMOTE_PIECES[bn] == 4
     if body is None:    # the PTX body where it renders the plan (split-K's atomics: not yet)
-        body = "ptx" if split == 1 else "cuda"
+        body = "ptx" if split == 1 and not wrong_in_ptx else "cuda"
         chosen = True
     else:
         chosen = False
+    if body == "ptx" and wrong_in_ptx:
+        _err("block_n=256 with promoted accumulation and body='ptx': the PTX body's result is "
+             "wrong there (a known bug, docs/ptx_body.md); use body='cuda' (the default for "
+             "this tile) or another block_n")
     bt = (b.t() if torch is not None else b.T) if kmajor else b
     ta = opus.TensorMap(a, (bm, bke), swizzle=128)
     tb = (opus.TensorMap(bt, (bn, bke), swizzle=128) if kmajor
