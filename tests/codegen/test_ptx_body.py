@@ -493,26 +493,51 @@ def _typed(values, t):
 
 
 POW2 = (1, 2, 8, 64)     # constant divisors a PTX body turns into shifts and masks
+# constant divisors besides powers of two: 3, 7, 100 and negatives
+UNSIGNED_DIVISORS, SIGNED_DIVISORS = (3, 7, 100, 127), (3, -5, -8, 100)
 
 
-def _pow2_kernel(t):
-    def pow2(a: opus.Ptr[t], o: opus.Ptr[t], n: opus.i32):
+def _const_divisors(t):
+    return SIGNED_DIVISORS if t.kind == "int" else UNSIGNED_DIVISORS
+
+
+def _div_kernel(t, divisors):
+    """o[16 i + 4 j ..]: x // k, x % k, tdiv(x, k), tmod(x, k) for the j-th constant k."""
+    def divs(a: opus.Ptr[t], o: opus.Ptr[t], n: opus.i32):
         i = opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()
         if i < n:
             x = a[i]
-            for j, k in enumerate(POW2):             # compile-time: each constant divisor
+            for j, k in enumerate(divisors):        # compile-time: each constant divisor
                 o[i * 16 + 4 * j] = x // k
                 o[i * 16 + 4 * j + 1] = x % k
                 o[i * 16 + 4 * j + 2] = opus.tdiv(x, k)
                 o[i * 16 + 4 * j + 3] = opus.tmod(x, k)
-    return pow2
+    return divs
+
+
+def _no_division_sequence(types, divisors_of):
+    for t in types:
+        ops = sass_ops(opus.kernel(block=128, body="ptx")(_div_kernel(t, divisors_of(t))))
+        assert not [o for o in ops if o.startswith(("MUFU", "I2F", "CALL"))], (t, ops)
+
+
+def _check_divisions(t, divisors, seed):
+    """The kernel on edge values, three ways, against Python's integers."""
+    n = 1024
+    a = _edge_ints(t, n, np.random.default_rng(seed))
+    got = three_way(_div_kernel(t, divisors), n // 128, 128,
+                    [a, np.zeros(n * 16, t.np_dtype), n])[1]
+    want = []
+    for v in (int(v) for v in a):
+        for k in divisors:
+            tq = abs(v) // abs(k) * (1 if (v >= 0) == (k > 0) else -1)
+            want += [v // k, v % k, tq, v - tq * k]
+    assert np.array_equal(got, _typed(want, t))
 
 
 def test_power_of_two_divisors_compile_to_shifts_and_masks():
     """No division sequence (ptxas kept div.u32 by 8 as I2F + MUFU.RCP + IMAD.HI)."""
-    for t in (i32, u32, i64, u64, i8):
-        ops = sass_ops(opus.kernel(block=128, body="ptx")(_pow2_kernel(t)))
-        assert not [o for o in ops if o.startswith(("MUFU", "I2F", "CALL"))], (t, ops)
+    _no_division_sequence((i32, u32, i64, u64, i8), lambda t: POW2)
 
 
 @pytest.mark.parametrize("n", [32, 64])
@@ -550,57 +575,21 @@ def test_magic_numbers_divide_exactly(n):
 
 def test_constant_divisors_compile_without_a_division_sequence():
     """x // 3, x % -5 and the powers of two on every width: multiplies and shifts only."""
-    for t in (i32, u32, i64, u64, i8, u16):
-        ops = sass_ops(opus.kernel(block=128, body="ptx")(_const_div_kernel(t)))
-        assert not [o for o in ops if o.startswith(("MUFU", "I2F", "CALL"))], (t, ops)
-
-
-def _const_div_kernel(t):
-    def cdiv(a: opus.Ptr[t], o: opus.Ptr[t], n: opus.i32):
-        i = opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()
-        if i < n:
-            x = a[i]
-            for j, k in enumerate(SIGNED_DIVISORS if t.kind == "int" else UNSIGNED_DIVISORS):
-                o[i * 16 + 4 * j] = x // k
-                o[i * 16 + 4 * j + 1] = x % k
-                o[i * 16 + 4 * j + 2] = opus.tdiv(x, k)
-                o[i * 16 + 4 * j + 3] = opus.tmod(x, k)
-    return cdiv
-
-
-# constant divisors besides powers of two: 3, 7, 100 and negatives
-UNSIGNED_DIVISORS, SIGNED_DIVISORS = (3, 7, 100, 127), (3, -5, -8, 100)
+    _no_division_sequence((i32, u32, i64, u64, i8, u16), _const_divisors)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("t", INTS, ids=lambda t: t.name)
 def test_gpu_constant_divisors(t):
     """Floor and truncating division and modulo by constants against Python's integers."""
-    n = 1024
-    a = _edge_ints(t, n, np.random.default_rng(4))
-    got = three_way(_const_div_kernel(t), n // 128, 128, [a, np.zeros(n * 16, t.np_dtype), n])[1]
-    want = []
-    for v in (int(v) for v in a):
-        for k in SIGNED_DIVISORS if t.kind == "int" else UNSIGNED_DIVISORS:
-            tq = abs(v) // abs(k) * (1 if (v >= 0) == (k > 0) else -1)
-            want += [v // k, v % k, tq, v - tq * k]
-    assert np.array_equal(got, _typed(want, t))
+    _check_divisions(t, _const_divisors(t), 4)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("t", INTS, ids=lambda t: t.name)
 def test_gpu_power_of_two_divisors(t):
     """Floor and truncating division and modulo by 1, 2, 8, 64 against Python's integers."""
-    n = 1024
-    a = _edge_ints(t, n, np.random.default_rng(3))
-    got = three_way(_pow2_kernel(t), n // 128, 128, [a, np.zeros(n * 16, t.np_dtype), n])[1]
-    x = [int(v) for v in a]
-    want = []
-    for v in x:
-        for k in POW2:
-            tq = abs(v) // k * (1 if v >= 0 else -1)
-            want += [v // k, v % k, tq, v - tq * k]
-    assert np.array_equal(got, _typed(want, t))
+    _check_divisions(t, POW2, 3)
 
 
 @pytest.mark.gpu
