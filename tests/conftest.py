@@ -15,6 +15,34 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 # would not build for that chip fails here (OPUS_INTERPRET_COMPILE=0 on the command line skips it).
 os.environ.setdefault("OPUS_INTERPRET_COMPILE", "1")
 
+# Mutation runs (tools/mutation.py sets OPUS_TEST_FRESH_SPECS=1 for the codegen modules): each
+# test traces and renders its kernels itself. A module-level kernel keeps its specializations,
+# rendered source and launchers between tests, so mutmut's statistics run would credit only the
+# first test that rendered it with the codegen functions it reached, and a mutant of those would
+# never meet the other tests' checks (a "survivor" that the suite kills).
+if os.environ.get("OPUS_TEST_FRESH_SPECS") == "1":
+    import weakref
+
+    from opus.frontend.kernel import Kernel
+
+    _KERNELS = weakref.WeakSet()
+    _kernel_init = Kernel.__init__
+
+    def _tracked_init(self, *args, **kwargs):
+        _kernel_init(self, *args, **kwargs)
+        _KERNELS.add(self)
+
+    Kernel.__init__ = _tracked_init
+
+    @pytest.fixture(autouse=True)
+    def _fresh_specializations():
+        for k in list(_KERNELS):
+            k._specs.clear()
+            k._earlier.clear()
+            k.launch_entries.clear()
+            k._launchers.clear()
+        yield
+
 
 def gpu_available() -> bool:
     try:

@@ -126,14 +126,14 @@ MODULES = {
             "word encoder host-executed by tests/conversions), plus rendering and compile "
             "checks (tests/codegen/test_cemit_paths.py: async waits, the base emitter, the "
             "internal refusals)",
-        env={"OPUS_DIFF_HOST_EXAMPLES": "6"}),
+        env={"OPUS_DIFF_HOST_EXAMPLES": "6", "OPUS_TEST_FRESH_SPECS": "1"}),
     "dialects": Module(
         files=("src/opus/codegen/cuda.py", "src/opus/codegen/hip.py", "src/opus/codegen/fp8.py"),
         tests=("tests/differential/test_diff_host.py", "tests/hostexec", "tests/codegen",
                "tests/amd/test_amd_codegen.py", "tests/targets/test_isa_lanes_host.py"),
         why="CUDA/HIP spellings and helpers: host-executed C of both dialects, HIP helpers, "
             "AMD assembly checks, MFMA operand order on the host",
-        env={"OPUS_DIFF_HOST_EXAMPLES": "6"}),
+        env={"OPUS_DIFF_HOST_EXAMPLES": "6", "OPUS_TEST_FRESH_SPECS": "1"}),
     "targets": Module(
         files=("src/opus/targets/base.py", "src/opus/targets/limits.py",
                "src/opus/targets/matrix.py"),
@@ -407,6 +407,8 @@ _ONE_ELEMENT_WHOLE = ("a one-element load (vec 1) through at(None), the whole-ve
                       "ctype of a DType is scalar_ctype), so *(const T*)(p + off) is p[off], and "
                       "with a hint load_expr gets the same address, type and size")
 _INDENT = "the indentation of one emitted C line: whitespace, the same program"
+_PACKED_MASK = ("ml_dtypes keeps a 4- or 6-bit value in the low bits of its byte, the others 0 "
+                "(int4 -1 is 0x0f): a mask of every bit (-1) or of one more bit keeps the same code")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -1091,6 +1093,25 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.codegen.cemit.xǁCEmitterǁrender_store__mutmut_14": (
         'off = op.operands[1] if (not op.attrs.get("soffset")) and False else off_c',
         _SLOW_PATH),
+    # session 12's device and by-hand checks
+    **{f"opus.codegen.cemit.xǁCEmitterǁrender_store__mutmut_{n}": (text, _INDENT) for n, text in (
+        (132, "self.line(indent - 1, put())"), (133, "self.line(indent + 2, put())"),
+        (145, 'self.line(indent - 1, f"if ({_lane_in(off_c, bound_c, i)}) {put(i)}")'),
+        (146, 'self.line(indent + 2, f"if ({_lane_in(off_c, bound_c, i)}) {put(i)}")'))},
+    **{f"opus.codegen.cemit.xǁCEmitterǁ_access__mutmut_{n}": (f"off_c = self.fresh(prefix={p})",
+                                                          _PREFIX)
+       for n, p in ((40, "None"), (41, '"XXeoXX"'), (42, '"EO"'))},
+    "opus.codegen.cemit.xǁCEmitterǁ_access__mutmut_31": (
+        'so = f"(long long){self.uniform(so) if scalar_of(soff.type).bits <= 33 else so}"',
+        "integer types have 8, 16, 32 or 64 bits: <= 33 is <= 32 for each of them"),
+    **{f"opus.codegen.cemit.xǁCEmitterǁconst_expr__mutmut_{n}": (
+        f"code = int(np.array(x, dtype=e.np_dtype).view(np.uint8)) & ({m} - 1)", _PACKED_MASK)
+       for n, m in ((16, "(1 >> e.bits)"), (17, "(2 << e.bits)"))},
+    "opus.codegen.cemit.xǁCEmitterǁassign_lanes__mutmut_10": (
+        "if self.split_lanes(None):",
+        "a vector split into per-lane variables then takes the branch for vectors: declare() "
+        "declares its lanes (split_lanes of its own type) and each lane is assigned through "
+        "lane(), the same C values as the per-lane definitions, in two statements each"),
 }
 
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",

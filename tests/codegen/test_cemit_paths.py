@@ -167,3 +167,53 @@ def test_base_emitter_has_no_async_wait():
         _base(waits_only, "sm_80").render()
     assert info.value.raw_message == ("internal: an async wait reached the c renderer for sm_80 "
                                       "(Target.wait rules refuses it while tracing)")
+
+
+def test_a_value_used_before_its_definition_is_an_internal_error():
+    from opus.ir.core import Value
+    em, v = _base(casts, "sm_80"), Value(i32)
+    with pytest.raises(CodegenError) as info:
+        em.name(v)
+    assert info.value.raw_message == f"internal: value {v!r} used before definition"
+
+
+# -- constants by hand values (CEmitter.const_expr) --------------------------------------------
+
+@pytest.mark.parametrize("x, e, want", [
+    (0, opus.fp4_e2m1, "(unsigned char)0x0"), (-6.0, opus.fp4_e2m1, "(unsigned char)0xf"),
+    (1.5, opus.fp4_e2m1, "(unsigned char)0x3"), (-0.5, opus.fp4_e2m1, "(unsigned char)0x9"),
+    (-8, opus.int4, "(unsigned char)0x8"), (-1, opus.int4, "(unsigned char)0xf"),
+    (7, opus.int4, "(unsigned char)0x7"), (15, opus.uint4, "(unsigned char)0xf"),
+    (True, opus.bool_, "true"), (False, opus.bool_, "false"), (0, opus.bool_, "false"),
+    (-5, i32, "-5"), (5, opus.u32, "5u"), (-5, opus.i64, "-5ll"), (5, opus.u64, "5ull"),
+    (-(1 << 63), opus.i64, "(-9223372036854775807ll - 1)"), (-(1 << 31), i32, "(-2147483647 - 1)"),
+    (-3, opus.i8, "(signed char)-3")])
+def test_constants_are_spelled_with_their_codes_and_suffixes(x, e, want):
+    """fp4 codes (E2M1: sign, 2 exponent, 1 mantissa bit) and int4 two's complement written
+    out by hand; integer suffixes per C's literal rules (ll, ull, u)."""
+    assert _base(casts, "sm_80").const_expr(x, e) == want
+
+
+# -- scalar offsets: which are made uniform, and where they are added ----------------------------
+
+@opus.kernel
+def soffsets(x: opus.Ptr[f32], y: opus.Ptr[f32], s: i32, s64: opus.i64):
+    t = opus.thread_id_x()
+    y[t] = opus.load(x, t, soffset=s) + opus.load(x, t, soffset=s64)
+    v = opus.load(x, t * 4, vec=4, soffset=s, offsets="u32")
+    opus.store(y, v, t * 4, vec=4, soffset=s, offsets="u32")
+
+
+def test_scalar_offsets_on_amd_are_read_from_the_first_lane_where_32_bit():
+    """AMD: a 32-bit soffset is added through readfirstlane (kept in an SGPR), a 64-bit one as
+    is (readfirstlane takes 32 bits); a "u32" access adds its soffset in its own 32-bit address
+    (CEmitter._u32_address), not in a 64-bit element offset (no readfirstlane there: it made
+    clang hoist 64-bit offsets in the GEMM's loop). CUDA: no readfirstlane at all."""
+    lines = [l.strip() for l in _body_lines(soffsets.source(target="gfx942"))]
+    offsets = [l for l in lines if l.startswith("long long eo")]
+    assert len(offsets) == 2, offsets                     # the two accesses that are not "u32"
+    assert "(long long)__builtin_amdgcn_readfirstlane((int)p_s_3)" in offsets[0]
+    assert "(long long)p_s64_4" in offsets[1] and "readfirstlane" not in offsets[1]
+    assert sum("readfirstlane" in l for l in lines) == 1
+    assert sum("(unsigned)p_s_3" in l for l in lines) == 2   # each "u32" access: off + s
+    assert "readfirstlane" not in soffsets.source(target="sm_90a")

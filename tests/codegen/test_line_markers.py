@@ -105,6 +105,18 @@ def test_file_names_with_quotes_and_backslashes_reach_the_compiler(tmp_path):
     assert not ok and f"{path}(6): error" in log, log
 
 
+@pytest.mark.parametrize("text, want", [
+    ('we"ird\\dir', 'we\\"ird\\\\dir'),          # quote and backslash escaped
+    ("a\nb\tc\x1fd\x7fe", "a\\012b\\011c\\037d\\177e"),   # controls and DEL as octal
+    ("space ok XYZ", "space ok XYZ"),                   # a space and letters stay themselves
+    ("caf\u00e9 \u0080\u00ff", "caf\u00e9 \u0080\u00ff")])  # past ASCII: as is (UTF-8)
+def test_file_names_as_c_string_bodies(text, want):
+    """C11 6.4.4.4 / 6.4.5 written out: a string literal's body escapes '"' and '\\'; the
+    control characters below 0x20 and DEL are octal escapes; every other character stays."""
+    from opus.codegen.cemit import _c_string
+    assert _c_string(text) == want
+
+
 # -- kernel symbols ----------------------------------------------------------------------------
 
 def _decode(symbol):

@@ -124,3 +124,28 @@ def test_a_misaligned_streaming_vector_load_fails_the_launch(tmp_path):
     np.testing.assert_array_equal(y, x[4:])
     with pytest.raises(HostExecError, match="misaligned ld.global.cs.v4.u32"):
         prog.run([Launch(ks["k"], 1, 1, [x.copy(), np.zeros(4, np.float32), 1])])
+
+
+# -- scalar offsets with negative element offsets, and 64-bit ones ------------------------------
+
+@opus.kernel
+def soffset_loads(x: opus.Ptr[f32], y: opus.Ptr[f32], z: opus.Ptr[f32], w: opus.Ptr[f32],
+                  back: i64, s64: i64, s: i32, n: i32):
+    t = opus.thread_id_x()
+    opus.store(y, opus.load(x, t * 4 - 8, vec=4, soffset=s), t * 4, vec=4)      # x[4t - 8 + s ..]
+    opus.store(z, opus.load(x, t * 4 - 8, vec=4, bound=n, soffset=s), t * 4, vec=4)
+    opus.store(w, opus.load(x - back, t * 4, vec=4, soffset=s64), t * 4, vec=4)  # x[4t ..]
+
+
+@pytest.mark.parametrize("target", ["sm_90a", "gfx942"])
+def test_scalar_offsets_with_negative_element_offsets_and_past_32_bits(target, tmp_path):
+    """ir/ops.py: an unbounded access reads element off + soffset whatever their signs; with a
+    bound, a negative off (or soffset) is out of range even where off + soffset is not (lanes
+    0 and 1: zeros); a 64-bit soffset of 2^32 undoes a pointer moved 2^32 elements back."""
+    prog, ks = _build(target, {"k": soffset_loads}, tmp_path)
+    x = np.arange(1, 33, dtype=np.float32)
+    y, z, w = (np.full(16, -1, np.float32) for _ in range(3))
+    prog.run([Launch(ks["k"], 1, 4, [x, y, z, w, 1 << 32, 1 << 32, 8, 32])])
+    np.testing.assert_array_equal(y, x[:16])
+    np.testing.assert_array_equal(z, np.concatenate([np.zeros(8, np.float32), x[8:16]]))
+    np.testing.assert_array_equal(w, x[:16])
