@@ -117,3 +117,35 @@ def cache_root(tmp_path, monkeypatch):
     monkeypatch.setenv("OPUS_CACHE_DIR", str(root))
     monkeypatch.delenv("OPUS_CACHE_DISABLE", raising=False)
     return root
+
+
+# -- the differential suite's summary line (its counts live in tests/differential/diff_run.py) --
+# Under pytest-xdist (the README's `-n auto`) each worker counts the programs it ran; the counts
+# travel to the controller in ``workeroutput`` and are added up there.
+_DIFF_TOTALS = {}
+
+
+def _diff_stats():
+    run = sys.modules.get("diff_run")
+    return dict(run.STATS) if run is not None else {}
+
+
+def pytest_sessionfinish(session):
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["diff_stats"] = _diff_stats()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    for k, v in getattr(node, "workeroutput", {}).get("diff_stats", {}).items():
+        _DIFF_TOTALS[k] = _DIFF_TOTALS.get(k, 0) + v
+
+
+def pytest_terminal_summary(terminalreporter):
+    s = _DIFF_TOTALS or _diff_stats()
+    if s.get("programs"):
+        terminalreporter.write_line(
+            f"differential: {s['programs']} generated programs in {s['kernels']} kernels checked, "
+            f"{s['failures']} failing; {s['tolerated']} thread results skipped as known "
+            f"interpreter divergences (diff_ref.TOLERATED)")

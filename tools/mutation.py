@@ -407,6 +407,10 @@ _ONE_ELEMENT_WHOLE = ("a one-element load (vec 1) through at(None), the whole-ve
                       "ctype of a DType is scalar_ctype), so *(const T*)(p + off) is p[off], and "
                       "with a hint load_expr gets the same address, type and size")
 _INDENT = "the indentation of one emitted C line: whitespace, the same program"
+_RESET_BY_RENDER = ("render() sets lines and line_locs to [] before the first line is emitted "
+                    "(signature() and kernel_top() return theirs): the initial value is never read")
+_SIGN_OF_ONE = ("copysign(1 or 2, f) is +-1 or +-2, never 0: > 0 and >= 0 both test f's sign bit, "
+                "which is what tells -0.0 from 0.0")
 _PACKED_MASK = ("ml_dtypes keeps a 4- or 6-bit value in the low bits of its byte, the others 0 "
                 "(int4 -1 is 0x0f): a mask of every bit (-1) or of one more bit keeps the same code")
 EQUIVALENT: dict[str, tuple[str, str]] = {
@@ -1112,6 +1116,17 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "a vector split into per-lane variables then takes the branch for vectors: declare() "
         "declares its lanes (split_lanes of its own type) and each lane is assigned through "
         "lane(), the same C values as the per-lane definitions, in two statements each"),
+    **{f"opus.codegen.cemit.xǁCEmitterǁ__init____mutmut_{n}": (text, _RESET_BY_RENDER)
+       for n, text in ((6, "self.lines = None"), (7, "self.line_locs = None"))},
+    "opus.codegen.cemit.xǁCEmitterǁ__init____mutmut_11": (
+        "self.structs_only = None", "read only as `not self.structs_only`: None is False there"),
+    **{f"opus.codegen.cemit.xǁCEmitterǁconst_expr__mutmut_{n}": (text, _SIGN_OF_ONE)
+       for n, text in ((92, "math.copysign(2, f) > 0"), (93, "math.copysign(1, f) >= 0"),
+                       (128, "math.copysign(2, f) > 0"), (129, "math.copysign(1, f) >= 0"))},
+    "opus.codegen.cemit.xǁCEmitterǁconst_expr__mutmut_148": (
+        "raise CodegenError(None)",
+        "unreachable: every DType is bool, packed, an integer, a 16-bit or storage-only float "
+        "(tf32 included: scalar_ctype refuses it there), f32 or f64"),
 }
 
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",

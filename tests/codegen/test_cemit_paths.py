@@ -187,11 +187,37 @@ def test_a_value_used_before_its_definition_is_an_internal_error():
     (True, opus.bool_, "true"), (False, opus.bool_, "false"), (0, opus.bool_, "false"),
     (-5, i32, "-5"), (5, opus.u32, "5u"), (-5, opus.i64, "-5ll"), (5, opus.u64, "5ull"),
     (-(1 << 63), opus.i64, "(-9223372036854775807ll - 1)"), (-(1 << 31), i32, "(-2147483647 - 1)"),
-    (-3, opus.i8, "(signed char)-3")])
+    (-3, opus.i8, "(signed char)-3"),
+    (1.0, f32, "0x1.0000000000000p+0f"), (-2.5, f32, "-0x1.4000000000000p+1f"),
+    (0.0, f32, "0x0.0p+0f"), (-0.0, f32, "-0.0f"), (1.5, opus.f64, "0x1.8000000000000p+0"),
+    (0.0, opus.f64, "0x0.0p+0"), (-0.0, opus.f64, "-0.0"),
+    (1.0, f16, "(unsigned short)0x3c00"), (-2.0, opus.bf16, "(unsigned short)0xc000"),
+    (1.0, opus.fp8_e4m3, "(unsigned char)0x38"), (-1.0, opus.fp8_e5m2, "(unsigned char)0xbc")])
 def test_constants_are_spelled_with_their_codes_and_suffixes(x, e, want):
     """fp4 codes (E2M1: sign, 2 exponent, 1 mantissa bit) and int4 two's complement written
-    out by hand; integer suffixes per C's literal rules (ll, ull, u)."""
+    out by hand; integer suffixes per C's literal rules (ll, ull, u); finite floats as C hex
+    literals (-0 spelled out: 0x0.0p+0 has no sign), 16- and 8-bit floats as their IEEE /
+    OCP fp8 bit patterns."""
     assert _base(casts, "sm_80").const_expr(x, e) == want
+
+
+@pytest.mark.parametrize("x, e, bits", [
+    (float("inf"), f32, "0x7f800000u"), (float("-inf"), f32, "0xff800000u"),
+    (float("nan"), f32, "0x7fc00000u"), (float("inf"), opus.f64, "0x7ff0000000000000ull"),
+    (float("-inf"), opus.f64, "0xfff0000000000000ull")])
+def test_non_finite_constants_are_bit_patterns(x, e, bits):
+    """C has no literal for inf or NaN: their IEEE 754 bit patterns, reinterpreted."""
+    spec = casts.specialize(target="sm_80")
+    em = CudaEmitter(spec.function, spec.target)   # the base emitter has no bitcasts
+    want = em.bits_to_f32(bits) if e == f32 else em.bits_to_f64(bits)
+    assert em.const_expr(x, e) == want and bits in want
+
+
+def test_a_type_without_a_c_spelling_is_an_internal_error():
+    with pytest.raises(CodegenError) as info:
+        _base(casts, "sm_80").scalar_ctype(opus.tf32)
+    assert info.value.raw_message == ("internal: tf32 reached the c renderer (the target's "
+                                      "table refuses it while tracing)")
 
 
 # -- scalar offsets: which are made uniform, and where they are added ----------------------------

@@ -117,6 +117,36 @@ def test_file_names_as_c_string_bodies(text, want):
     assert _c_string(text) == want
 
 
+def test_python_line_comments_by_hand(tmp_path):
+    """The comment before each Python line's C lines: the file's base name, the line, its text
+    as traced (or read from the file when the snapshot has none), without a final backslash
+    or spaces (a backslash would splice the next C line into the comment), unprintable
+    characters dropped, cut to 97 characters and "..." past 100."""
+    from opus.codegen.cemit import _python_line_comment as comment
+    from opus.ir.core import Loc
+    f = tmp_path / "k.py"
+    f.write_text("a = 1\n    y = x + 1   # why\n")
+    assert comment(Loc(str(f), 2)) == "// k.py:2  y = x + 1   # why"
+    assert comment(Loc(str(f), 2, text="  z = w  ")) == "// k.py:2  z = w"   # the snapshot
+    assert comment(Loc("/no/such/m.py", 7)) == "// m.py:7"                    # no text at all
+    assert comment(Loc("m.py", 3, text="s = t \\ \\  ")) == "// m.py:3  s = t"
+    assert comment(Loc("m.py", 3, text="a\x07b\tc")) == "// m.py:3  abc"
+    assert comment(Loc("m.py", 4, text="y = MAX")) == "// m.py:4  y = MAX"     # only \\ and spaces
+    hundred = "x" * 100
+    assert comment(Loc("m.py", 1, text=hundred)) == "// m.py:1  " + hundred
+    assert comment(Loc("m.py", 1, text=hundred + "y")) == "// m.py:1  " + "x" * 97 + "..."
+
+
+@pytest.mark.parametrize("name, want", [
+    ("plain_name", "plain_name"), ("gr\u00f6\u00dfe", "gr_f6__df_e"), ("a_\u00e9", "a___e9_"),
+    ("\u00e9", "_e9_"), ("_\u00e9", "___e9_")])
+def test_c_identifiers_by_hand(name, want):
+    """ASCII names as they are; in any other, "_" doubled and each non-ASCII character as
+    _<hex code point>_ (the docstring's own example included)."""
+    from opus.codegen.cemit import c_identifier
+    assert c_identifier(name) == want
+
+
 # -- kernel symbols ----------------------------------------------------------------------------
 
 def _decode(symbol):
