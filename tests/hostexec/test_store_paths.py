@@ -11,7 +11,10 @@ survivors of their mutants):
 * bounded vector loads and stores with a cache hint (PTX ld/st.global.cs: CUDA only, HIP's
   bounded global accesses are buffer instructions with the hint in their aux bits) at the
   bound: the lanes the bound splits are accessed one element at a time, each at its own
-  address and with its own width (the host shim checks the alignment PTX requires).
+  address and with its own width (the host shim checks the alignment PTX requires);
+* loads with a scalar offset and a negative element offset, bounded (out of range whatever
+  their sum) and not, and a 64-bit scalar offset past 2^32 elements (never through
+  readfirstlane, which takes 32 bits).
 """
 import functools
 
