@@ -18,7 +18,7 @@ import traceback
 from ..dtypes import DType
 from ..errors import ArgumentError, OpusError
 from ..ir import Block, Builder, Function, Param, PointerType, TENSOR_MAP
-from ..lang.context import TraceContext, TraceError, tracing
+from ..lang.context import PtxBodyRefusal, TraceContext, TraceError, tracing
 from ..lang.values import Val
 from ..lang.tma import TensorMapArg
 from ..lang.mdiv import mdiv, PARAM_TYPE as MDIV_PARAM_TYPE, _Traced as _MdivParam
@@ -455,6 +455,8 @@ class Kernel:
             else:
                 calls[-1][1] = lineno  # a branch or loop body of the same call
         callee = "a helper"
+        # a PTX-body refusal stays one (opus.ops.gemm takes the C++ body on it)
+        kind = PtxBodyRefusal if isinstance(exc, PtxBodyRefusal) else TraceError
         if isinstance(exc, RewriteError):  # a helper that cannot be rewritten: its own line
             loc, src = exc.loc, exc.source_line
         elif calls:
@@ -464,13 +466,13 @@ class Kernel:
         elif getattr(exc, "loc", None) is not None:
             loc, src = exc.loc, linecache.getline(exc.loc.file, exc.loc.line)
         else:
-            return TraceError(message, kernel=self.name)
+            return kind(message, kernel=self.name)
         notes = []
         for info, n in reversed(calls):  # the call chain, innermost call first
             notes.append(f"  in {callee}, called from {info.source.filename}:{n} ({info.kind} "
                          f"{info.name!r}): {info.source.line(n).strip()}")
             callee = f"{info.kind} {info.name!r}"
-        return TraceError(message, Loc(loc.file, loc.line), src, self.name, notes)
+        return kind(message, Loc(loc.file, loc.line), src, self.name, notes)
 
 
 def _check_body(body):

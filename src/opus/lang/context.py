@@ -11,7 +11,7 @@ from contextvars import ContextVar
 from ..errors import OpusError
 from ..ir import Loc
 
-__all__ = ["TraceContext", "ctx", "tracing", "TraceError"]
+__all__ = ["TraceContext", "ctx", "tracing", "TraceError", "PtxBodyRefusal"]
 
 
 class TraceError(OpusError):
@@ -38,6 +38,11 @@ class TraceError(OpusError):
         for note in notes:  # e.g. the kernel line that called the helper where the error is
             text += "\n" + note
         super().__init__(text)
+
+
+class PtxBodyRefusal(TraceError):
+    """A TraceError for an op a PTX body does not render yet (targets/ptx_body.py): a library
+    kernel that picks its own body (opus.ops.gemm) catches it and takes the C++ body."""
 
 
 class TraceContext:

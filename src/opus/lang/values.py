@@ -53,10 +53,11 @@ def emit(kind, operands=(), result_types=(), attrs=None, regions=()):
 
 def _check_ptx_body(kind, operands, result_types, attrs):
     """A TraceError (at the user's line) for an op a PTX body does not render yet."""
-    from ..targets.ptx_body import ptx_body_refusal, REFUSED
+    from ..targets.ptx_body import ptx_body_refusal
+    from .context import PtxBodyRefusal
     why = ptx_body_refusal(kind, [o.type for o in operands], result_types, attrs)
     if why is not None:
-        _err(f"{why} {REFUSED} yet (@opus.kernel(body='ptx'): "
+        raise PtxBodyRefusal(f"{why} is not available in a PTX body yet (@opus.kernel(body='ptx'): "
              f"docs/ptx_body.md lists what it renders); use body='cuda' for this kernel")
 
 

@@ -32,8 +32,7 @@ types, of 16 for fp8); other shapes are refused with that reason.
 import opus
 from opus import dtypes as dt
 from opus.frontend.targeting import current_target
-from opus.lang.context import TraceError
-from opus.targets.ptx_body import REFUSED
+from opus.lang.context import PtxBodyRefusal
 from . import _fast_call, _rows
 from . import _gemm_args as _args
 from ._gemm_args import (err as _err, strides as _strides, b_major as _b_major,
@@ -862,11 +861,9 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     # 64 columns with a PTX body on the H100 (found 2026-11-24, not yet understood: the IR is
     # the C++ body's, which is right), so that plan keeps the C++ body
     wrong_in_ptx = promote and _PROMOTE_PIECES[bn] == 4
-    if body is None:    # the PTX body where it renders the plan (split-K's atomics: not yet)
+    chosen = body is None
+    if chosen:          # the PTX body where it renders the plan (split-K's atomics: not yet)
         body = "ptx" if split == 1 and not wrong_in_ptx else "cuda"
-        chosen = True
-    else:
-        chosen = False
     if body == "ptx" and wrong_in_ptx:
         _err("block_n=256 with promoted accumulation and body='ptx': the PTX body's result is "
              "wrong there (a known bug, docs/ptx_body.md); use body='cuda' (the default for "
@@ -895,8 +892,8 @@ def _plan(a, b, out, sel, blocks, block_n, stages, scaled=False, scale_a=None, s
     try:
         launch = gemm_kernel_for(od, promote, body)[grid, _THREADS]
         run, full = launch.bind_entry(*args, **constexprs)
-    except TraceError as e:     # the activation uses what a PTX body lacks (exp, tanh)
-        if not (chosen and REFUSED in str(e)):
+    except PtxBodyRefusal:      # the activation uses what a PTX body lacks (exp, tanh)
+        if not chosen:
             raise
         launch = gemm_kernel_for(od, promote, "cuda")[grid, _THREADS]
         run, full = launch.bind_entry(*args, **constexprs)

@@ -10,14 +10,9 @@ from __future__ import annotations
 
 from ..ir import PointerType, VectorType
 
-__all__ = ["BODIES", "PTX_BODY_KINDS", "PTX_BODY_MATH", "REFUSED", "ptx_body_refusal",
-           "body_refusal"]
+__all__ = ["BODIES", "PTX_BODY_KINDS", "PTX_BODY_MATH", "ptx_body_refusal", "body_refusal"]
 
 BODIES = ("cuda", "ptx")
-
-# the words of the TraceError for an op a PTX body does not render (lang/values.py), which a
-# library kernel that picks its body (opus.ops.gemm) recognizes
-REFUSED = "is not available in a PTX body"
 
 # math functions whose CUDA lowering is one exact PTX instruction (sqrt.rn, cvt.rmi/rpi/rzi/rni),
 # so a PTX body gives the very bits the C++ body gives
