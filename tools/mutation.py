@@ -413,6 +413,18 @@ _SIGN_OF_ONE = ("copysign(1 or 2, f) is +-1 or +-2, never 0: > 0 and >= 0 both t
                 "which is what tells -0.0 from 0.0")
 _PACKED_MASK = ("ml_dtypes keeps a 4- or 6-bit value in the low bits of its byte, the others 0 "
                 "(int4 -1 is 0x0f): a mask of every bit (-1) or of one more bit keeps the same code")
+_VECTOR_NAME_MEMO = ("ctype's vector_types memo: the name it returns is computed from the key "
+                     "either way, the dict's first insertion fixes the structs' order (render "
+                     "reads only its keys), and re-setting a key keeps its place")
+_DYN_SMEM_ALIGN_SET = ("the default is never used: tracing (frontend/kernel.py) puts "
+                       "dyn_smem_align in every function's attrs (16 unless a dynamic_smem view "
+                       "asked for more), and only traced functions reach codegen")
+_EVERY_PARAM_ALIGNED = ("tracing (frontend/kernel.py) gives every parameter an entry in the "
+                        "function's 'align' attrs, so the default is never used")
+_ZERO_OFFSET_ALIGNMENT = ("for a traced zero offset, lowbit only has to be at least the base "
+                          "pointer's alignment, which is the size in bytes of an access through "
+                          "it (lang/memory.py align_req), far below 2^30: 2^31 and 2 * 2^30 "
+                          "give the same minimum")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -1123,6 +1135,23 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     **{f"opus.codegen.cemit.xǁCEmitterǁconst_expr__mutmut_{n}": (text, _SIGN_OF_ONE)
        for n, text in ((92, "math.copysign(2, f) > 0"), (93, "math.copysign(1, f) >= 0"),
                        (128, "math.copysign(2, f) > 0"), (129, "math.copysign(1, f) >= 0"))},
+    # session 13
+    **{f"opus.codegen.cemit.xǁCEmitterǁctype__mutmut_{n}": (text, _VECTOR_NAME_MEMO)
+       for n, text in ((3, "name = None"), (4, "name = self.vector_types.get(None)"),
+                       (7, "self.vector_types[key] = None"))},
+    "opus.codegen.cemit.xǁCEmitterǁctype__mutmut_9": (
+        "return self.tensor_map_param_type(None)",
+        "tensor_map_param_type (codegen/tma.py) ignores its argument: a tensor map parameter "
+        "has one C type per dialect"),
+    **{f"opus.codegen.cemit.xǁCEmitterǁkernel_top__mutmut_{n}": (text, _DYN_SMEM_ALIGN_SET)
+       for n, text in ((7, 'self.fn.attrs.get("dyn_smem_align", None)'),
+                       (9, 'self.fn.attrs.get("dyn_smem_align", )'),
+                       (12, 'self.fn.attrs.get("dyn_smem_align", 17)'))},
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_param_alignment__mutmut_{n}": (text, _EVERY_PARAM_ALIGNED)
+       for n, text in ((7, "align.get(p.name, None)"), (9, "align.get(p.name, )"),
+                       (10, "align.get(p.name, 2)"))},
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_alignment__mutmut_{n}": (text, _ZERO_OFFSET_ALIGNMENT)
+       for n, text in ((24, "if k else 2 << 30"), (25, "if k else 1 << 31"))},
     "opus.codegen.cemit.xǁCEmitterǁconst_expr__mutmut_148": (
         "raise CodegenError(None)",
         "unreachable: every DType is bool, packed, an integer, a 16-bit or storage-only float "

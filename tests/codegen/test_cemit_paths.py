@@ -2,6 +2,8 @@
 lines (cp.async has no host shim; on AMD the wait is a no-op there), the base CEmitter's
 defaults that both dialects override, and the renderers' internal refusals word for word
 (issue 17.4: the mutants of cemit.py that no test reached)."""
+import copy
+
 import pytest
 
 import opus
@@ -243,3 +245,110 @@ def test_scalar_offsets_on_amd_are_read_from_the_first_lane_where_32_bit():
     assert sum("readfirstlane" in l for l in lines) == 1
     assert sum("(unsigned)p_s_3" in l for l in lines) == 2   # each "u32" access: off + s
     assert "readfirstlane" not in soffsets.source(target="sm_90a")
+
+
+# -- the kernel's frame: header line, dynamic shared memory, types without a C spelling ----------
+
+def test_the_first_line_names_kernel_symbol_and_target():
+    for target, backend in (("sm_80", CudaEmitter), ("gfx942", HipEmitter)):
+        spec = casts.specialize(target=target)
+        first = backend(spec.function, spec.target).render().splitlines()[0]
+        assert first == (f"// opus kernel casts (symbol casts_opus) for {target} "
+                         "(generated; no headers)")
+
+
+@opus.kernel
+def dyn_aligned(x: opus.Ptr[f32], WIDE: opus.constexpr):
+    s = opus.dynamic_smem(f32, 0, align=WIDE)
+    t = opus.thread_id_x()
+    s.store(x[t], t)
+    opus.sync_threads()
+    x[t] = s.load(63 - t)
+
+
+@pytest.mark.parametrize("align", [16, 128, 1024])
+def test_dynamic_shared_memory_is_declared_with_the_alignment_asked_for(align):
+    """dynamic_smem(align=) sets the region's base alignment (ir/ops.py: dyn_smem), spelled by
+    each dialect: __align__(n) for CUDA, aligned(n) for HIP."""
+    cuda = _body_lines(dyn_aligned.source(target="sm_80", WIDE=align))
+    assert f"  extern __shared__ __align__({align}) unsigned char opus_dyn_smem[];" in cuda
+    hip = _body_lines(dyn_aligned.source(target="gfx942", WIDE=align))
+    assert (f"  extern __attribute__((shared)) __attribute__((aligned({align}))) unsigned char "
+            "opus_dyn_smem[];") in hip
+
+
+def test_a_value_type_without_a_c_type_is_an_internal_error():
+    with pytest.raises(CodegenError) as info:
+        _base(casts, "sm_80").ctype("f32x3")
+    assert info.value.raw_message == "no C type for 'f32x3'"
+
+
+def test_a_function_without_source_locations_renders_without_comments_or_markers():
+    """IR whose ops carry no source location (made by hand, not traced): the kernel's lines
+    have no Python-line comment and no #line marker, and nothing fails looking for one."""
+    spec = casts.specialize(target="sm_80")
+    fn = copy.deepcopy(spec.function)      # the kernel's own stays as traced
+    for op in fn.walk():
+        op.loc = None
+    src = CudaEmitter(fn, spec.target).render()
+    assert src[src.index("{\n") + 2:] == ("  int v3 = (int)threadIdx.x;\n  float v4 = p_x_1[v3];\n"
+                                         "  int v5 = opus_cvt_s32_f32(v4);\n  p_y_2[v3] = v5;\n}\n")
+
+
+@opus.kernel
+def splat_first(y: opus.Ptr[f32], a: f32):
+    v = opus.splat(a, 128) * 2.0      # lane-wise ops only, before any op that takes structs
+    opus.store(y, v[0:4], opus.thread_id_x() * 4, vec=4)
+
+
+def test_128_lane_vectors_are_split_from_the_first_op():
+    """CUDA renders vectors of 128 lanes and more as one variable per lane (scalar_lanes_from),
+    from the kernel's first op on: no struct type at all in a kernel of lane-wise ops."""
+    src = splat_first.source(target="sm_80")
+    assert "opus_f32x128" not in src
+    lines = [l.strip() for l in _body_lines(src)]
+    splat = next(l for l in lines if l.endswith("= p_a_2;"))
+    assert splat.startswith("float v") and "_0 = " in splat
+
+
+@opus.kernel
+def packed_tile(x: opus.Ptr[opus.fp4_e2m1]):
+    tile = opus.alloc_smem(opus.fp4_e2m1, 64)    # 64 codes: 32 bytes
+    t = opus.thread_id_x() * 2
+    tile.store(opus.load(x, t, vec=2), t, vec=2)
+    opus.sync_threads()
+    opus.store(x, tile.load(62 - t, vec=2), t, vec=2)
+
+
+def test_packed_shared_arrays_are_declared_in_bytes():
+    decl = [l.strip() for l in packed_tile.source(target="sm_90a").splitlines()
+            if "__shared__" in l]
+    assert len(decl) == 1 and decl[0].endswith(" unsigned char smem0[32];"), decl
+
+
+# -- emit_op: its own refusals and the errors of a renderer --------------------------------------
+
+def test_an_op_without_a_renderer_is_an_internal_error_at_its_line():
+    spec = casts.specialize(target="sm_80")
+    fn = copy.deepcopy(spec.function)
+    op = next(op for op in fn.walk() if op.kind == "cast")
+    op.kind = "no_such_op"
+    with pytest.raises(CodegenError) as info:
+        CudaEmitter(fn, spec.target).render()
+    assert info.value.raw_message == ("internal: the cuda renderer has no rendering of op "
+                                      "'no_such_op'")
+    assert info.value.loc is op.loc
+
+
+def test_an_exception_in_a_renderer_names_the_op_and_the_backend():
+    spec = casts.specialize(target="sm_80")
+    em = CudaEmitter(spec.function, spec.target)
+
+    def broken(op, indent):
+        raise ValueError("boom")
+    em.renderers["cast"] = broken
+    with pytest.raises(CodegenError) as info:
+        em.render()
+    assert info.value.raw_message == ("internal error rendering op 'cast' for cuda (sm_80): "
+                                      "ValueError: boom")
+    assert info.value.loc is not None and info.value.loc.line > 0

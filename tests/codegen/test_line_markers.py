@@ -178,3 +178,49 @@ def test_symbols_are_ascii_c_identifiers_that_name_one_kernel(name):
     sym = kernel_symbol(name)
     assert re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", sym)
     assert _decode(sym) == name  # one to one: two kernel names never share a symbol
+
+
+def test_markers_and_comments_by_hand():
+    """with_line_markers on hand-made lines: a comment before each run of lines from one Python
+    line (not repeated within the run), the file named only where it changes, and a marker
+    only where the compiler's own count (one more per line, comments included) would be wrong:
+    the comment before "h" brings that count to 9, so "h" needs none."""
+    from opus.codegen.cemit import with_line_markers
+    from opus.ir.core import Loc
+    f1, f2 = Loc("/k/f1.py", 10, "k", "x = 1"), Loc("/k/f1.py", 11, "k", "y = 2")
+    f5, f7, f9 = (Loc("/k/f2.py", n, "h", f"v{n} = 0") for n in (5, 7, 9))
+    lines = ["a", "  b", "  c", "  d", "e", "f", "g", "h"]
+    locs = [None, f1, f1, f2, f5, None, f7, f9]
+    assert with_line_markers(lines, locs) == [
+        "a",
+        "  // f1.py:10  x = 1", '  #line 10 "/k/f1.py"', "  b",
+        "  #line 10", "  c",
+        "  // f1.py:11  y = 2", "  #line 11", "  d",
+        "// f2.py:5  v5 = 0", '#line 5 "/k/f2.py"', "e",
+        "f",
+        "// f2.py:7  v7 = 0", "#line 7", "g",
+        "// f2.py:9  v9 = 0", "h"]
+
+
+@opus.kernel
+def branchy(x: opus.Ptr[f32], n: opus.i32):
+    t = opus.thread_id_x()
+    if t < n:  # LINE: if
+        x[t] = 1.0
+    else:
+        x[t] = 2.0
+    x[t + 64] = 3.0
+
+
+def test_lines_after_a_nested_op_keep_the_enclosing_ops_line():
+    """The if's own lines written after its branches' ops ("} else {", the closing brace) are
+    the if's line, not unknown: the location is restored to the enclosing op's after each op."""
+    from opus.codegen.cuda import CudaEmitter
+    spec = branchy.specialize(target="sm_80")
+    em = CudaEmitter(spec.function, spec.target)
+    em.render()
+    n = _line("if")
+    where = {text.strip(): loc for text, loc in zip(em.lines, em.line_locs)}
+    assert where["} else {"].line == n and where["if (v4) {"].line == n
+    closing = [loc for text, loc in zip(em.lines, em.line_locs) if text == "  }"]
+    assert len(closing) == 1 and closing[0].line == n
