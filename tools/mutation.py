@@ -130,9 +130,17 @@ MODULES = {
     "dialects": Module(
         files=("src/opus/codegen/cuda.py", "src/opus/codegen/hip.py", "src/opus/codegen/fp8.py"),
         tests=("tests/differential/test_diff_host.py", "tests/hostexec", "tests/codegen",
-               "tests/amd/test_amd_codegen.py", "tests/targets/test_isa_lanes_host.py"),
+               "tests/amd/test_amd_codegen.py", "tests/targets/test_isa_lanes_host.py",
+               # session 13: the conversions' host-executed and assembly tests (packed pairs,
+               # stochastic rounding, gfx950's fp4) and the cross-lane assembly tests reach
+               # functions nothing above reached (no tests: hw_sr, sr_grid, _shuffle, ...)
+               "tests/conversions/test_conversion_codegen.py",
+               "tests/conversions/test_stochastic.py", "tests/conversions/test_gfx950_fp4_hw.py",
+               "tests/lang/test_cross_lane_compile.py"),
         why="CUDA/HIP spellings and helpers: host-executed C of both dialects, HIP helpers, "
-            "AMD assembly checks, MFMA operand order on the host",
+            "AMD assembly checks, MFMA operand order on the host, conversions on the host and "
+            "in AMD assembly, cross-lane lowerings in SASS and AMDGCN; the HIP renderer's "
+            "offset facts by hand values (tests/codegen/test_hip_offset_analysis.py)",
         env={"OPUS_DIFF_HOST_EXAMPLES": "6", "OPUS_TEST_FRESH_SPECS": "1"}),
     "targets": Module(
         files=("src/opus/targets/base.py", "src/opus/targets/limits.py",

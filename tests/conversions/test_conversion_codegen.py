@@ -140,7 +140,10 @@ HOST_CASTS = [("sm_80", opus.f32, opus.f16, "rn", False), ("sm_80", opus.f32, op
               ("gfx942", opus.f32, opus.bf16, "truncate_with_nan", False),
               ("gfx942", opus.f32, opus.fp8_e4m3fnuz, "rn", False), ("gfx942", opus.f32, opus.fp8_e5m2fnuz, "rn", True),
               ("gfx950", opus.f32, opus.fp8_e4m3, "rn", False), ("gfx950", opus.f32, opus.fp8_e5m2, "rn", True),
-              ("gfx942", opus.fp8_e4m3fnuz, opus.f32, "rn", False), ("gfx950", opus.fp8_e5m2, opus.bf16, "rn", False)]
+              ("gfx942", opus.fp8_e4m3fnuz, opus.f32, "rn", False), ("gfx950", opus.fp8_e5m2, opus.bf16, "rn", False),
+              # pairs from and to 16-bit floats: through f32 on each side of the pair instruction
+              ("gfx942", opus.f16, opus.fp8_e4m3fnuz, "rn", False), ("gfx950", opus.bf16, opus.fp8_e5m2, "rn", True),
+              ("gfx942", opus.fp8_e5m2fnuz, opus.f16, "rn", False), ("gfx950", opus.fp8_e4m3, opus.f16, "rn", False)]
 
 
 @pytest.mark.parametrize("target,src,dst,rnd,sat", HOST_CASTS,
@@ -148,8 +151,11 @@ HOST_CASTS = [("sm_80", opus.f32, opus.f16, "rn", False), ("sm_80", opus.f32, op
 def test_host_packed_and_truncating_casts(target, src, dst, rnd, sat, tmp_path):
     """The packed pairs (PTX cvt x2 shims, v_cvt_pk_* shims: tests/hostexec/shim) and the bf16
     truncations as rendered, against the interpreter."""
-    x = random_f32(1 << 14, seed=13) if src is opus.f32 else \
-        np.arange(1 << 14, dtype=np.uint16).astype(np.uint8).view(src.np_dtype)
+    if src is opus.f32:
+        x = random_f32(1 << 14, seed=13)
+    else:   # every code of the source type (16-bit ones: all 65536)
+        x = np.arange(1 << (8 * src.itemsize), dtype=np.uint32).astype(
+            np.uint16 if src.itemsize == 2 else np.uint8).view(src.np_dtype)
     got = _host(converter(src, dst, rnd, sat, 4), [x], dst.np_dtype, target, tmp_path)
     ref = cast_on(target, x, src, dst, rounding=rnd, sat=sat)
     assert same_floats(got, ref) if not dst.storage_only else np.array_equal(got.view(np.uint8), ref.view(np.uint8))

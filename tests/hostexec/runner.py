@@ -48,7 +48,9 @@ class HostExecError(AssertionError):
 
 # -- the source, made host C++ -------------------------------------------------------------------
 
-_ASM = re.compile(r'\basm\s*(?:volatile\s*)?\(\s*"([^"]*)"\s*:([^:]*):((?:[^()]|\([^()]*\))*)\)')
+# asm("text" : outputs : inputs), the inputs part optional (activemask.b32 has none)
+_ASM = re.compile(r'\basm\s*(?:volatile\s*)?\(\s*"([^"]*)"\s*:((?:[^:()]|\([^()]*\))*)'
+                  r'(?::((?:[^()]|\([^()]*\))*))?\)')
 _OPERAND = re.compile(r'"=?\w+"\s*\(\s*([^()]*?)\s*\)')
 
 
@@ -61,7 +63,7 @@ def _shimmed(pattern):
 def _asm_call(m, shims, isa="PTX", namespace="opus_ptx", header="cuda.h"):
     """``asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f))`` -> ``opus_ptx::cvt_rn_f16_f32(h, f)``
     (and ``__asm__("v_min_f32 %0, %1, %2" : ...)`` -> ``opus_gcn::v_min_f32(r, a, b)``)."""
-    text, outs, ins = m.group(1), _OPERAND.findall(m.group(2)), _OPERAND.findall(m.group(3))
+    text, outs, ins = m.group(1), _OPERAND.findall(m.group(2)), _OPERAND.findall(m.group(3) or "")
     opcode, _, operands = text.strip().rstrip(";").partition(" ")
     name = opcode.replace(".", "_")
     # a vector operand {%0, %1} counts as its registers, an address [%2] as its register
@@ -110,15 +112,18 @@ def prepare_source(source, vendor):
 
 
 def _needs_fibers(source):
-    """Whether the kernel may wait for other lanes: it has a barrier, or calls a builtin that
-    an extension shim header (any but hip.h: cross-lane instructions such as MFMA) defines.
+    """Whether the kernel may wait for other lanes: it has a barrier, or calls a builtin or a
+    PTX instruction that an extension shim header (any but cuda.h and hip.h: cross-lane
+    instructions such as MFMA or shfl.sync) defines.
     Other kernels run each lane to its end as a plain call, which is much cheaper."""
     if re.search(r"__syncthreads|__builtin_amdgcn_s_barrier|opus_host_warp_rendezvous", source):
         return True
     extension = set()
     for p in SHIM.glob("*.h"):
         if p.name not in ("host.h", "main.h", "floats.h", "cuda.h", "hip.h"):
-            extension |= set(re.findall(r"#define (\w+)", p.read_text()))
+            text = p.read_text()   # its builtins, and the PTX instructions it shims
+            extension |= set(re.findall(r"#define (\w+)", text))
+            extension |= set(re.findall(r"static inline void (\w+)\(", text))
     return any(re.search(rf"\b{name}\b", source) for name in extension)
 
 

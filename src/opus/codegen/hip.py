@@ -453,17 +453,6 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         return (f"__builtin_amdgcn_raw_buffer_store_{_BUF_B[nbytes]}({v}, {a.rsrc}, (int){voff}, "
                 f"{a.soff}, {a.aux});")
 
-    def _chunks(self, vec, s):
-        """(first element, element count, bytes) of the <=16-byte pieces of a vec access, or None
-        when the vector's bytes cannot be bit-cast whole (odd sizes: per element)."""
-        total = vec * s
-        if total in (1, 2, 4, 8, 16):
-            return [(0, vec, total)]
-        if total % 16 == 0:
-            per = 16 // s
-            return [(i * per, per, 16) for i in range(total // 16)]
-        return None
-
     def _voffset(self, off, s, bound, delta=0, whole_off=False):
         """C expression: the buffer voffset (bytes) of element ``off + delta``: off * s where
         0 <= off + delta and (off + delta) * s < 0xfffffff0, else 0xfffffff0 (always >=
@@ -472,7 +461,11 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         byte elements with a 32-bit signed offset and bound (a negative offset reads as >= 2^31,
         beyond any num_records a 32-bit bound gives)."""
         o, t, bt = self.name(off), scalar_of(off.type), scalar_of(bound.type)
-        if not delta and self._unclamped.get(off, _OOB) <= _OOB // s:  # in range (_iv_ranges)
+        # in range (_iv_ranges) only where the enclosing loop version established it (no
+        # default: for bytes _OOB // 1 is _OOB itself, so every offset would pass, and a 64-bit
+        # one past 2^32 would wrap into range)
+        known = self._unclamped.get(off)
+        if not delta and known is not None and known <= _OOB // s:
             return f"((unsigned){o} * {s}u)"
         if delta and whole_off:  # (soffset accesses) off itself must be >= 0
             o, t = f"((long long){o} < 0 ? -1ll : (long long){o} + {delta})", dt.i64
@@ -617,8 +610,6 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
             p, _, _, bound, _ = access_operands(inner)
             if bound is None or not self._is_global(p) or bound not in self.names:
                 continue
-            if self._chunks(inner.attrs["vec"], p.type.elem.itemsize) is None:
-                continue
             c = self._uniform_exactness(p, bound, inner.attrs["vec"], p.type.elem.itemsize)
             if c is not None and c not in self._assumed:
                 conds.add(c)
@@ -660,12 +651,10 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         return " && ".join(conds) or None
 
     def _vector_access(self, a, vec, s, whole, per_element, indent):
-        """Emit a bounded vector access from its two forms: ``whole`` (<=16-byte buffer
-        instructions, the hardware's range check) and ``per_element`` (one access per element,
+        """Emit a bounded vector access from its two forms: ``whole`` (one buffer instruction
+        of the vector's 2 to 16 bytes: tracing refuses wider accesses, lang/memory.py
+        _check_vec; the hardware's range check) and ``per_element`` (one access per element,
         each checked exactly), the whole form wherever it is exact (``_exactness``)."""
-        if self._chunks(vec, s) is None:
-            per_element(indent)
-            return
         cond = self._exactness(a, vec)
         if cond is None:
             whole(indent)
@@ -740,15 +729,7 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
 
         def whole(ind):
             voff = self._voffset(off, s, bound)
-            for (i0, cnt, nb) in self._chunks(vec, s):
-                at = f"{voff} + {i0 * s}u" if i0 else voff
-                if cnt == vec:
-                    self.line(ind, f"{n} = {self._buf_load(a, at, nb, vt)};")
-                else:
-                    t = self.fresh(prefix="ld")
-                    self.line(ind, f"{{ struct {{ {ect} v[{cnt}]; }} {t} = __builtin_bit_cast(decltype({t}), "
-                                   f"{self._buf_load(a, at, nb, 'opus_u32x4_t')}); "
-                                   + " ".join(f"{n}.v[{i0 + k}] = {t}.v[{k}];" for k in range(cnt)) + " }")
+            self.line(ind, f"{n} = {self._buf_load(a, voff, vec * s, vt)};")
 
         def per_element(ind):
             for i in range(vec):
@@ -774,15 +755,7 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
 
         def whole(ind):
             voff = self._voffset(off, s, bound)
-            for (i0, cnt, nb) in self._chunks(vec, s):
-                at = f"{voff} + {i0 * s}u" if i0 else voff
-                if cnt == vec:
-                    self.line(ind, self._buf_store(value_c, vt, a, at, nb))
-                else:
-                    t = self.fresh(prefix="st")
-                    self.line(ind, f"{{ struct {{ {ect} v[{cnt}]; }} {t}; "
-                                   + " ".join(f"{t}.v[{k}] = {value_c}.v[{i0 + k}];" for k in range(cnt)) + " "
-                                   + self._buf_store(t, "struct", a, at, nb) + " }")
+            self.line(ind, self._buf_store(value_c, vt, a, voff, vec * s))
 
         def per_element(ind):
             for i in range(vec):
