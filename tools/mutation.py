@@ -433,6 +433,14 @@ _ZERO_OFFSET_ALIGNMENT = ("for a traced zero offset, lowbit only has to be at le
                           "pointer's alignment, which is the size in bytes of an access through "
                           "it (lang/memory.py align_req), far below 2^30: 2^31 and 2 * 2^30 "
                           "give the same minimum")
+_NO_DELTA_NO_WHOLE = ("whole_off matters only with delta > 0 (off + delta may be in range while off "
+                      "is negative); with delta 0 a negative offset is out of range either way "
+                      "(clamped to 0xfffffff0, or >= 2^31 unsigned past a 32-bit bound's "
+                      "records), and every call with a delta passes whole_off itself")
+_F32_TO_F32 = ("cast_expr from f32 to f32 is the expression itself: the branch that skips it "
+               "gives the same C")
+_WIDENING_SAT = ("saturation of a widening to f32 (a 16-bit float or fp8 value) never applies: "
+                 "every such value is an f32")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -1160,6 +1168,48 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
                        (10, "align.get(p.name, 2)"))},
     **{f"opus.codegen.hip.xǁHipEmitterǁ_alignment__mutmut_{n}": (text, _ZERO_OFFSET_ALIGNMENT)
        for n, text in ((24, "if k else 2 << 30"), (25, "if k else 1 << 31"))},
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_voffset__mutmut_{n}": (text, _NO_DELTA_NO_WHOLE)
+       for n, text in ((2, "delta=0, whole_off=True):"), (15, "if delta or whole_off:"))},
+    "opus.codegen.hip.xǁHipEmitterǁ_voffset__mutmut_14": (
+        "known <= _OOB / s:",
+        "0xfffffff0 is a multiple of every element size (1, 2, 4, 8): / and // give the same "
+        "number, compared with an int"),
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_voffset__mutmut_{n}": (
+        text, "integer types have 8, 16, 32 or 64 bits: <= 33 is <= 32 for each of them")
+       for n, text in ((25, "if s == 1 and t.bits <= 33 and t.kind"), (30, "bt.bits <= 33 and"),
+                       (38, "if t.bits <= 33 and (t.kind"))},
+    **{f"opus.codegen.hip.xǁHipEmitterǁrender_for__mutmut_{n}": (text, _INDENT) for n, text in (
+        (44, "self.emit_for_loop(op, indent - 1, names, 1 if step_cond else None)"),
+        (45, "self.emit_for_loop(op, indent + 2, names, 1 if step_cond else None)"),
+        (62, "self.emit_for_loop(op, indent - 1, names)"),
+        (63, "self.emit_for_loop(op, indent + 2, names)"))},
+    "opus.codegen.hip.xǁHipEmitterǁrender_for__mutmut_48": (
+        "self.emit_for_loop(op, indent + 1, names, 2 if step_cond else None)",
+        "emit_for_loop reads only the sign of step_sign (s > 0)"),
+    "opus.codegen.hip.xǁHipEmitterǁ_step_version__mutmut_6": (
+        "return k >= 0, frozenset()", "a compile-time step of 0 is refused while tracing "
+        "(frontend/control.py: range() step must not be zero)"),
+    "opus.codegen.hip.xǁHipEmitterǁ_step_version__mutmut_10": (
+        "return True, frozenset()", "render_for uses `positive` only together with "
+        "self._small(op), which is False on this path"),
+    "opus.codegen.hip.xǁHipEmitterǁ_iv_ranges__mutmut_51": (
+        "bt.bits <= 33:", "integer types have 8, 16, 32 or 64 bits"),
+    **{f"opus.codegen.hip.xǁHipEmitterǁpacked_pair__mutmut_{n}": (
+        f"t = self.fresh(prefix={p})", _PREFIX) for n, p in ((21, "None"), (22, '"XXpkXX"'),
+                                                             (23, '"PK"'))},
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_pair_lanes__mutmut_{n}": (text, _F32_TO_F32)
+       for n, text in ((1, '(to.name == "f32") and False'), (4, 'to.name == "XXf32XX"'),
+                       (5, 'to.name == "F32"'))},
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_as_f32__mutmut_{n}": (text, _F32_TO_F32)
+       for n, text in ((1, '(src.name == "f32") and False'), (4, 'src.name == "XXf32XX"'),
+                       (5, 'src.name == "F32"'))},
+    **{k: (text, "sat applies to fp8 and e8m0 destinations only (lang/values.py cast): a "
+                 "decoded pair goes to f32, f16 or bf16") for k, text in (
+        ("opus.codegen.hip.xǁHipEmitterǁpacked_pair__mutmut_36",
+         "return self._pair_lanes(t, to, rnd, None)"),
+        ("opus.codegen.hip.xǁHipEmitterǁ_pair_lanes__mutmut_10", "dt.f32, to, rnd, None)"))},
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_as_f32__mutmut_{n}": (text, _WIDENING_SAT)
+       for n, text in ((10, 'dt.f32, "rn", None)'), (18, 'dt.f32, "rn", True)'))},
     "opus.codegen.cemit.xǁCEmitterǁconst_expr__mutmut_148": (
         "raise CodegenError(None)",
         "unreachable: every DType is bool, packed, an integer, a 16-bit or storage-only float "

@@ -143,7 +143,8 @@ HOST_CASTS = [("sm_80", opus.f32, opus.f16, "rn", False), ("sm_80", opus.f32, op
               ("gfx942", opus.fp8_e4m3fnuz, opus.f32, "rn", False), ("gfx950", opus.fp8_e5m2, opus.bf16, "rn", False),
               # pairs from and to 16-bit floats: through f32 on each side of the pair instruction
               ("gfx942", opus.f16, opus.fp8_e4m3fnuz, "rn", False), ("gfx950", opus.bf16, opus.fp8_e5m2, "rn", True),
-              ("gfx942", opus.fp8_e5m2fnuz, opus.f16, "rn", False), ("gfx950", opus.fp8_e4m3, opus.f16, "rn", False)]
+              ("gfx942", opus.fp8_e5m2fnuz, opus.f16, "rn", False), ("gfx950", opus.fp8_e4m3, opus.f16, "rn", False),
+              ("gfx950", opus.fp8_e5m2, opus.f16, "rn", True)]   # sat: for fp8 targets only
 
 
 @pytest.mark.parametrize("target,src,dst,rnd,sat", HOST_CASTS,

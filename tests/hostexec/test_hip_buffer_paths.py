@@ -114,3 +114,11 @@ def test_byte_scalar_offsets(s, tmp_path):
     want = np.where((s >= 0) & (src >= 0) & (src < n), x[np.clip(src, 0, 15)], 0).astype(np.uint8)
     np.testing.assert_array_equal(y[:16], want, err_msg="i32 soffset")
     np.testing.assert_array_equal(y[16:], want, err_msg="i64 soffset")
+
+
+@pytest.mark.parametrize("T", [f32, bf16, f64], ids=lambda t: t.name)
+def test_64_bit_offsets_past_2_to_the_32_of_wider_elements(T, tmp_path):
+    """An i64 offset is clamped in 64 bits: 2^32 + 4 truncated to 32 bits would be 4, in range."""
+    VEC = 16 // T.itemsize
+    starts = [0, VEC, 2 ** 32, 2 ** 32 + VEC, -(2 ** 32), 2 ** 33 + 2 * VEC]
+    _run(T, VEC, i64, i32, [(k, THREADS * VEC - 1) for k in starts], tmp_path)

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+import opus
 from opus import i32, u32
 from hostexec import HostProgram, Launch, run_kernel
 
@@ -51,3 +52,20 @@ def test_whole_warp_integer_reductions_are_redux(op, T, tmp_path):
     assert "redux.sync" in X.reduce_kernel.source(target="sm_90a", OP=op, W=32, T=T)
     want = X.ref_reduce(x, op, 32).astype(x.dtype)  # sums wrap to 32 bits
     np.testing.assert_array_equal(o.view(x.dtype), want)
+
+
+@opus.kernel
+def signed_and_unsigned(x: opus.Ptr[i32], o: opus.Ptr[i32], p: opus.Ptr[u32]):
+    t = opus.thread_id_x()
+    o[t] = opus.warp_reduce(x[t], "min")
+    p[t] = opus.warp_reduce(opus.cast(x[t], u32), "min")
+
+
+def test_signed_and_unsigned_reductions_in_one_kernel(tmp_path):
+    """redux.sync.min.s32 and .u32 are two helpers: -5 is the signed minimum and 3 the unsigned
+    one (-5 is 2^32 - 5 unsigned)."""
+    x = np.array([7, -5, 3, 9] * 8, np.int32)
+    o, p = np.zeros(32, np.int32), np.zeros(32, np.uint32)
+    run_kernel(signed_and_unsigned, 1, 32, x, o, p, target="sm_90a", workdir=tmp_path)
+    np.testing.assert_array_equal(o, np.full(32, -5, np.int32))
+    np.testing.assert_array_equal(p, np.full(32, 3, np.uint32))
