@@ -1210,6 +1210,20 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         ("opus.codegen.hip.xǁHipEmitterǁ_pair_lanes__mutmut_10", "dt.f32, to, rnd, None)"))},
     **{f"opus.codegen.hip.xǁHipEmitterǁ_as_f32__mutmut_{n}": (text, _WIDENING_SAT)
        for n, text in ((10, 'dt.f32, "rn", None)'), (18, 'dt.f32, "rn", True)'))},
+    **{f"opus.codegen.fp8.xǁStorageConversionsǁcast_storage__mutmut_{n}": (text, _F32_TO_F32)
+       for n, text in ((19, '(to.name == "f32") and False'), (20, '(to.name == "f32") or True'),
+                       (21, 'to.name != "f32"'), (22, 'to.name == "XXf32XX"'),
+                       (23, 'to.name == "F32"'), (35, '(src.name == "f32") and False'),
+                       (36, '(src.name == "f32") or True'), (37, 'src.name != "f32"'),
+                       (38, 'src.name == "XXf32XX"'), (39, 'src.name == "F32"'))},
+    "opus.codegen.fp8.xǁStorageConversionsǁcast_storage__mutmut_28": (
+        "self.cast_expr(f, dt.f32, to, rounding, None)",
+        "sat applies to fp8 and e8m0 destinations only (lang/values.py cast): a decoded value "
+        "goes on to f16, bf16 or f64 here"),
+    **{f"opus.codegen.fp8.xǁStorageConversionsǁcast_storage__mutmut_{n}": (text, _WIDENING_SAT)
+       for n, text in ((44, 'dt.f32, "rn", None)'), (52, 'dt.f32, "rn", True)'))},
+    "opus.codegen.fp8.xǁStorageConversionsǁfp8_fixup__mutmut_5": (
+        "'XX_satXX' if sat", "a helper's name: still one name per (format, sat), unique"),
     "opus.codegen.cemit.xǁCEmitterǁconst_expr__mutmut_148": (
         "raise CodegenError(None)",
         "unreachable: every DType is bool, packed, an integer, a 16-bit or storage-only float "

@@ -352,3 +352,18 @@ def test_an_exception_in_a_renderer_names_the_op_and_the_backend():
     assert info.value.raw_message == ("internal error rendering op 'cast' for cuda (sm_80): "
                                       "ValueError: boom")
     assert info.value.loc is not None and info.value.loc.line > 0
+
+
+# -- the storage conversions' internal refusals (codegen/fp8.py) ----------------------------------
+
+def test_storage_conversions_refuse_what_tracing_refuses_word_for_word():
+    spec = casts.specialize(target="sm_90a")
+    em = CudaEmitter(spec.function, spec.target)
+    with pytest.raises(CodegenError) as info:
+        em.encode_storage("f", opus.fp8_e4m3, "rz", False)
+    assert info.value.raw_message == ("internal: rounding 'rz' to fp8_e4m3 reached the cuda "
+                                      "renderer (tracing refuses it)")
+    with pytest.raises(CodegenError) as info:
+        em.encode_storage("f", opus.f16, "rn", False)
+    assert info.value.raw_message == ("internal: conversion of f16 reached the cuda renderer for "
+                                      "sm_90a (tracing refuses it)")

@@ -144,7 +144,10 @@ HOST_CASTS = [("sm_80", opus.f32, opus.f16, "rn", False), ("sm_80", opus.f32, op
               # pairs from and to 16-bit floats: through f32 on each side of the pair instruction
               ("gfx942", opus.f16, opus.fp8_e4m3fnuz, "rn", False), ("gfx950", opus.bf16, opus.fp8_e5m2, "rn", True),
               ("gfx942", opus.fp8_e5m2fnuz, opus.f16, "rn", False), ("gfx950", opus.fp8_e4m3, opus.f16, "rn", False),
-              ("gfx950", opus.fp8_e5m2, opus.f16, "rn", True)]   # sat: for fp8 targets only
+              ("gfx950", opus.fp8_e5m2, opus.f16, "rn", True),   # sat: for fp8 targets only
+              # fp8 to fp8 through f32: sat clamps e5m2's larger values (and infinities)
+              ("sm_90a", opus.fp8_e5m2, opus.fp8_e4m3, "rn", True), ("sm_90a", opus.fp8_e5m2, opus.fp8_e4m3, "rn", False),
+              ("gfx942", opus.fp8_e5m2fnuz, opus.fp8_e4m3fnuz, "rn", True)]
 
 
 @pytest.mark.parametrize("target,src,dst,rnd,sat", HOST_CASTS,
@@ -192,3 +195,49 @@ def test_gpu_stochastic_rounding_matches_interp(t, sat):
     got = run(stochastic(opus.f32, t, sat, 4), [x, r], t.np_dtype, 4, gpu_arch(), device=True)
     ref = sr_on(gpu_arch(), x, r, opus.f32, t, sat=sat)
     assert same_floats(got, ref) if not t.storage_only else np.array_equal(got.view(np.uint8), ref.view(np.uint8))
+
+
+@opus.kernel
+def fp8_variants(x: opus.Ptr[opus.f32], a: opus.Ptr[opus.fp8_e4m3fnuz],
+                 b: opus.Ptr[opus.fp8_e4m3fnuz], c: opus.Ptr[opus.fp8_e5m2fnuz], n: opus.i32):
+    i = (opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()) * 2
+    v = opus.load(x, i, vec=2, bound=n)
+    opus.store(a, opus.cast(v, opus.fp8_e4m3fnuz), i, vec=2, bound=n)
+    opus.store(b, opus.cast(v, opus.fp8_e4m3fnuz, sat=True), i, vec=2, bound=n)
+    opus.store(c, opus.cast(v, opus.fp8_e5m2fnuz), i, vec=2, bound=n)
+
+
+def test_host_one_kernel_with_several_fp8_encoders(tmp_path):
+    """gfx942: three packed encoders in one kernel (sat and not, two formats), each with its own
+    fix-up helper (NaN and overflow codes), against the interpreter."""
+    x = random_f32(1 << 12, seed=21)
+    outs = [np.zeros(len(x), t.np_dtype) for t in (opus.fp8_e4m3fnuz, opus.fp8_e4m3fnuz,
+                                                   opus.fp8_e5m2fnuz)]
+    run_kernel(fp8_variants, (len(x) // 2 + 255) // 256, 256, x, *outs, len(x), target="gfx942",
+               workdir=tmp_path)
+    for got, (t, sat) in zip(outs, [(opus.fp8_e4m3fnuz, False), (opus.fp8_e4m3fnuz, True),
+                                    (opus.fp8_e5m2fnuz, False)]):
+        ref = cast_on("gfx942", x, opus.f32, t, rounding="rn", sat=sat)
+        np.testing.assert_array_equal(got.view(np.uint8), ref.view(np.uint8))
+
+
+@opus.kernel
+def odd_pairs(x: opus.Ptr[opus.f32], y: opus.Ptr[opus.fp8_e4m3], SAT: opus.constexpr):
+    t = opus.thread_id_x()
+    v = opus.concat(opus.load(x, 4 * t, vec=2), opus.splat(x[4 * t + 2], 1))   # 3 lanes
+    c = opus.cast(v, opus.fp8_e4m3, sat=SAT)
+    for k in range(3):
+        y[3 * t + k] = c[k]
+
+
+@pytest.mark.parametrize("sat", [False, True])
+def test_host_an_odd_lane_count_converts_its_last_lane_alone(sat, tmp_path):
+    """sm_90a converts f32 pairs with one cvt.rn.satfinite.e4m3x2.f32; of 3 lanes the third is
+    converted on its own, with the same saturation rule."""
+    x = random_f32(64, seed=22) * 64          # many beyond e4m3's 448
+    y = np.zeros(48, np.uint8)
+    run_kernel(odd_pairs, 1, 16, x, y.view(opus.fp8_e4m3.np_dtype), target="sm_90a",
+               workdir=tmp_path, SAT=sat)
+    keep = np.array([4 * t + k for t in range(16) for k in range(3)])
+    ref = cast_on("sm_90a", x[keep], opus.f32, opus.fp8_e4m3, rounding="rn", sat=sat)
+    np.testing.assert_array_equal(y, ref.view(np.uint8))
