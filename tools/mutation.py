@@ -1224,6 +1224,24 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
        for n, text in ((44, 'dt.f32, "rn", None)'), (52, 'dt.f32, "rn", True)'))},
     "opus.codegen.fp8.xǁStorageConversionsǁfp8_fixup__mutmut_5": (
         "'XX_satXX' if sat", "a helper's name: still one name per (format, sat), unique"),
+    **{f"opus.codegen.fp8.xǁStorageConversionsǁ{f}__mutmut_{n}": (
+        text, "a C hexadecimal literal's digits and prefix are case-insensitive")
+       for f, n, text in (("sw_fp8_decoder", 8, "0x7fffffffu"), ("sw_fp8_decoder", 9, "0X7FFFFFFFU"),
+                          ("sw_fp8_decoder", 25, "(0x7f800000u |"),
+                          ("e8m0_decoder", 4, "0xffu ? 0x7fffffffu"),
+                          ("e8m0_encoder", 29, "u - 1u < 0x7f800000u"))},
+    **{f"opus.codegen.fp8.xǁStorageConversionsǁ{f}__mutmut_{n}": (
+        text, "a helper's name: still one distinct name per (format, rounding, sat)")
+       for f, n, text in (("sw_fp8_encoder", 7, "'XX_satXX' if sat"),
+                          ("sw_fp8_encoder", 8, "'_SAT' if sat"),
+                          ("sw_fp8_encoder", 9, "'_sat' if sat else 'XXXX'"),
+                          ("e8m0_encoder", 4, "'XX_satXX' if sat"), ("e8m0_encoder", 5, "'_SAT' if sat"),
+                          ("e8m0_encoder", 6, "'_sat' if sat else 'XXXX'"))},
+    **{f"opus.codegen.fp8.xǁStorageConversionsǁcast_sr_expr__mutmut_{n}": (
+        text, "to_f32 of an f32 is the expression itself (cemit.py): both branches give the same C")
+       for n, text in ((2, '(src.name == "f32") and False'), (3, '(src.name == "f32") or True'),
+                       (4, 'src.name != "f32"'), (5, 'src.name == "XXf32XX"'),
+                       (6, 'src.name == "F32"'))},
     "opus.codegen.cemit.xǁCEmitterǁconst_expr__mutmut_148": (
         "raise CodegenError(None)",
         "unreachable: every DType is bool, packed, an integer, a 16-bit or storage-only float "
