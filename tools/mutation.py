@@ -1242,6 +1242,15 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
        for n, text in ((2, '(src.name == "f32") and False'), (3, '(src.name == "f32") or True'),
                        (4, 'src.name != "f32"'), (5, 'src.name == "XXf32XX"'),
                        (6, 'src.name == "F32"'))},
+    **{f"opus.codegen.cuda.xǁCudaEmitterǁpacked_pair__mutmut_{n}": (
+        f"t = self.fresh(prefix={p})", _PREFIX) for n, p in ((2, "None"), (3, '"XXpkXX"'),
+                                                             (4, '"PK"'))},
+    **{f"opus.codegen.cuda.xǁCudaEmitterǁpacked_pair__mutmut_{n}": (text, _WIDENING_SAT)
+       for n, text in ((29, 'dt.f32, "rn", None) for v in (lo, hi)'),
+                       (37, 'dt.f32, "rn", True) for v in (lo, hi)'))},
+    "opus.codegen.cuda.xǁCudaEmitterǁpacked_pair__mutmut_61": (
+        "dt.f32, to, rnd, None) for h in halves", "sat applies to fp8 and e8m0 destinations "
+        "only (lang/values.py cast): a decoded pair goes to f32 or bf16 here"),
     "opus.codegen.cemit.xǁCEmitterǁconst_expr__mutmut_148": (
         "raise CodegenError(None)",
         "unreachable: every DType is bool, packed, an integer, a 16-bit or storage-only float "

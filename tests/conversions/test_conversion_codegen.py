@@ -276,3 +276,25 @@ def test_host_software_encoders_and_decoders_side_by_side(tmp_path):
     for got, t in ((y, opus.fp8_e4m3), (z, opus.fp8_e5m2)):
         q = cast_on("sm_80", x, opus.f32, t, sat=True)
         assert same_floats(got, cast_on("sm_80", q, t, opus.f32))
+
+
+@opus.kernel
+def half_pairs(x: opus.Ptr[opus.f32], h: opus.Ptr[opus.f16], b: opus.Ptr[opus.bf16],
+               r: opus.Ptr[opus.f16]):
+    i = (opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()) * 2
+    v = opus.load(x, i, vec=2)
+    opus.store(h, opus.cast(v, opus.f16), i, vec=2)
+    opus.store(b, opus.cast(v, opus.bf16), i, vec=2)
+    opus.store(r, opus.cast(v, opus.f16, rounding="rz"), i, vec=2)
+
+
+def test_host_packed_half_pairs_side_by_side(tmp_path):
+    """sm_90a: cvt.rn.f16x2.f32, cvt.rn.bf16x2.f32 and cvt.rz.f16x2.f32 in one kernel, each its
+    own helper, against the interpreter."""
+    pool = random_f32(64, seed=24)            # random bits and the formats' special cases
+    x = pool[np.random.default_rng(24).choice(len(pool), 8192, replace=False)]
+    h, r = np.zeros(8192, np.float16), np.zeros(8192, np.float16)
+    b = np.zeros(8192, opus.bf16.np_dtype)
+    run_kernel(half_pairs, 16, 256, x, h, b, r, target="sm_90a", workdir=tmp_path)
+    for got, t, rnd in ((h, opus.f16, "rn"), (b, opus.bf16, "rn"), (r, opus.f16, "rz")):
+        assert same_floats(got, cast_on("sm_90a", x, opus.f32, t, rounding=rnd))
