@@ -218,6 +218,10 @@ _PREFIX = ("a fresh C name's prefix: fresh() keeps every name unique whatever th
 _EMPTY_ELSE = ("an `else` whose region only yields nothing is emitted as an empty `else { }`: "
                "the same C program, one more line")
 _NO_33_BITS = "integer types have 8, 16, 32 or 64 bits: > 33 is > 32 for each of them"
+_UP_TO_33_BITS = "integer types have 8, 16, 32 or 64 bits: <= 33 is <= 32 for each of them"
+_SAT_FP8_ONLY = ("sat applies to fp8 and e8m0 destinations only (lang/values.py cast): a decoded "
+                 "value goes on to f32, f16, bf16 or f64 here")
+_HELPER_NAME = "a helper's name: still one distinct name per (format, rounding, sat)"
 _STRUCT_LANES = ("a register vector of >= 128 lanes (CUDA's scalar_lanes_from) kept as one struct "
                  "where it would be one C variable per lane (LaneNames): every use goes through "
                  "lanes() / lane(), which spell both, so the values are the same; only NVVM's "
@@ -1135,7 +1139,7 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
        for n, p in ((40, "None"), (41, '"XXeoXX"'), (42, '"EO"'))},
     "opus.codegen.cemit.xǁCEmitterǁ_access__mutmut_31": (
         'so = f"(long long){self.uniform(so) if scalar_of(soff.type).bits <= 33 else so}"',
-        "integer types have 8, 16, 32 or 64 bits: <= 33 is <= 32 for each of them"),
+        _UP_TO_33_BITS),
     **{f"opus.codegen.cemit.xǁCEmitterǁconst_expr__mutmut_{n}": (
         f"code = int(np.array(x, dtype=e.np_dtype).view(np.uint8)) & ({m} - 1)", _PACKED_MASK)
        for n, m in ((16, "(1 >> e.bits)"), (17, "(2 << e.bits)"))},
@@ -1175,7 +1179,7 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "0xfffffff0 is a multiple of every element size (1, 2, 4, 8): / and // give the same "
         "number, compared with an int"),
     **{f"opus.codegen.hip.xǁHipEmitterǁ_voffset__mutmut_{n}": (
-        text, "integer types have 8, 16, 32 or 64 bits: <= 33 is <= 32 for each of them")
+        text, _UP_TO_33_BITS)
        for n, text in ((25, "if s == 1 and t.bits <= 33 and t.kind"), (30, "bt.bits <= 33 and"),
                        (38, "if t.bits <= 33 and (t.kind"))},
     **{f"opus.codegen.hip.xǁHipEmitterǁrender_for__mutmut_{n}": (text, _INDENT) for n, text in (
@@ -1193,7 +1197,7 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "return True, frozenset()", "render_for uses `positive` only together with "
         "self._small(op), which is False on this path"),
     "opus.codegen.hip.xǁHipEmitterǁ_iv_ranges__mutmut_51": (
-        "bt.bits <= 33:", "integer types have 8, 16, 32 or 64 bits"),
+        "bt.bits <= 33:", _UP_TO_33_BITS),
     **{f"opus.codegen.hip.xǁHipEmitterǁpacked_pair__mutmut_{n}": (
         f"t = self.fresh(prefix={p})", _PREFIX) for n, p in ((21, "None"), (22, '"XXpkXX"'),
                                                              (23, '"PK"'))},
@@ -1203,8 +1207,7 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
     **{f"opus.codegen.hip.xǁHipEmitterǁ_as_f32__mutmut_{n}": (text, _F32_TO_F32)
        for n, text in ((1, '(src.name == "f32") and False'), (4, 'src.name == "XXf32XX"'),
                        (5, 'src.name == "F32"'))},
-    **{k: (text, "sat applies to fp8 and e8m0 destinations only (lang/values.py cast): a "
-                 "decoded pair goes to f32, f16 or bf16") for k, text in (
+    **{k: (text, _SAT_FP8_ONLY) for k, text in (
         ("opus.codegen.hip.xǁHipEmitterǁpacked_pair__mutmut_36",
          "return self._pair_lanes(t, to, rnd, None)"),
         ("opus.codegen.hip.xǁHipEmitterǁ_pair_lanes__mutmut_10", "dt.f32, to, rnd, None)"))},
@@ -1217,13 +1220,11 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
                        (36, '(src.name == "f32") or True'), (37, 'src.name != "f32"'),
                        (38, 'src.name == "XXf32XX"'), (39, 'src.name == "F32"'))},
     "opus.codegen.fp8.xǁStorageConversionsǁcast_storage__mutmut_28": (
-        "self.cast_expr(f, dt.f32, to, rounding, None)",
-        "sat applies to fp8 and e8m0 destinations only (lang/values.py cast): a decoded value "
-        "goes on to f16, bf16 or f64 here"),
+        "self.cast_expr(f, dt.f32, to, rounding, None)", _SAT_FP8_ONLY),
     **{f"opus.codegen.fp8.xǁStorageConversionsǁcast_storage__mutmut_{n}": (text, _WIDENING_SAT)
        for n, text in ((44, 'dt.f32, "rn", None)'), (52, 'dt.f32, "rn", True)'))},
     "opus.codegen.fp8.xǁStorageConversionsǁfp8_fixup__mutmut_5": (
-        "'XX_satXX' if sat", "a helper's name: still one name per (format, sat), unique"),
+        "'XX_satXX' if sat", _HELPER_NAME),
     **{f"opus.codegen.fp8.xǁStorageConversionsǁ{f}__mutmut_{n}": (
         text, "a C hexadecimal literal's digits and prefix are case-insensitive")
        for f, n, text in (("sw_fp8_decoder", 8, "0x7fffffffu"), ("sw_fp8_decoder", 9, "0X7FFFFFFFU"),
@@ -1231,7 +1232,7 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
                           ("e8m0_decoder", 4, "0xffu ? 0x7fffffffu"),
                           ("e8m0_encoder", 29, "u - 1u < 0x7f800000u"))},
     **{f"opus.codegen.fp8.xǁStorageConversionsǁ{f}__mutmut_{n}": (
-        text, "a helper's name: still one distinct name per (format, rounding, sat)")
+        text, _HELPER_NAME)
        for f, n, text in (("sw_fp8_encoder", 7, "'XX_satXX' if sat"),
                           ("sw_fp8_encoder", 8, "'_SAT' if sat"),
                           ("sw_fp8_encoder", 9, "'_sat' if sat else 'XXXX'"),
@@ -1249,8 +1250,7 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
        for n, text in ((29, 'dt.f32, "rn", None) for v in (lo, hi)'),
                        (37, 'dt.f32, "rn", True) for v in (lo, hi)'))},
     "opus.codegen.cuda.xǁCudaEmitterǁpacked_pair__mutmut_61": (
-        "dt.f32, to, rnd, None) for h in halves", "sat applies to fp8 and e8m0 destinations "
-        "only (lang/values.py cast): a decoded pair goes to f32 or bf16 here"),
+        "dt.f32, to, rnd, None) for h in halves", _SAT_FP8_ONLY),
     "opus.codegen.cemit.xǁCEmitterǁconst_expr__mutmut_148": (
         "raise CodegenError(None)",
         "unreachable: every DType is bool, packed, an integer, a 16-bit or storage-only float "

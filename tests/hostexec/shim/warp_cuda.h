@@ -7,17 +7,31 @@
 // that has not returned reaches it (a rendezvous cannot be reached by some lanes only)
 static inline unsigned opus_host_activemask() { return (unsigned)opus_host_warp_live_mask(); }
 
+// a shuffle's member mask: on the host only the warp's live lanes (a partial mask is not shimmed)
+static inline void opus_host_members(unsigned m, const char* what) {
+  if (m != opus_host_activemask()) {
+    char msg[160];
+    snprintf(msg, sizeof msg, "%s: the member mask %#x is not the warp's live lanes (not shimmed)",
+             what, m);
+    opus_host_fail(msg);
+  }
+}
+
+// every live lane publishes `word` and reads lane `src`'s
+static inline unsigned opus_host_read_lane(unsigned word, unsigned src) {
+  memcpy(opus_host_xchg(opus_host_lane()), &word, sizeof word);
+  opus_host_warp_rendezvous();
+  unsigned r;
+  memcpy(&r, opus_host_xchg(src), sizeof r);
+  opus_host_warp_rendezvous();
+  return r;
+}
+
 // __shfl_sync(mask, var, srcLane) (width 32): lane srcLane % 32's var, every lane of mask
 // taking part (CUDA Programming Guide, "Warp Shuffle Functions")
 static inline unsigned opus_host_shfl_sync(unsigned mask, unsigned var, int src) {
-  if (mask != opus_host_activemask())
-    opus_host_fail("__shfl_sync: the mask is not the warp's live lanes (not shimmed)");
-  memcpy(opus_host_xchg(opus_host_lane()), &var, sizeof var);
-  opus_host_warp_rendezvous();
-  unsigned r;
-  memcpy(&r, opus_host_xchg((unsigned)src % 32u), sizeof r);
-  opus_host_warp_rendezvous();
-  return r;
+  opus_host_members(mask, "__shfl_sync");
+  return opus_host_read_lane(var, (unsigned)src % 32u);
 }
 
 #define __activemask() opus_host_activemask()
@@ -27,15 +41,6 @@ static inline unsigned opus_host_shfl_sync(unsigned mask, unsigned var, int src)
 // PTX cross-lane instructions of codegen/cuda.py's helpers (the inline asm the runner rewrites
 // into opus_ptx:: calls), each from the PTX ISA's definition, on the same rendezvous
 namespace opus_ptx {
-
-static inline void opus_host_members(unsigned m, const char* what) {
-  if (m != opus_host_activemask()) {
-    char msg[160];
-    snprintf(msg, sizeof msg, "%s: the member mask %#x is not the warp's live lanes (not shimmed)",
-             what, m);
-    opus_host_fail(msg);
-  }
-}
 
 // activemask.b32 d: the lanes executing it (every live lane: see opus_host_activemask)
 static inline void activemask_b32(unsigned& d) { d = opus_host_activemask(); }
@@ -60,10 +65,7 @@ static inline void opus_host_shfl(unsigned& d, unsigned a, int b, int c, unsigne
     case SHFL_IDX: j = minLane | (bval & ~seg); pval = j <= maxLane; break;
   }
   if (!pval) j = lane;
-  memcpy(opus_host_xchg(lane), &a, sizeof a);
-  opus_host_warp_rendezvous();
-  memcpy(&d, opus_host_xchg((unsigned)j), sizeof d);
-  opus_host_warp_rendezvous();
+  d = opus_host_read_lane(a, (unsigned)j);
 }
 static inline void shfl_sync_up_b32(unsigned& d, unsigned a, int b, int c, unsigned m) { opus_host_shfl(d, a, b, c, m, SHFL_UP); }
 static inline void shfl_sync_down_b32(unsigned& d, unsigned a, int b, int c, unsigned m) { opus_host_shfl(d, a, b, c, m, SHFL_DOWN); }
