@@ -136,7 +136,10 @@ MODULES = {
                # functions nothing above reached (no tests: hw_sr, sr_grid, _shuffle, ...)
                "tests/conversions/test_conversion_codegen.py",
                "tests/conversions/test_stochastic.py", "tests/conversions/test_gfx950_fp4_hw.py",
-               "tests/lang/test_cross_lane_compile.py"),
+               "tests/lang/test_cross_lane_compile.py",
+               # session 14: cp.async and buffer_load ... lds compiled (NVRTC's SASS, clang's
+               # AMDGCN) and TMA's PTX compiled: render_cp_async, render_lds_load, _asm_text
+               "tests/lang/test_async_compile.py", "tests/lang/test_tma_interp.py"),
         why="CUDA/HIP spellings and helpers: host-executed C of both dialects, HIP helpers, "
             "AMD assembly checks, MFMA operand order on the host, conversions on the host and "
             "in AMD assembly, cross-lane lowerings in SASS and AMDGCN; the HIP renderer's "
@@ -445,6 +448,21 @@ _F32_TO_F32 = ("cast_expr from f32 to f32 is the expression itself: the branch t
                "gives the same C")
 _WIDENING_SAT = ("saturation of a widening to f32 (a 16-bit float or fp8 value) never applies: "
                  "every such value is an f32")
+_NOT_SAT_BRANCH = ("sat passed on as None inside `if not sat:`, where sat is False: fp8_overflowed "
+                   "reads it only as `if sat`")
+_SR_HALF_TYPE = ("the element type of the zero vector given as the instruction's `old` operand "
+                 "(_Float16 or __bf16): its bits are zero either way and the builtin's result type is "
+                 "the builtin's own; clang 22 gives the same gfx950 instructions for both spellings "
+                 "(checked: conv_kernels.stochastic(f32, bf16 / f16) for gfx950, 87 instructions, "
+                 "identical)")
+_FP4_EXACT = ("the rounding mode or sat handed on to fp4 pairs: the encoder (v_cvt_scalef32_pk_fp4_f32, "
+              "round to nearest even, fed values clamped to +-6) reads neither, and the two decoded "
+              "lanes are e2m1 values (0, +-0.5 .. +-6), exact in every destination they go on to "
+              "(f32, f16, bf16, the fp8 types)")
+_ONE_FP4_ENCODER = ("the name of the one fp4 pair encoder helper (opus_f32x2_to_fp4_e2m1): no other "
+                    "helper has it, spelled either way")
+_SR_SAT_UNREAD = ("Target.conversion reads sat only for 'rn'/'rz' casts of storage types: for 'sr' "
+                  "it answers from hw_sr by the destination alone")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -1255,6 +1273,63 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "raise CodegenError(None)",
         "unreachable: every DType is bool, packed, an integer, a 16-bit or storage-only float "
         "(tf32 included: scalar_ctype refuses it there), f32 or f64"),
+    # session 14: the gfx942/gfx950 conversion helpers, host-executed through the v_cvt_sr_* shims
+    **{f"opus.codegen.{f}__mutmut_{n}": (text, _HELPER_NAME) for f, n, text in (
+        ("hip.xǁHipEmitterǁhw_fp8_encode", 5, "'XX_satXX' if sat"),
+        ("hip.xǁHipEmitterǁhw_fp8_encode", 6, "'_SAT' if sat"),
+        ("hip.xǁHipEmitterǁhw_fp8_encode", 7, "'_sat' if sat else 'XXXX'"),
+        ("hip.xǁHipEmitterǁ_pk_encoder", 12, "'XX_satXX' if sat"),
+        ("hip.xǁHipEmitterǁ_pk_encoder", 13, "'_SAT' if sat"),
+        ("hip.xǁHipEmitterǁ_pk_encoder", 14, "'_sat' if sat else 'XXXX'"),
+        ("hip.xǁHipEmitterǁhw_sr", 30, "'XX_satXX' if sat"),
+        ("hip.xǁHipEmitterǁhw_sr", 31, "'_SAT' if sat"),
+        ("hip.xǁHipEmitterǁhw_sr", 32, "'_sat' if sat else 'XXXX'"),
+        ("fp8.xǁStorageConversionsǁfp8_fixup", 6, "'_SAT' if sat"),
+        ("fp8.xǁStorageConversionsǁfp8_fixup", 7, "'_sat' if sat else 'XXXX'"))},
+    "opus.codegen.hip.xǁHipEmitterǁhw_fp8_encode__mutmut_21": (
+        "self.fp8_overflowed(d, None,", _NOT_SAT_BRANCH),
+    "opus.codegen.fp8.xǁStorageConversionsǁfp8_fixup__mutmut_14": (
+        "self.fp8_overflowed(d, None,", _NOT_SAT_BRANCH),
+    "opus.codegen.hip.xǁHipEmitterǁhw_sr__mutmut_44": (
+        "if (info[\"signed_ovf\"]) or True else",
+        "only the FNUZ formats have signed_ovf False, and their ovf_bits are 0x80: 0x80 | the "
+        "sign bit (0x80 or 0) is 0x80"),
+    **{f"opus.codegen.hip.xǁHipEmitterǁhw_sr__mutmut_{n}": (text, _SR_HALF_TYPE)
+       for n, text in ((7, '(to.name == "bf16") and False'), (8, '(to.name == "bf16") or True'),
+                       (11, 'to.name != "bf16"'), (12, 'to.name == "XXbf16XX"'),
+                       (13, 'to.name == "BF16"'))},
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_fp4_pair__mutmut_{n}": (
+        f"t = self.fresh(prefix={p})", _PREFIX) for n, p in ((2, "None"), (3, '"XXpkXX"'),
+                                                             (4, '"PK"'))},
+    **{f"opus.codegen.hip.xǁHipEmitterǁ{f}__mutmut_{n}": (text, _FP4_EXACT) for f, n, text in (
+        ("_fp4_pair", 11, "self._pair_lanes(t, to, None, sat)"),
+        ("_fp4_pair", 12, "self._pair_lanes(t, to, rnd, None)"),
+        ("packed_pair", 9, "self._fp4_pair(pk, lo, hi, src, to, None, sat, indent)"),
+        ("packed_pair", 10, "self._fp4_pair(pk, lo, hi, src, to, rnd, None, indent)"))},
+    "opus.codegen.hip.xǁHipEmitterǁpacked_pair__mutmut_4": (
+        "self._fp4_pair(None, lo, hi,",
+        "_fp4_pair never reads pk: src.storage_only chooses the decode or the encode"),
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_fp4_pk_encoder__mutmut_{n}": (text, _ONE_FP4_ENCODER)
+       for n, text in ((15, "n = None"), (16, 'n = "XXopus_f32x2_to_fp4_e2m1XX"'),
+                       (17, 'n = "OPUS_F32X2_TO_FP4_E2M1"'))},
+    **{f"opus.codegen.fp8.xǁStorageConversionsǁcast_sr_expr__mutmut_{n}": (text, _SR_SAT_UNREAD)
+       for n, text in ((14, 'self.target.conversion(src, to, "sr", None)'),
+                       (18, 'self.target.conversion(src, to, "sr", )'))},
+    **{f"opus.codegen.cuda.xǁCudaEmitterǁ_hinted__mutmut_{n}": (
+        text, "a hinted access helper's name spelled otherwise: each character maps to one fixed "
+              "string as before, so names stay distinct per (kind, hint, C type) exactly when they "
+              "were") for n, text in (
+        (3, '"XXXX".join(c if c.isalnum()'), (6, 'else "XX_XX" for c in hint'),
+        (9, 'for c in hint + "XX_XX" + ctype'))},
+    **{f"opus.codegen.cuda.xǁCudaEmitterǁ_hinted__mutmut_{n}": (
+        text, "one register in braces ({%0}) where it stood alone: ptxas reads a one-element "
+              "list as the register itself (checked: a VEC=1 f32 copy with STREAMING loads and "
+              "stores, sm_90a, the same 24 SASS instructions)") for n, text in (
+        (60, 'if (n > 1) or True else lanes'), (61, 'if n >= 1 else lanes'))},
+    "opus.codegen.cuda.xǁCudaEmitterǁrender_cp_async__mutmut_20": (
+        "n = nbytes / src.type.elem.itemsize",
+        "the element count as a Python float (4.0 for 16 bytes of f32): C converts the "
+        "double literal to opus_cp_async_elems' int parameter exactly"),
 }
 
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",

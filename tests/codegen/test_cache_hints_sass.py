@@ -55,6 +55,21 @@ def test_no_hint_plain_accesses():
     assert all(not re.search(r"\.(EF|EL|NA|LU|CONSTANT)\b", l) for l in _ldg_stg(sass))
 
 
+@opus.kernel
+def two_hints(x: opus.Ptr[f32], y: opus.Ptr[f32], z: opus.Ptr[f32]):
+    i = opus.thread_id_x()
+    a = opus.make_gmem(x).load(i, cache=opus.Cache.STREAMING)
+    b = opus.make_gmem(y).load(i, cache=opus.Cache.LAST_USE)
+    z[i] = a + b
+
+
+def test_two_hints_of_one_type_are_two_helpers():
+    """Each hinted access is a helper named for its kind, hint and C type: .cs and .lu loads of a
+    float in one kernel (names of equal length) keep their own qualifiers."""
+    lines = _ldg_stg(two_hints.specialize(target="sm_90a").sass)
+    assert sum(".EF" in l for l in lines) == 1 and sum(".LU" in l for l in lines) == 1, lines
+
+
 @pytest.mark.parametrize("target", ["sm_90a", "gfx942"])
 def test_hints_do_not_change_results(target):
     """The interpreter runs hinted and plain copies alike (a tail past the bound included)."""

@@ -367,3 +367,46 @@ def test_storage_conversions_refuse_what_tracing_refuses_word_for_word():
         em.encode_storage("f", opus.f16, "rn", False)
     assert info.value.raw_message == ("internal: conversion of f16 reached the cuda renderer for "
                                       "sm_90a (tracing refuses it)")
+
+
+def test_hip_unbounded_cache_hint_other_than_streaming_is_refused_word_for_word():
+    """Only STREAMING has a builtin for unbounded HIP accesses (nontemporal); the target table
+    gives no other hint there, so another reaching the renderer is an internal error."""
+    spec = casts.specialize(target="gfx942")
+    em = HipEmitter(spec.function, spec.target)
+    with pytest.raises(CodegenError) as info:
+        em.load_expr("p", "float", 4, "glc")
+    assert info.value.raw_message == ("internal: cache policy glc on an unbounded access reached "
+                                      "the hip renderer (only STREAMING's nt has a builtin there)")
+
+
+# -- s_waitcnt's immediate (gfx9: vmcnt bits 3:0 and 15:14, expcnt 6:4, lgkmcnt 11:8) ----------
+
+def _waits(vmcnt=None, lgkmcnt=None, expcnt=None):
+    @opus.kernel
+    def wait(y: opus.Ptr[f32]):
+        opus.s_waitcnt(vmcnt=vmcnt, lgkmcnt=lgkmcnt, expcnt=expcnt)
+        y[opus.thread_id_x()] = 1.0
+    return wait
+
+
+@pytest.mark.parametrize("counts,imm,reading", [
+    # a counter left alone is at its maximum: vmcnt 63, expcnt 7, lgkmcnt 15
+    (dict(lgkmcnt=0), 0xC07F, "s_waitcnt lgkmcnt(0)"),
+    (dict(vmcnt=0), 0x0F70, "s_waitcnt vmcnt(0)"),
+    # vmcnt 20 = 0b01_0100: 4 in bits 3:0, 1 in bits 15:14; expcnt 2 in bits 6:4
+    (dict(vmcnt=20, expcnt=2), 0x4F24, "s_waitcnt vmcnt(20) expcnt(2)"),
+    (dict(vmcnt=63, lgkmcnt=3), 0xC37F, "s_waitcnt lgkmcnt(3)"),
+])
+def test_amd_waitcnt_immediate_by_hand_and_as_the_assembler_reads_it(counts, imm, reading):
+    k = _waits(**counts)
+    assert f"__builtin_amdgcn_s_waitcnt({hex(imm)});" in k.source(target="gfx942")
+    from opus.errors import OpusRuntimeError
+    from opus.runtime.amd_build import assemble_amd, hip_compiler
+    try:
+        hip_compiler()
+    except OpusRuntimeError as e:
+        pytest.skip(str(e))
+    asm = assemble_amd(k.source(target="gfx942"), k.specialize(target="gfx942").target)
+    waits = [l.strip() for l in asm.splitlines() if l.strip().startswith("s_waitcnt")]
+    assert reading in waits, waits

@@ -2,6 +2,7 @@
 through clang), the software paths executed on the host (tests/hostexec) bit for bit as the
 interpreter, and on an NVIDIA GPU (pytest -m gpu) every new path bit for bit as the
 interpreter."""
+import functools
 import re
 import sys
 from collections import Counter
@@ -11,6 +12,7 @@ import numpy as np
 import pytest
 
 import opus
+from opus.targets import get_target
 from conv_kernels import converter, stochastic, cast_on, sr_on, run, gpu_arch
 from hostexec import run_kernel
 from hostexec.float_refs import same_floats
@@ -132,6 +134,29 @@ def test_host_software_stochastic_rounding(target, t, sat, tmp_path):
     got = _host(stochastic(opus.f32, t, sat, 4), [x, r], t.np_dtype, target, tmp_path)
     assert same_floats(got, sr_on(target, x, r, opus.f32, t, sat=sat)) if not t.storage_only else \
         np.array_equal(got.view(np.uint8), sr_on(target, x, r, opus.f32, t, sat=sat).view(np.uint8))
+
+
+# the chips' own stochastic conversions (v_cvt_sr_*: tests/hostexec/shim/hip.h, from AMD's model)
+HW_SR = [("gfx942", opus.fp8_e4m3fnuz, False), ("gfx942", opus.fp8_e4m3fnuz, True),
+         ("gfx942", opus.fp8_e5m2fnuz, False), ("gfx942", opus.fp8_e5m2fnuz, True),
+         ("gfx950", opus.fp8_e4m3, False), ("gfx950", opus.fp8_e4m3, True),
+         ("gfx950", opus.fp8_e5m2, False), ("gfx950", opus.fp8_e5m2, True),
+         ("gfx950", opus.bf16, False), ("gfx950", opus.f16, False)]
+
+
+@pytest.mark.parametrize("target,t,sat", HW_SR, ids=[f"{a}-{t.name}-{s}" for a, t, s in HW_SR])
+def test_host_hardware_stochastic_rounding(target, t, sat, tmp_path):
+    """The v_cvt_sr_* paths as rendered (NaN, the overflow decision from the random bits, the
+    clamp), on the host through the instructions' shims, against the interpreter. random_f32
+    holds every bf16 value and its neighbours: every value between the format's max and the
+    next step above it, where the random bits decide between max and overflow."""
+    assert get_target(target).conversion(opus.f32, t, "sr") == "hardware"
+    x = random_f32(1 << 14, seed=15)
+    r = np.random.default_rng(16).integers(0, 1 << 32, len(x), dtype=np.uint64).astype(np.uint32)
+    got = _host(stochastic(opus.f32, t, sat, 4), [x, r], t.np_dtype, target, tmp_path)
+    ref = sr_on(target, x, r, opus.f32, t, sat=sat)
+    assert same_floats(got, ref) if not t.storage_only else \
+        np.array_equal(got.view(np.uint8), ref.view(np.uint8))
 
 
 HOST_CASTS = [("sm_80", opus.f32, opus.f16, "rn", False), ("sm_80", opus.f32, opus.bf16, "rz", False),
@@ -298,3 +323,56 @@ def test_host_packed_half_pairs_side_by_side(tmp_path):
     run_kernel(half_pairs, 16, 256, x, h, b, r, target="sm_90a", workdir=tmp_path)
     for got, t, rnd in ((h, opus.f16, "rn"), (b, opus.bf16, "rn"), (r, opus.f16, "rz")):
         assert same_floats(got, cast_on("sm_90a", x, opus.f32, t, rounding=rnd))
+
+
+@functools.lru_cache(None)
+def hardware_variants(a_t, b_t):
+    """Each of the chip's fp8 helpers twice in one kernel (encoders with and without sat, two
+    formats, their stochastic forms, the decoders) and gfx950's 16-bit stochastic forms."""
+    @opus.kernel
+    def k(x: opus.Ptr[opus.f32], r: opus.Ptr[opus.u32], a: opus.Ptr[a_t], b: opus.Ptr[a_t],
+          c: opus.Ptr[b_t], sa: opus.Ptr[a_t], sb: opus.Ptr[a_t], sc: opus.Ptr[b_t],
+          h: opus.Ptr[opus.f16], g: opus.Ptr[opus.bf16], y: opus.Ptr[opus.f32],
+          z: opus.Ptr[opus.f32], n: opus.i32):
+        i = opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()
+        if i < n:
+            v, rb = x[i], r[i]
+            a[i] = opus.cast(v, a_t)
+            b[i] = opus.cast(v, a_t, sat=True)
+            c[i] = opus.cast(v, b_t)
+            sa[i] = opus.cast(v, a_t, rounding="sr", rbits=rb)
+            sb[i] = opus.cast(v, a_t, rounding="sr", sat=True, rbits=rb)
+            sc[i] = opus.cast(v, b_t, rounding="sr", rbits=rb)
+            h[i] = opus.cast(v, opus.f16, rounding="sr", rbits=rb)
+            g[i] = opus.cast(v, opus.bf16, rounding="sr", rbits=rb)
+            y[i] = opus.cast(opus.cast(v, a_t, sat=True), opus.f32)
+            z[i] = opus.cast(opus.cast(v, b_t, sat=True), opus.f32)
+    return k
+
+
+@pytest.mark.parametrize("target,a_t,b_t", [("gfx942", opus.fp8_e4m3fnuz, opus.fp8_e5m2fnuz),
+                                            ("gfx950", opus.fp8_e5m2, opus.fp8_e4m3)])
+def test_host_hardware_helpers_side_by_side(target, a_t, b_t, tmp_path):
+    """One lane at a time (no pairs): the chip's encoders, stochastic conversions and decoders
+    are helpers named for format and sat; two of a kind in one kernel must stay two. Against
+    the same kernel in the interpreter, output by output."""
+    pool = random_f32(1 << 10, seed=25)
+    x = pool[np.random.default_rng(25).choice(len(pool), 1 << 13, replace=False)]
+    x[:64] = np.float32([448, 480, 57344, 61440, 240, 256]).repeat(11)[:64] * \
+        np.where(np.arange(64) % 2, -1, 1).astype(np.float32)
+    r = np.random.default_rng(26).integers(0, 1 << 32, len(x), dtype=np.uint64).astype(np.uint32)
+    k = hardware_variants(a_t, b_t)
+    types = [a_t, a_t, b_t, a_t, a_t, b_t, opus.f16, opus.bf16, opus.f32, opus.f32]
+    outs = {}
+    for where in ("host", "interp"):
+        o = [np.zeros(len(x), t.np_dtype) for t in types]
+        grid = (len(x) + 255) // 256
+        if where == "host":
+            run_kernel(k, grid, 256, x, r, *o, len(x), target=target, workdir=tmp_path)
+        else:
+            with opus.set_target(target, interpret=True):
+                k[grid, 256](x, r, *o, len(x))
+        outs[where] = o
+    for i, (got, ref) in enumerate(zip(outs["host"], outs["interp"])):
+        assert same_floats(got.view(ref.dtype), ref) if not types[i].storage_only else \
+            np.array_equal(got.view(np.uint8), ref.view(np.uint8)), f"output {i}"

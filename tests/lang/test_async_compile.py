@@ -106,3 +106,24 @@ def test_s_waitcnt_immediates():
         x[opus.thread_id_x()] = tile[opus.thread_id_x()]
     ins = [l.strip() for l in _asm(waits, "gfx942").splitlines() if l.startswith("\t")]
     assert "s_waitcnt vmcnt(40) lgkmcnt(3)" in ins
+
+
+def test_lds_copy_records_come_from_the_bound():
+    """buffer_load ... lds through a bounded view: the buffer resource's num_records is the
+    bound's (opus_nrec of n); through an unbounded view it spans 0xfffffff0 bytes."""
+    def rsrc_lines(bounded):
+        @opus.kernel
+        def lds_copy(x: opus.Ptr[f32], out: opus.Ptr[f32], n: i32):
+            t = opus.thread_id_x()
+            tile = opus.alloc_smem(f32, 256)
+            g = opus.make_gmem(x, n) if bounded else opus.make_gmem(x)
+            opus.copy_async_lds(tile, 0, g, t)
+            opus.commit_async()
+            opus.wait_async(0)
+            opus.sync_threads()
+            out[t] = tile[t]
+        src = lds_copy.source(target="gfx942")
+        return [l.strip() for l in src.splitlines() if "make_buffer_rsrc" in l]
+    bounded, unbounded = rsrc_lines(True), rsrc_lines(False)
+    assert len(bounded) == 1 and re.search(r"opus_nrec\(\(long long\)\w*n\w*, 4u\)", bounded[0]), bounded
+    assert len(unbounded) == 1 and "opus_nrec((long long)4294967280ll, 4u)" in unbounded[0], unbounded

@@ -228,6 +228,47 @@ static inline opus_host_f32x2 opus_host_cvt_scalef32_pk_f32_fp4(unsigned src, fl
 #define __builtin_amdgcn_cvt_pk_fp8_f32(a, b, old, sel) opus_host_cvt_pk(a, b, old, sel, OPUS_HOST_FP8)
 #define __builtin_amdgcn_cvt_pk_bf8_f32(a, b, old, sel) opus_host_cvt_pk(a, b, old, sel, OPUS_HOST_BF8)
 
+// Stochastic rounding: v_cvt_sr_{fp8,bf8}_f32 f, r, old, sel (the chip's flavour) and gfx950's
+// v_cvt_sr_{bf16,f16}_f32 old, f, r, sel, as AMD's host model of these instructions defines them
+// (HIP amd_hip_ocp_host.hpp, from_float_sr): below the format's smallest normal exponent the
+// 24-bit significand is first shifted to that exponent (the bits under it dropped); r >> (9 +
+// m) is added just below the m kept fraction bits and the rest dropped, a carry raising the
+// exponent. Zeros and infinities keep their sign, a NaN gives the format's quiet NaN. The codegen
+// handles NaN, overflow and sat before the fp8 forms and clamps their input to +-max: a result
+// past max is outside the shim's contract there and gives the NaN code, so a lost clamp shows
+// (the 16-bit forms overflow to infinity, IEEE's rule).
+static const opus_host_float::Format OPUS_HOST_BF16 = {7, 127, 0x7f7f, true, false, 0x7fc0};
+static inline uint32_t opus_host_sr_code(float f, unsigned r, const opus_host_float::Format& F, bool wide) {
+  uint32_t u = opus_host_float::bits(f), a = u & 0x7fffffff, sign = (u >> 31) << (wide ? 15 : 7);
+  if (a > 0x7f800000) return F.fnuz ? F.nan : (sign | F.nan);
+  uint32_t code = F.max_mag + 1;                                       // infinities
+  if (a < 0x7f800000) {
+    int e = (int)(a >> 23), emin = 128 - F.bias;   // biased f32 exponents: |f|, F's smallest normal
+    uint64_t s = (a & 0x7fffff) | (e ? 0x800000u : 0u);                // |f| = s * 2^(max(e,1) - 150)
+    int at = e > emin ? e : emin, drop = at - (e ? e : 1);
+    s = drop >= 32 ? 0 : s >> drop;                                    // |f| ~ s * 2^(at - 150)
+    uint64_t q = (s + (r >> (9 + F.mant))) >> (23 - F.mant);           // steps of 2^(at-127-m)
+    uint64_t c = ((uint64_t)(at - 128 + F.bias) << F.mant) + q;        // a carry moves the field
+    code = c > F.max_mag ? F.max_mag + 1 : (uint32_t)c;
+  }
+  if (code > F.max_mag) return wide ? sign | F.max_mag + 1 : (F.fnuz ? F.nan : (sign | F.nan));
+  return F.fnuz && code == 0 ? 0 : sign | code;
+}
+typedef unsigned short opus_host_u16x2 __attribute__((vector_size(4)));
+static inline int opus_host_cvt_sr_fp8(float f, int r, int old, int sel, const opus_host_float::Format& F) {
+  unsigned b = opus_host_sr_code(f, (unsigned)r, F, false);
+  return (int)(((unsigned)old & ~(0xffu << (8 * sel))) | b << (8 * sel));
+}
+static inline opus_host_u16x2 opus_host_cvt_sr_16(opus_host_u16x2 old, float f, unsigned r, bool sel,
+                                                  const opus_host_float::Format& F) {
+  old[sel ? 1 : 0] = (unsigned short)opus_host_sr_code(f, r, F, true);
+  return old;
+}
+#define __builtin_amdgcn_cvt_sr_fp8_f32(f, r, old, sel) opus_host_cvt_sr_fp8(f, r, old, sel, OPUS_HOST_FP8)
+#define __builtin_amdgcn_cvt_sr_bf8_f32(f, r, old, sel) opus_host_cvt_sr_fp8(f, r, old, sel, OPUS_HOST_BF8)
+#define __builtin_amdgcn_cvt_sr_f16_f32(old, f, r, sel) opus_host_cvt_sr_16(old, f, r, sel, opus_host_float::F16)
+#define __builtin_amdgcn_cvt_sr_bf16_f32(old, f, r, sel) opus_host_cvt_sr_16(old, f, r, sel, OPUS_HOST_BF16)
+
 // Extension headers of other shims (tests/hostexec/README.md, "Cross-lane builtins"): the
 // MFMA builtins live in their own file on top of this one.
 #if __has_include("mfma.h")
