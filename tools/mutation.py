@@ -463,6 +463,28 @@ _ONE_FP4_ENCODER = ("the name of the one fp4 pair encoder helper (opus_f32x2_to_
                     "helper has it, spelled either way")
 _SR_SAT_UNREAD = ("Target.conversion reads sat only for 'rn'/'rz' casts of storage types: for 'sr' "
                   "it answers from hw_sr by the destination alone")
+_POW2_LIMITS = ("the float-to-integer limits are powers of two (2^bits, -2^(bits-1), 2^(bits-1), 0), "
+                "exact as float and as double: the literal's suffix (f, F or none) changes no "
+                "comparison's result")
+_ALWAYS_VEC = ("load and store ops always carry vec (lang/memory.py emits it), and a vec-1 access "
+               "gives no condition anyway (_uniform_exactness: g = 1 returns None): which "
+               "default get() has, or skipping vec 2 as well as vec 1, changes nothing but the "
+               "work done")
+_DPP_OLD_UNREAD = ("a shuffle's DPP move has full row and bank masks (0xF, 0xF): old is read only "
+                   "by a lane whose source is invalid, and that lane gets 0 when bound_ctrl is "
+                   "set, as it is exactly when old is 0u; so bound_ctrl None (false) with old "
+                   "0u, or old = the word with bound_ctrl set, gives the same lanes")
+_C_SUFFIX_CASE = "a C integer literal's suffix is case-insensitive (0u is 0U)"
+_GRID_EDGE = ("the software stochastic grid at the destination's smallest normal exponent: the "
+              "subnormal formula with shift 0 is the normal one (q = (2^23 + frac + r) >> (23 - "
+              "m) steps of 2^(emin-m) is what (a + r) & keep spells in the f32 bits, carry "
+              "included); and bf16's steps as (float)q * 0x1p-133f instead of their bit pattern "
+              "give the same exact f32 subnormal where f32 denormals are kept, as on both "
+              "toolchains (NVRTC without -ftz; clang's gfx942/gfx950 kernels carry "
+              ".amdhsa_float_denorm_mode_32 3, checked)")
+_ROUND_TRIP_F16 = ("f16 -> f32 -> f16 (rn) where the f16 itself was used: every f16 value, NaN "
+                   "included (as a NaN), comes back; fp8 codes decoded through f32 instead of "
+                   "the f16 pair decoder are exact in f16 either way")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -1330,6 +1352,62 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
         "n = nbytes / src.type.elem.itemsize",
         "the element count as a Python float (4.0 for 16 bytes of f32): C converts the "
         "double literal to opus_cp_async_elems' int parameter exactly"),
+    # session 14: loop versions that only cost speed, literal spellings, shims' edge cases
+    **{f"opus.codegen.hip.xǁHipEmitterǁ{f}__mutmut_{n}": (text, _SLOW_PATH) for f, n, text in (
+        ("render_for", 35, "self._assumed & exact,"),
+        ("_voffset", 41, 't.kind == "XXuintXX" or lim'),
+        ("_small", 2, "sum(2 for _ in"), ("_small", 4, ") < _VERSIONED_LOOP_OPS"),
+        ("_uniform_exactness", 8, "g = max(2, min(T, 4) // s)"),
+        ("_loop_exactness", 7, '("load", "XXstoreXX")'), ("_loop_exactness", 8, '("load", "STORE")'),
+        ("_loop_exactness", 17, 'inner.attrs.get("vec", 1) == 2'),
+        ("_loop_exactness", 18, "break"), ("_loop_exactness", 27, "break"),
+        ("_loop_exactness", 22, "if bound is None and not self._is_global(p) or bound not in"))},
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_loop_exactness__mutmut_{n}": (text, _ALWAYS_VEC)
+       for n, text in ((10, 'inner.attrs.get("vec", None) == 1'), (11, "inner.attrs.get(1) == 1"),
+                       (12, 'inner.attrs.get("vec", ) == 1'), (15, 'inner.attrs.get("vec", 2) == 1'))},
+    "opus.codegen.hip.xǁHipEmitterǁ_loop_exactness__mutmut_3": (
+        'if inner.kind not in ("load", "store") and inner.attrs',
+        "other ops pass the first test only when they have a vec other than 1: atomics; "
+        "access_operands then takes an atomic's value for its bound, which (when defined before "
+        "the loop) only adds a loop version whose condition no access inside assumes unless it "
+        "is the very condition that access needs (and then it was checked): slower, the same "
+        "results; a shared atomic is skipped by _is_global"),
+    **{f"opus.codegen.hip.xǁHipEmitterǁfloat_to_int__mutmut_{n}": (text, _POW2_LIMITS)
+       for n, text in ((5, '(src.name == "f64") and False'), (6, '(src.name == "f64") or True'),
+                       (8, 'src.name != "f64"'), (9, 'src.name == "XXf64XX"'),
+                       (10, 'src.name == "F64"'), (12, 'src.name == "f64" else "F"'))},
+    **{f"opus.codegen.hip.x__shuffle__mutmut_{n}": (text, _DPP_OLD_UNREAD) for n, text in (
+        (14, "0xF, 0xF, None)"), (22, "word if (old_is_x) or True else"))},
+    "opus.codegen.hip.x__shuffle__mutmut_24": ('else "0U", word', _C_SUFFIX_CASE),
+    "opus.codegen.hip.x__lane_id__mutmut_3": ('count = "0U"', _C_SUFFIX_CASE),
+    **{f"opus.codegen.fp8.xǁStorageConversionsǁsr_grid__mutmut_{n}": (text, _GRID_EDGE)
+       for n, text in ((11, "if (emin == -126) and False else"), (17, "if emin == +126 else"),
+                       (18, "if emin == -127 else"), (31, "(emin + 128) << 23"))},
+    "opus.codegen.fp8.xǁStorageConversionsǁsw_fp8_encoder__mutmut_57": (
+        "float(2.0 ** (2 - bias)).hex()",
+        "the subnormal formula rint(a * 2^(m+bias-1)) taken for the first normal binade too: "
+        "there it is 2^m + the rounded fraction, which is the code (exponent field 1), and "
+        "2^(m+1) at the binade's top is the next binade's first code"),
+    "opus.codegen.hip.xǁHipEmitterǁ_helper_buffer__mutmut_1": (
+        "self.helper(None, f\"unsigned opus_nrec(",
+        "the key the one opus_nrec helper is registered under in a kernel: no other helper is "
+        "registered under None"),
+    "opus.codegen.hip.xǁHipEmitterǁ_buf_store__mutmut_2": (
+        "if (ctype == _BUF_T[nbytes]) and False else",
+        "__builtin_bit_cast of a value to its own type is the value"),
+    "opus.codegen.hip.x_np_f32_bits__mutmut_6": (
+        'struct.unpack("<i",',
+        "its one use is the bits of a format's largest finite value, positive: signed and "
+        "unsigned read the same"),
+    **{f"opus.codegen.cuda.xǁCudaEmitterǁ{f}__mutmut_{n}": (text, _ROUND_TRIP_F16) for f, n, text in (
+        ("cast_storage", 4, 'to.name == "XXf16XX"'), ("cast_storage", 5, 'to.name == "F16"'),
+        ("packed_pair", 52, '(to.name == "f16") and False'),
+        ("packed_pair", 55, 'to.name == "XXf16XX"'), ("packed_pair", 56, 'to.name == "F16"'))},
+    **{f"opus.codegen.cuda.xǁCudaEmitterǁ_hw_encoder__mutmut_{n}": (text, _HELPER_NAME)
+       for n, text in ((4, "'XX_satXX' if sat"), (5, "'_SAT' if sat"),
+                       (6, "'_sat' if sat else 'XXXX'"))},
+    "opus.codegen.cuda.xǁCudaEmitterǁ_hw_encoder__mutmut_24": (
+        "fix = self.fp8_fixup(d, None)", _NOT_SAT_BRANCH),
 }
 
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",

@@ -376,3 +376,59 @@ def test_host_hardware_helpers_side_by_side(target, a_t, b_t, tmp_path):
     for i, (got, ref) in enumerate(zip(outs["host"], outs["interp"])):
         assert same_floats(got.view(ref.dtype), ref) if not types[i].storage_only else \
             np.array_equal(got.view(np.uint8), ref.view(np.uint8)), f"output {i}"
+
+
+@opus.kernel
+def ocp_pair_variants(x: opus.Ptr[opus.f32], a: opus.Ptr[opus.fp8_e4m3], b: opus.Ptr[opus.fp8_e4m3],
+                      c: opus.Ptr[opus.fp8_e5m2], y: opus.Ptr[opus.f32], z: opus.Ptr[opus.f32]):
+    i = (opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()) * 2
+    v = opus.load(x, i, vec=2)
+    opus.store(a, opus.cast(v, opus.fp8_e4m3), i, vec=2)
+    opus.store(b, opus.cast(v, opus.fp8_e4m3, sat=True), i, vec=2)
+    opus.store(c, opus.cast(v, opus.fp8_e5m2), i, vec=2)
+    opus.store(y, opus.cast(opus.cast(v, opus.fp8_e4m3, sat=True), opus.f32), i, vec=2)
+    opus.store(z, opus.cast(opus.cast(v, opus.fp8_e5m2, sat=True), opus.f32), i, vec=2)
+
+
+def test_host_ocp_pair_helpers_side_by_side(tmp_path):
+    """sm_90a: the cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32 encoders (with and without sat, two
+    formats) and the cvt.rn.f16x2.{e4m3x2,e5m2x2} decoders in one kernel, each its own helper,
+    against the interpreter."""
+    pool = random_f32(64, seed=27)
+    x = pool[np.random.default_rng(27).choice(len(pool), 8192, replace=False)]
+    a, b = np.zeros(8192, opus.fp8_e4m3.np_dtype), np.zeros(8192, opus.fp8_e4m3.np_dtype)
+    c = np.zeros(8192, opus.fp8_e5m2.np_dtype)
+    y, z = np.zeros(8192, np.float32), np.zeros(8192, np.float32)
+    run_kernel(ocp_pair_variants, 16, 256, x, a, b, c, y, z, target="sm_90a", workdir=tmp_path)
+    for got, t, sat in ((a, opus.fp8_e4m3, False), (b, opus.fp8_e4m3, True), (c, opus.fp8_e5m2, False)):
+        np.testing.assert_array_equal(got.view(np.uint8),
+                                      cast_on("sm_90a", x, opus.f32, t, sat=sat).view(np.uint8))
+    for got, t in ((y, opus.fp8_e4m3), (z, opus.fp8_e5m2)):
+        q = cast_on("sm_90a", x, opus.f32, t, sat=True)
+        assert same_floats(got, cast_on("sm_90a", q, t, opus.f32))
+
+
+@opus.kernel
+def software_sr_variants(x: opus.Ptr[opus.f32], r: opus.Ptr[opus.u32], a: opus.Ptr[opus.fp8_e4m3],
+                         b: opus.Ptr[opus.fp8_e5m2], h: opus.Ptr[opus.bf16], n: opus.i32):
+    i = opus.block_id_x() * opus.block_size_x() + opus.thread_id_x()
+    if i < n:
+        a[i] = opus.cast(x[i], opus.fp8_e4m3, rounding="sr", rbits=r[i])
+        b[i] = opus.cast(x[i], opus.fp8_e5m2, rounding="sr", rbits=r[i])
+        h[i] = opus.cast(x[i], opus.bf16, rounding="sr", rbits=r[i])
+
+
+def test_host_software_stochastic_grids_side_by_side(tmp_path):
+    """sm_80 (no stochastic instructions): one grid helper per destination format; three in
+    one kernel must stay three. Against the interpreter."""
+    x = random_f32(1 << 10, seed=28)
+    n = len(x)
+    r = np.random.default_rng(29).integers(0, 1 << 32, n, dtype=np.uint64).astype(np.uint32)
+    a, b = np.zeros(n, opus.fp8_e4m3.np_dtype), np.zeros(n, opus.fp8_e5m2.np_dtype)
+    h = np.zeros(n, opus.bf16.np_dtype)
+    run_kernel(software_sr_variants, (n + 255) // 256, 256, x, r, a, b, h, n, target="sm_80",
+               workdir=tmp_path)
+    for got, t in ((a, opus.fp8_e4m3), (b, opus.fp8_e5m2)):
+        np.testing.assert_array_equal(got.view(np.uint8),
+                                      sr_on("sm_80", x, r, opus.f32, t).view(np.uint8))
+    assert same_floats(h, sr_on("sm_80", x, r, opus.f32, opus.bf16))

@@ -13,6 +13,7 @@ survivors of cast_expr's mutants):
 """
 import functools
 import math
+import re
 
 import ml_dtypes
 import numpy as np
@@ -186,7 +187,12 @@ INTS = (i32, u32, i64, u64, i8, u8, i16, u16)
 # 2.9999999999 -> 3.0f, 1e15 + 0.5 -> 999999986991104.0f, ...), for some width
 F64_VALUES = [16777217.5, 2.9999999999, -2.9999999999, 100.99999999, 200.9999999,
               -30000.999999, 65000.99999, 3000000001.75, 1e15 + 0.5, -1e15 - 0.5,
-              1.8e19, NAN, INF, -INF, 1e300, -1e300, 0.0, -0.5]
+              1.8e19, NAN, INF, -INF, 1e300, -1e300, 0.0, -0.5,
+              # a half and one and a half either side of each width's limits (saturation
+              # starts exactly there); past 2^53 the doubles next to 2^63 and 2^64
+              *(v + d for t in INTS if t.bits < 64 for v in t.int_range()
+                for d in (-1.5, -0.5, 0.5, 1.5)),
+              2.0 ** 63 - 1024, 2.0 ** 63, -2.0 ** 63, -2.0 ** 63 - 2048, 2.0 ** 64 - 2048, 2.0 ** 64]
 
 
 @opus.kernel
@@ -227,6 +233,15 @@ def test_f64_to_every_integer_width_truncates_the_double(target, tmp_path):
             through_f32 = [_to_int(float(np.float32(v)), t) for v in F64_VALUES]
         assert want != through_f32, t.name          # the values tell the two apart
         assert got.tolist() == want, t.name
+
+
+def test_f64_to_integers_compile_to_truncating_f2i():
+    """The same kernel through NVRTC (no GPU needed): each cvt.rzi helper is valid PTX with its
+    register constraints, one truncating F2I per destination kind (the 8/16-bit widths go
+    through the 32-bit conversions)."""
+    sass = f64_to_ints.specialize(target="sm_80").sass
+    assert set(re.findall(r"F2I\S*", sass)) == {"F2I.F64.TRUNC", "F2I.U32.F64.TRUNC",
+                                                 "F2I.S64.F64.TRUNC", "F2I.U64.F64.TRUNC"}
 
 
 # -- f16 <-> bf16 with each rounding ---------------------------------------------------------------

@@ -122,3 +122,70 @@ def test_64_bit_offsets_past_2_to_the_32_of_wider_elements(T, tmp_path):
     VEC = 16 // T.itemsize
     starts = [0, VEC, 2 ** 32, 2 ** 32 + VEC, -(2 ** 32), 2 ** 33 + 2 * VEC]
     _run(T, VEC, i64, i32, [(k, THREADS * VEC - 1) for k in starts], tmp_path)
+
+
+# -- loop versions (codegen/hip.py render_for): each version's results ------------------------------
+
+@opus.kernel
+def byte_vectors_in_a_loop(x: opus.Ptr[u8], y: opus.Ptr[u8], m: i32, n: i32):
+    """4-byte vectors of bytes at 16 k + 4 t, bound n: the fast version (taken where n is a
+    multiple of 4, so no dword straddles the bound) reads whole dwords."""
+    t = opus.thread_id_x()
+    for k in opus.range(m):
+        opus.store(y, opus.load(x, 16 * k + 4 * t, vec=4, bound=n), 16 * k + 4 * t, vec=4)
+
+
+@opus.kernel
+def bound_inside_the_loop(x: opus.Ptr[u8], y: opus.Ptr[u8], m: i32, n: i32):
+    """The bound is computed in the loop: no condition before the loop can name it."""
+    t = opus.thread_id_x()
+    for k in opus.range(m):
+        b = opus.min(n, 16 * k + 9)
+        opus.store(y, opus.load(x, 16 * k + 4 * t, vec=4, bound=b), 16 * k + 4 * t, vec=4)
+
+
+@opus.kernel
+def long_loop_down(x: opus.Ptr[u8], y: opus.Ptr[i32], hi: i32, lo: i32, st: i32, n: i32):
+    """A run-time step in a loop too long for a step version: the exactness version must keep
+    the step's sign test (the step is negative here)."""
+    t = opus.thread_id_x()
+    acc = i32(0)
+    for i in opus.range(hi, lo, st):
+        for k in range(20):
+            v = opus.load(x, 4 * (i + k), vec=4, bound=n)
+            acc = acc + i32(v[0]) + i32(v[3])
+    y[t] = acc
+
+
+@pytest.mark.parametrize("n", [10, 12, 13, 34, 42, 64])
+def test_byte_vectors_in_a_loop_each_bound(n, tmp_path):
+    """Bounds 10, 34 and 42 are 2 mod 4 (and have bits 0 and 2 clear): only the per-element
+    path loads their last dword's first two bytes."""
+    x = np.arange(1, 65, dtype=np.uint8)
+    want = np.where(np.arange(64) < n, x, 0).astype(np.uint8)
+    prog = HostProgram("gfx942")
+    ks = [prog.add(k.specialize(target="gfx942")) for k in (byte_vectors_in_a_loop,
+                                                            bound_inside_the_loop)]
+    prog.build(tmp_path)
+    y, z = np.full(64, 0xEE, np.uint8), np.full(64, 0xEE, np.uint8)
+    prog.run([Launch(ks[0], 1, 4, [x.copy(), y, 4, n]), Launch(ks[1], 1, 4, [x.copy(), z, 4, n])])
+    np.testing.assert_array_equal(y, want)
+    k = np.arange(64) // 16
+    np.testing.assert_array_equal(z, np.where(np.arange(64) < np.minimum(n, 16 * k + 9), x, 0))
+
+
+@pytest.mark.parametrize("hi,lo,st", [(10, 0, -3), (0, 10, 3), (5, 5, -1)])
+def test_a_long_loop_with_a_run_time_step_either_way(hi, lo, st, tmp_path):
+    x = np.arange(1, 129, dtype=np.uint8)
+    n = 74                               # 2 mod 4: the exactness version is not taken
+    y = np.zeros(2, np.int32)
+    prog = HostProgram("gfx942")
+    k = prog.add(long_loop_down.specialize(target="gfx942"))
+    prog.build(tmp_path)
+    runs = [(n, np.zeros(2, np.int32)), (76, np.zeros(2, np.int32))]
+    prog.run([Launch(k, 1, 2, [x.copy(), y, hi, lo, st, b]) for b, y in runs])
+    for b, y in runs:
+        xb = np.where(np.arange(128) < b, x.astype(np.int64), 0)
+        want = sum(int(xb[4 * (i + kk)]) + int(xb[4 * (i + kk) + 3])
+                   for i in range(hi, lo, st) for kk in range(20))
+        np.testing.assert_array_equal(y, [want, want], err_msg=f"bound {b}")

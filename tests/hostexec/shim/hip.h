@@ -274,3 +274,4 @@ static inline opus_host_u16x2 opus_host_cvt_sr_16(opus_host_u16x2 old, float f, 
 #if __has_include("mfma.h")
 #include "mfma.h"
 #endif
+#include "warp_hip.h"

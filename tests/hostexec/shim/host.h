@@ -86,6 +86,19 @@ static inline unsigned long long opus_host_warp_live_mask() {
     if (opus_host.lanes[first + i].wait != opus_host_rt::RETURNED) m |= 1ull << i;
   return m;
 }
+// every live lane of the warp publishes `word` and reads lane `src`'s (the warp shims' exchange);
+// `live`, when given, gets the warp's live lanes as they were at the exchange (after it, a lane
+// that went on may have returned)
+static inline unsigned opus_host_read_lane(unsigned word, unsigned src,
+                                           unsigned long long* live = nullptr) {
+  memcpy(opus_host_xchg(opus_host_lane()), &word, sizeof word);
+  opus_host_warp_rendezvous();
+  unsigned r;
+  memcpy(&r, opus_host_xchg(src), sizeof r);
+  if (live) *live = opus_host_warp_live_mask();
+  opus_host_warp_rendezvous();
+  return r;
+}
 
 namespace opus_host_rt {
 

@@ -17,16 +17,6 @@ static inline void opus_host_members(unsigned m, const char* what) {
   }
 }
 
-// every live lane publishes `word` and reads lane `src`'s
-static inline unsigned opus_host_read_lane(unsigned word, unsigned src) {
-  memcpy(opus_host_xchg(opus_host_lane()), &word, sizeof word);
-  opus_host_warp_rendezvous();
-  unsigned r;
-  memcpy(&r, opus_host_xchg(src), sizeof r);
-  opus_host_warp_rendezvous();
-  return r;
-}
-
 // __shfl_sync(mask, var, srcLane) (width 32): lane srcLane % 32's var, every lane of mask
 // taking part (CUDA Programming Guide, "Warp Shuffle Functions")
 static inline unsigned opus_host_shfl_sync(unsigned mask, unsigned var, int src) {
