@@ -139,7 +139,8 @@ MODULES = {
                "tests/lang/test_cross_lane_compile.py",
                # session 14: cp.async and buffer_load ... lds compiled (NVRTC's SASS, clang's
                # AMDGCN) and TMA's PTX compiled: render_cp_async, render_lds_load, _asm_text
-               "tests/lang/test_async_compile.py", "tests/lang/test_tma_interp.py"),
+               "tests/lang/test_async_compile.py", "tests/lang/test_tma_interp.py",
+               "tests/lang/test_packed_types.py"),   # sub-byte accesses routed to subbyte.py
         why="CUDA/HIP spellings and helpers: host-executed C of both dialects, HIP helpers, "
             "AMD assembly checks, MFMA operand order on the host, conversions on the host and "
             "in AMD assembly, cross-lane lowerings in SASS and AMDGCN; the HIP renderer's "
@@ -485,6 +486,17 @@ _GRID_EDGE = ("the software stochastic grid at the destination's smallest normal
 _ROUND_TRIP_F16 = ("f16 -> f32 -> f16 (rn) where the f16 itself was used: every f16 value, NaN "
                    "included (as a NaN), comes back; fp8 codes decoded through f32 instead of "
                    "the f16 pair decoder are exact in f16 either way")
+_SPACE_ALWAYS = ("a PointerType always has a space, 'global' or 'shared' (ir/types.py refuses any "
+                 "other): getattr's default and 'generic' are never used")
+_BITCAST_SAME = ("_buf_store reads the value's C type only to skip a __builtin_bit_cast to the buffer "
+                 "type the value already has: without it the value is bit-cast to its own type, "
+                 "the same bits")
+_LIM_VALUES = ("0xfffffff0 // s for s = 1, 2, 4, 8 is 0xfffffff0, 0x7ffffff8, 0x3ffffffc or "
+               "0x1ffffffe: never 2^31, so < and <= (and > and >=) 2^31 agree")
+_STATIC_OFF_CHECKED = ("the straddle test (off >= 0 || off <= -vec) added where it was known "
+                       "true (a static offset of 0 or more, or with a scalar offset, where a "
+                       "negative off is out of range whole on both paths): the same elements, "
+                       "one more run-time test")
 EQUIVALENT: dict[str, tuple[str, str]] = {
     "opus.runtime.build.x__unpack__mutmut_5": (
         "if start + n >= len(data):",
@@ -1408,6 +1420,44 @@ EQUIVALENT: dict[str, tuple[str, str]] = {
                        (6, "'_sat' if sat else 'XXXX'"))},
     "opus.codegen.cuda.xǁCudaEmitterǁ_hw_encoder__mutmut_24": (
         "fix = self.fp8_fixup(d, None)", _NOT_SAT_BRANCH),
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_vector_access__mutmut_{n}": (text, _INDENT)
+       for n, text in ((21, "whole(indent - 1)"), (22, "whole(indent + 2)"),
+                       (28, "whole(indent - 1)"), (29, "whole(indent + 2)"),
+                       (37, "per_element(indent - 1)"), (38, "per_element(indent + 2)"))},
+    **{f"opus.codegen.hip.xǁHipEmitterǁrender_store__mutmut_{n}": (text, _BITCAST_SAME)
+       for n, text in ((34, "self._buf_store(value_c, None, a, self._voffset(off, s, bound), s))"),
+                       (49, "vt = None"), (63, "self._buf_store(value_c, None, a, voff, vec * s))"),
+                       (91, 'self._buf_store(f"{value_c}.v[{i}]", None, a, voff, s))'))},
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_is_global__mutmut_{n}": (text, _SPACE_ALWAYS)
+       for n, text in ((3, 'getattr(p.type, "space", None)'), (6, 'getattr(p.type, "space", )'),
+                       (9, '"XXglobalXX")'), (10, '"GLOBAL")'), (14, '"XXgenericXX")'),
+                       (15, '"GENERIC")'))},
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_helper_buffer__mutmut_{n}": (
+        text, "the key the one opus_nrec helper is registered under (it only dedupes the helper; "
+              "no other helper has it)") for n, text in ((5, 'self.helper("XXopus_nrecXX",'),
+                                                         (6, 'self.helper("OPUS_NREC",'))},
+    "opus.codegen.hip.xǁHipEmitterǁ_voffset__mutmut_42": ('t.kind == "UINT" or lim', _SLOW_PATH),
+    "opus.codegen.hip.xǁHipEmitterǁ_voffset__mutmut_43": ("lim <= 2 ** 31):", _LIM_VALUES),
+    "opus.codegen.hip.xǁHipEmitterǁ_soffset__mutmut_20": ("lim > 2 ** 31:", _LIM_VALUES),
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_soffset__mutmut_{n}": (text, _UP_TO_33_BITS)
+       for n, text in ((9, "if t.bits > 33:"), (16, "if t.bits <= 33 and t.kind"))},
+    "opus.codegen.hip.xǁHipEmitterǁ_soffset__mutmut_8": (
+        "if t.bits >= 32:",
+        "a 32-bit scalar offset clamped through the 64-bit compare first: a negative i32 "
+        "sign-extends past the limit and becomes it (as the negative check or min makes it), an "
+        "unsigned one zero-extends and compares as before: the same soffset"),
+    **{f"opus.codegen.hip.xǁHipEmitterǁ_exactness__mutmut_{n}": (text, _STATIC_OFF_CHECKED)
+       for n, text in ((16, "o = None"), (23, "if a.soffset is None or not aligned"),
+                       (29, "o is not None and o > 0"), (30, "o is not None and o >= 1"))},
+    "opus.codegen.fp8.xǁStorageConversionsǁrender_cast__mutmut_15": (
+        "if (len(op.operands) == 1) or True else None",
+        "a cast with random bits is 'sr', and no target's packed_conversions has an 'sr' entry: "
+        "packed_conversion gives None either way"),
+    **{f"opus.codegen.fp8.xǁStorageConversionsǁrender_cast__mutmut_{n}": (
+        text, "two-lane casts converted lane by lane instead of through one pair instruction: "
+              "the pair instructions give each lane what the single conversion gives (both "
+              "are checked against the interpreter lane by lane); one more instruction")
+       for n, text in ((25, "if len(xs) <= 2 or pk is None:"), (26, "if len(xs) < 3 or pk is None:"))},
 }
 
 _STATUS = {1: "killed", 3: "killed", 0: "survived", 5: "no tests", 33: "no tests",

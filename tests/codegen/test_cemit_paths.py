@@ -367,6 +367,10 @@ def test_storage_conversions_refuse_what_tracing_refuses_word_for_word():
         em.encode_storage("f", opus.f16, "rn", False)
     assert info.value.raw_message == ("internal: conversion of f16 reached the cuda renderer for "
                                       "sm_90a (tracing refuses it)")
+    with pytest.raises(CodegenError) as info:          # the target's table has no 'sr' here
+        em.hw_sr("f", "r", opus.fp8_e4m3, False)
+    assert info.value.raw_message == ("internal: the cuda renderer has no stochastic-rounding "
+                                      "instruction for fp8_e4m3 on sm_90a")
 
 
 def test_hip_unbounded_cache_hint_other_than_streaming_is_refused_word_for_word():
@@ -410,3 +414,37 @@ def test_amd_waitcnt_immediate_by_hand_and_as_the_assembler_reads_it(counts, imm
     asm = assemble_amd(k.source(target="gfx942"), k.specialize(target="gfx942").target)
     waits = [l.strip() for l in asm.splitlines() if l.strip().startswith("s_waitcnt")]
     assert reading in waits, waits
+
+
+@opus.kernel
+def fp4_param(q: opus.Ptr[opus.fp4_e2m1], y: opus.Ptr[f32], n: i32):
+    y[opus.thread_id_x()] = opus.f32(n)
+
+
+@opus.kernel
+def bool_param(b: opus.Ptr[opus.bool_], y: opus.Ptr[f32], n: i32):
+    y[opus.thread_id_x()] = opus.f32(n)
+
+
+@pytest.mark.parametrize("kind,what", [("load", "loads"), ("store", "stores")])
+def test_hip_bounded_sub_byte_access_is_refused_word_for_word(kind, what):
+    """Sub-byte (packed) accesses go to codegen/subbyte.py before the buffer path, and bounded
+    ones are refused while tracing: one reaching the buffer path's parts anyway is an internal
+    error naming the access and the type (bool, a byte in memory, is not sub-byte there)."""
+    spec = fp4_param.specialize(target="gfx942")
+    em = HipEmitter(spec.function, spec.target)
+    em.render()                                   # the parameters get their C names
+    q, _, n = (p.value for p in spec.function.params)
+    op = type("Op", (), {"kind": kind, "attrs": {},
+                         "operands": [q, n, n] if kind == "load" else [q, n, n, n]})()
+    with pytest.raises(CodegenError) as info:
+        em._bounded(op, 1)
+    assert info.value.raw_message == (f"internal: bounded {what} of fp4_e2m1 reached the hip "
+                                      "renderer (sub-byte types are refused while tracing)")
+    spec = bool_param.specialize(target="gfx942")     # bool: one byte, no refusal
+    em = HipEmitter(spec.function, spec.target)
+    em.render()
+    b, _, n = (p.value for p in spec.function.params)
+    operands = [b, n, n] if kind == "load" else [b, n, n, n]
+    assert em._bounded(type("Op", (), {"kind": kind, "attrs": {}, "operands": operands})(),
+                       1).s == 1

@@ -99,3 +99,20 @@ def test_pointer_alignment_through_constant_offsets():
     assert spec.function.attrs["align"] == {"x": 16, "y": 16, "n": 1}
     em = hip.HipEmitter(spec.function, spec.target)
     assert [em._alignment(access_operands(op)[0]) for op in loads] == [16, 4, 16, 16, 4, 8, 16, 16, 4]
+
+
+@opus.kernel
+def bounded_shared(x: opus.Ptr[opus.f32], y: opus.Ptr[opus.f32], n: opus.i32):
+    t = opus.thread_id_x()
+    tile = opus.alloc_smem(opus.f32, 256)
+    tile.store(opus.make_gmem(x, n).load(t), t)
+    opus.sync_threads()
+    y[t] = opus.make_smem(tile, n).load(255 - t)
+
+
+def test_a_bounded_shared_access_is_no_buffer_access():
+    """Buffer resources are for global memory: a bounded shared view's access is an LDS access
+    with its own bound test; the one buffer resource is the bounded global view's."""
+    src = bounded_shared.source(target="gfx942")
+    rsrcs = [l for l in src.splitlines() if "make_buffer_rsrc" in l]
+    assert len(rsrcs) == 1 and "(void*)p_x_1," in rsrcs[0], rsrcs

@@ -54,7 +54,7 @@ _BUF_B = {1: "b8", 2: "b16", 4: "b32", 8: "b64", 16: "b128"}
 _VERSIONED_LOOP_OPS = 128
 
 # the parts of a bounded buffer access (HipEmitter._bounded)
-_Access = namedtuple("_Access", "p off value bound soffset elem s rsrc soff aux")
+_Access = namedtuple("_Access", "p off bound soffset elem s rsrc soff aux")
 
 
 def _static_int(v):
@@ -650,7 +650,7 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
                 conds.append(f"(((long long){b} - ({start})) & {g - 1}) == 0")
         return " && ".join(conds) or None
 
-    def _vector_access(self, a, vec, s, whole, per_element, indent):
+    def _vector_access(self, a, vec, whole, per_element, indent):
         """Emit a bounded vector access from its two forms: ``whole`` (one buffer instruction
         of the vector's 2 to 16 bytes: tracing refuses wider accesses, lang/memory.py
         _check_vec; the hardware's range check) and ``per_element`` (one access per element,
@@ -674,17 +674,17 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         per_element(indent + 1)
         self.line(indent, "}")
 
-    def _bounded(self, op, what, indent):
+    def _bounded(self, op, indent):
         """The parts of a bounded buffer access: element type, size, resource, soffset, aux."""
-        p, off, value, bound, soff = access_operands(op)
+        p, off, _, bound, soff = access_operands(op)
         e = p.type.elem
         if e.bits % 8 and not e.is_bool:  # bool is one byte in memory
-            raise CodegenError(f"internal: bounded {what} of {e.name} reached the hip renderer "
+            raise CodegenError(f"internal: bounded {op.kind}s of {e.name} reached the hip renderer "
                                "(sub-byte types are refused while tracing)")
         s = e.itemsize
         rsrc = self._rsrc(self.name(p), self.name(bound), s, indent)
         aux = self.target.cache_policy(op.attrs.get("cache", "normal"), op.kind)
-        return _Access(p, off, value, bound, soff, e, s, rsrc, self._soffset(soff, s), aux)
+        return _Access(p, off, bound, soff, e, s, rsrc, self._soffset(soff, s), aux)
 
     def uniform(self, expr):
         return f"__builtin_amdgcn_readfirstlane((int){expr})"
@@ -719,7 +719,7 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
             return super().render_load(op, indent)
         r = op.results[0]
         vec = op.attrs["vec"]
-        a = self._bounded(op, "loads", indent)
+        a = self._bounded(op, indent)
         s, ect = a.s, self.scalar_ctype(a.elem)
         if vec == 1:
             self.assign_lanes(r, [self._buf_load(a, self._voffset(off, s, bound), s, ect)], indent)
@@ -736,7 +736,7 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
                 voff = self._voffset(off, s, bound, i, soff is not None)
                 self.line(ind, f"{n}.v[{i}] = {self._buf_load(a, voff, s, ect)};")
 
-        self._vector_access(a, vec, s, whole, per_element, indent)
+        self._vector_access(a, vec, whole, per_element, indent)
 
     def render_store(self, op, indent):
         p, off, val, bound, soff = access_operands(op)
@@ -745,7 +745,7 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
         if bound is None:
             return super().render_store(op, indent)
         vec = op.attrs["vec"]
-        a = self._bounded(op, "stores", indent)
+        a = self._bounded(op, indent)
         s, ect = a.s, self.scalar_ctype(a.elem)
         value_c = self.name(val)
         if vec == 1:
@@ -762,7 +762,7 @@ class HipEmitter(StorageConversions, HipAtomics, CEmitter):
                 voff = self._voffset(off, s, bound, i, soff is not None)
                 self.line(ind, self._buf_store(f"{value_c}.v[{i}]", ect, a, voff, s))
 
-        self._vector_access(a, vec, s, whole, per_element, indent)
+        self._vector_access(a, vec, whole, per_element, indent)
 
     def render_lds_load(self, op, indent):
         """buffer_load ... lds (ir/ops.py lds_load): the source through a buffer resource (a
